@@ -1,0 +1,1 @@
+SELECT inserted, duplicates FROM pgpace.enqueue_bulk()

@@ -1,0 +1,1 @@
+COPY pgpace_bulk (line_no, doc) FROM STDIN

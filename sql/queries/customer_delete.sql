@@ -1,0 +1,1 @@
+SELECT pgpace.customer_delete($1, $2::boolean)

@@ -1,0 +1,5 @@
+SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
+       coalesce(c.max_in_flight::text, 'unlimited') AS max_in_flight, c.max_attempts,
+       cardinality(c.signing_secrets) AS secrets, array_to_string(c.signing_secrets, ' ') AS secret_list,
+       c.created_at, c.updated_at
+  FROM pgpace.customer c WHERE c.name = $1

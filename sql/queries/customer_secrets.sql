@@ -1,0 +1,1 @@
+SELECT array_to_string(c.signing_secrets, ' ') FROM pgpace.customer c WHERE c.name = $1

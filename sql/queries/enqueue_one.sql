@@ -1,0 +1,1 @@
+SELECT pgpace.enqueue($1, $2::jsonb, $3, $4, $5::timestamptz, $6, $7::integer)

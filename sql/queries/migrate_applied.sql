@@ -1,0 +1,1 @@
+SELECT version, name, checksum FROM pgpace.schema_migration ORDER BY version

@@ -1,0 +1,1 @@
+INSERT INTO pgpace.schema_migration (version, name, checksum) VALUES ($1, $2, $3)

@@ -1,0 +1,1 @@
+UPDATE pgpace.setting s SET value = $2 WHERE s.name = $1 RETURNING s.name
