@@ -1,0 +1,373 @@
+/* cli_customer.c - `pgpace customer set|get|list|pause|resume|delete`. */
+#include "cli.h"
+#include "secret.h"
+#include "sql_embed.h"
+#include "validate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char customer_usage[] =
+    "usage: pgpace customer COMMAND [ARGS...]\n"
+    "\n"
+    "  set NAME [options]     create or update a customer (only given options change)\n"
+    "  get NAME [--show-secrets]\n"
+    "  list\n"
+    "  pause NAME             stop dispatching its items (they wait; nothing is dropped)\n"
+    "  resume NAME\n"
+    "  delete NAME [--force]  refuses while items are pending, unless --force drops them\n"
+    "\n"
+    "Run 'pgpace customer set --help' for the settings.\n";
+
+static const char set_usage[] =
+    "usage: pgpace customer set NAME [options]\n"
+    "\n"
+    "Creates the customer (then --rate and --url are required) or updates the given settings.\n"
+    "Changes reach a running dispatcher within a second.\n"
+    "\n"
+    "  --rate R              items per minute, > 0, fractions allowed (0.5 = one every 2 min)\n"
+    "  --mode M              spaced (default): one item every 60/R s, GCRA with --burst;\n"
+    "                        batch: up to R items per tick, delivered at once;\n"
+    "                        unlimited: plain work queue, as fast as deliveries allow\n"
+    "  --burst N             spaced mode: items that may go back to back after idling (>= 1)\n"
+    "  --url URL             webhook endpoint, http:// or https://\n"
+    "  --secret S            set the signing secret (whsec_...); generated when creating\n"
+    "  --rotate-secret       add a new generated secret; old ones keep signing until retired\n"
+    "  --retire-old-secrets  keep only the newest secret\n"
+    "  --max-in-flight N     most outstanding deliveries for this customer, or 'none'\n"
+    "  --max-attempts N      attempts before an item is dead-lettered (1-1000, default 12)\n"
+    "  --paused / --active   pause or resume (same as customer pause / resume)\n";
+
+enum { OPT_RATE = 1, OPT_MODE, OPT_BURST, OPT_URL, OPT_SECRET, OPT_ROTATE, OPT_RETIRE,
+       OPT_MAX_IN_FLIGHT, OPT_MAX_ATTEMPTS, OPT_PAUSED, OPT_ACTIVE, OPT_SHOW, OPT_FORCE };
+
+/* Parses options common to every customer subcommand that takes only a NAME and flags. */
+static int parse_name_and_flags(cli_ctx *ctx, int argc, char **argv, const char *usage_text,
+                                const struct option *extra, int *flags_seen, const char **name)
+{
+    struct option opts[8] = {CLI_COMMON_OPTIONS};
+    size_t n = 3;
+    for (; extra && extra->name && n < 7; extra++)
+        opts[n++] = *extra;
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_common_option(ctx, opt, optarg))
+            continue;
+        if (opt == 'h') {
+            fputs(usage_text, stdout);
+            return -1;
+        }
+        if (opt == '?' || opt == ':')
+            return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+        *flags_seen |= 1 << opt;
+    }
+    if (name) {
+        if (optind >= argc)
+            return cli_usage_error(ctx, "missing customer NAME");
+        *name = argv[optind++];
+    }
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    return CLI_OK;
+}
+
+static int customer_set(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                         {"rate", required_argument, NULL, OPT_RATE},
+                                         {"mode", required_argument, NULL, OPT_MODE},
+                                         {"burst", required_argument, NULL, OPT_BURST},
+                                         {"url", required_argument, NULL, OPT_URL},
+                                         {"secret", required_argument, NULL, OPT_SECRET},
+                                         {"rotate-secret", no_argument, NULL, OPT_ROTATE},
+                                         {"retire-old-secrets", no_argument, NULL, OPT_RETIRE},
+                                         {"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+                                         {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+                                         {"paused", no_argument, NULL, OPT_PAUSED},
+                                         {"active", no_argument, NULL, OPT_ACTIVE},
+                                         {NULL, 0, NULL, 0}};
+    const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
+    const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
+    bool rotate = false, retire = false, clear_max_in_flight = false;
+    pgp_error err;
+    double rate_value;
+    long long int_value;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_common_option(ctx, opt, optarg))
+            continue;
+        switch (opt) {
+        case 'h':
+            fputs(set_usage, stdout);
+            return CLI_OK;
+        case OPT_RATE:
+            if (validate_rate("--rate", optarg, &rate_value, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            rate = optarg;
+            break;
+        case OPT_MODE:
+            if (validate_mode("--mode", optarg, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            mode = optarg;
+            break;
+        case OPT_BURST:
+            if (validate_int("--burst", optarg, 1, 1000000, &int_value, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            burst = optarg;
+            break;
+        case OPT_URL:
+            if (validate_url("--url", optarg, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            url = optarg;
+            break;
+        case OPT_SECRET:
+            secret = optarg;
+            break;
+        case OPT_ROTATE:
+            rotate = true;
+            break;
+        case OPT_RETIRE:
+            retire = true;
+            break;
+        case OPT_MAX_IN_FLIGHT:
+            if (strcmp(optarg, "none") == 0) {
+                clear_max_in_flight = true;
+                break;
+            }
+            if (validate_int("--max-in-flight", optarg, 1, 1000000, &int_value, &err) != 0)
+                return cli_usage_error(ctx, "%s (or 'none')", err.msg);
+            max_in_flight = optarg;
+            break;
+        case OPT_MAX_ATTEMPTS:
+            if (validate_int("--max-attempts", optarg, 1, 1000, &int_value, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            max_attempts = optarg;
+            break;
+        case OPT_PAUSED:
+            paused = "true";
+            break;
+        case OPT_ACTIVE:
+            paused = "false";
+            break;
+        default:
+            return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error(ctx, "missing customer NAME");
+    const char *name = argv[optind++];
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    if (validate_name("customer name", name, &err) != 0)
+        return cli_usage_error(ctx, "%s", err.msg);
+    if ((secret != NULL) + rotate + retire > 1)
+        return cli_usage_error(ctx, "use one of --secret, --rotate-secret, --retire-old-secrets "
+                                    "at a time");
+    if (secret) {
+        /* Check by signing with it: the same decoding the sender will use. */
+        char sig[SECRET_SIGNATURE_MAX];
+        if (strlen(secret) > 100 || secret_sign(secret, "check", 0, "", 0, sig, &err) != 0)
+            return cli_usage_error(ctx, "--secret: expected whsec_ followed by base64 of 24 to "
+                                        "64 bytes");
+    }
+
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+
+    /* Secrets: [new] + current (rotation), first only (retire), given, or generated. */
+    char secrets[600] = "";
+    const char *name_param[] = {name};
+    PGresult *cur = cli_query(ctx, sql_q_customer_secrets, 1, name_param);
+    if (!cur)
+        return CLI_FAILED;
+    bool exists = PQntuples(cur) == 1;
+    char current[520] = "";
+    if (exists)
+        snprintf(current, sizeof current, "%s", PQgetvalue(cur, 0, 0));
+    PQclear(cur);
+    if (!exists && (!rate || !url))
+        return cli_fail(ctx, CLI_FAILED,
+                        "customer '%s' does not exist; creating it needs --rate and --url", name);
+    if ((rotate || retire) && !exists)
+        return cli_fail(ctx, CLI_FAILED, "customer '%s' does not exist: nothing to rotate", name);
+
+    char fresh[64];
+    if (rotate || (!exists && !secret)) {
+        if (secret_generate(fresh, sizeof fresh, &err) != 0)
+            return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
+    }
+    if (secret) {
+        snprintf(secrets, sizeof secrets, "{\"%s\"}", secret);
+    } else if (!exists) {
+        snprintf(secrets, sizeof secrets, "{\"%s\"}", fresh);
+    } else if (rotate || retire) {
+        /* current is space-separated, newest first. Rotation keeps at most 3 old secrets so a
+         * receiver verifies against at most 4; retiring keeps only the newest. */
+        char *save = NULL;
+        size_t len = (size_t)snprintf(secrets, sizeof secrets, "{");
+        int kept = 0;
+        if (rotate)
+            len += (size_t)snprintf(secrets + len, sizeof secrets - len, "\"%s\"", fresh), kept++;
+        for (char *tok = strtok_r(current, " ", &save); tok && kept < (retire ? 1 : 4);
+             tok = strtok_r(NULL, " ", &save), kept++)
+            len += (size_t)snprintf(secrets + len, sizeof secrets - len, "%s\"%s\"",
+                                    kept ? "," : "", tok);
+        snprintf(secrets + len, sizeof secrets - len, "}");
+    }
+
+    const char *params[] = {name,
+                            mode,
+                            rate,
+                            burst,
+                            url,
+                            secrets[0] ? secrets : NULL,
+                            max_in_flight,
+                            max_attempts,
+                            paused,
+                            clear_max_in_flight ? "true" : "false"};
+    PGresult *res = cli_query(ctx, sql_q_customer_set, 10, params);
+    if (!res)
+        return CLI_FAILED;
+    bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    printf("%s customer %s%s\n", created ? "created" : "updated", name,
+           rotate ? " (new signing secret added; see: pgpace customer get --show-secrets)" : "");
+    memset(fresh, 0, sizeof fresh);
+    return CLI_OK;
+}
+
+static int customer_get(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option extra[] = {{"show-secrets", no_argument, NULL, OPT_SHOW},
+                                          {NULL, 0, NULL, 0}};
+    static const char usage[] = "usage: pgpace customer get NAME [--show-secrets]\n\n"
+                                "Prints the customer's settings. Signing secrets are shown only "
+                                "with --show-secrets.\n";
+    int flags = 0;
+    const char *name = NULL;
+    int rc = parse_name_and_flags(ctx, argc, argv, usage, extra, &flags, &name);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+    const char *params[] = {name};
+    PGresult *res = cli_query(ctx, sql_q_customer_get, 1, params);
+    if (!res)
+        return CLI_FAILED;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return cli_fail(ctx, CLI_FAILED, "unknown customer '%s'", name);
+    }
+    bool show = flags & (1 << OPT_SHOW);
+    for (int c = 0; c < PQnfields(res); c++) {
+        const char *field = PQfname(res, c);
+        if (strcmp(field, "secret_list") == 0 && !show)
+            continue;
+        printf("%-16s %s\n", field, PQgetvalue(res, 0, c));
+    }
+    PQclear(res);
+    return CLI_OK;
+}
+
+static int customer_list(cli_ctx *ctx, int argc, char **argv)
+{
+    int flags = 0;
+    int rc = parse_name_and_flags(ctx, argc, argv, "usage: pgpace customer list\n", NULL, &flags,
+                                  NULL);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+    PGresult *res = cli_query(ctx, sql_q_customer_list, 0, NULL);
+    if (!res)
+        return CLI_FAILED;
+    cli_print_table(res);
+    PQclear(res);
+    return CLI_OK;
+}
+
+static int customer_pause(cli_ctx *ctx, int argc, char **argv, bool pause)
+{
+    int flags = 0;
+    const char *name = NULL;
+    int rc = parse_name_and_flags(
+        ctx, argc, argv,
+        pause ? "usage: pgpace customer pause NAME\n\nStops dispatching the customer's items; "
+                "they stay queued.\n"
+              : "usage: pgpace customer resume NAME\n",
+        NULL, &flags, &name);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+    const char *params[] = {name, pause ? "true" : "false"};
+    PGresult *res = cli_query(ctx, sql_q_customer_pause, 2, params);
+    if (!res)
+        return CLI_FAILED;
+    int found = PQntuples(res);
+    PQclear(res);
+    if (!found)
+        return cli_fail(ctx, CLI_FAILED, "unknown customer '%s'", name);
+    printf("%s customer %s\n", pause ? "paused" : "resumed", name);
+    return CLI_OK;
+}
+
+static int customer_delete(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option extra[] = {{"force", no_argument, NULL, OPT_FORCE},
+                                          {NULL, 0, NULL, 0}};
+    static const char usage[] =
+        "usage: pgpace customer delete NAME [--force]\n\n"
+        "Deletes the customer. Refuses while it has pending items; --force deletes them too,\n"
+        "with its dead letters.\n";
+    int flags = 0;
+    const char *name = NULL;
+    int rc = parse_name_and_flags(ctx, argc, argv, usage, extra, &flags, &name);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+    const char *params[] = {name, (flags & (1 << OPT_FORCE)) ? "true" : "false"};
+    PGresult *res = cli_query(ctx, sql_q_customer_delete, 2, params);
+    if (!res)
+        return CLI_FAILED;
+    printf("deleted customer %s (%s item(s) removed)\n", name, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return CLI_OK;
+}
+
+int cli_customer(cli_ctx *ctx, int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(customer_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    const char *sub = argv[1];
+    snprintf(ctx->command_buf, sizeof ctx->command_buf, "customer %s", sub);
+    ctx->command = ctx->command_buf;
+    argc--, argv++;
+    if (strcmp(sub, "set") == 0)
+        return customer_set(ctx, argc, argv);
+    if (strcmp(sub, "get") == 0)
+        return customer_get(ctx, argc, argv);
+    if (strcmp(sub, "list") == 0)
+        return customer_list(ctx, argc, argv);
+    if (strcmp(sub, "pause") == 0)
+        return customer_pause(ctx, argc, argv, true);
+    if (strcmp(sub, "resume") == 0)
+        return customer_pause(ctx, argc, argv, false);
+    if (strcmp(sub, "delete") == 0)
+        return customer_delete(ctx, argc, argv);
+    ctx->command = "customer";
+    return cli_usage_error(ctx, "unknown subcommand '%s' (set, get, list, pause, resume, delete)",
+                           sub);
+}

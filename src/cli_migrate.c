@@ -1,0 +1,62 @@
+/* cli_migrate.c - `pgpace migrate`: apply or report schema migrations. */
+#include "cli.h"
+#include "migrate.h"
+
+#include <stdio.h>
+
+static const char migrate_usage[] =
+    "usage: pgpace migrate [--status] [--db CONNINFO] [--config FILE]\n"
+    "\n"
+    "Applies the schema migrations this binary carries, in order, each in its own transaction,\n"
+    "under an advisory lock (concurrent runs wait for each other). Running it again is a no-op.\n"
+    "A migration that was edited after it was applied is an error and nothing is applied.\n"
+    "\n"
+    "  --status   only report the database's schema version and the one this binary expects\n";
+
+int cli_migrate(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option opts[] = {CLI_COMMON_OPTIONS, {"status", no_argument, NULL, 's'},
+                                         {NULL, 0, NULL, 0}};
+    bool status_only = false;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_common_option(ctx, opt, optarg))
+            continue;
+        switch (opt) {
+        case 'h':
+            fputs(migrate_usage, stdout);
+            return CLI_OK;
+        case 's':
+            status_only = true;
+            break;
+        default:
+            return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+
+    pgp_error err;
+    int version = 0;
+    if (status_only) {
+        if (migrate_db_version(ctx->conn, &version, &err) != 0)
+            return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
+        printf("database schema version %d; this binary expects %d%s\n", version,
+               migrate_latest_version(),
+               version < migrate_latest_version() ? " (run: pgpace migrate)" : "");
+        return CLI_OK;
+    }
+    int applied = 0;
+    if (migrate_run(ctx->conn, &applied, stdout, &err) != 0)
+        return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
+    if (applied == 0)
+        printf("schema is up to date at version %d\n", migrate_latest_version());
+    else
+        printf("applied %d migration(s); schema is at version %d\n", applied,
+               migrate_latest_version());
+    return CLI_OK;
+}
