@@ -1,0 +1,463 @@
+/* config.c - the key table, INI loading over defaults with file:line errors, and the dump. */
+#include "config.h"
+#include "validate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum key_type { KEY_STRING, KEY_INT, KEY_BOOL, KEY_ENUM } key_type;
+
+typedef struct config_key {
+    const char *section;
+    const char *name;
+    key_type type;
+    size_t offset;
+    size_t size;                /* KEY_STRING: buffer size including the NUL */
+    const char *def;            /* default, as it would be written in the file */
+    long long min, max;         /* KEY_INT bounds */
+    const char *const *choices; /* KEY_ENUM: NULL-terminated, index = enum value */
+    /* For listings and docs (a future `pgpace config`); nothing reads it yet. */
+    // cppcheck-suppress unusedStructMember
+    const char *help;
+} config_key;
+
+/* Enum fields are stored through an int; the enums have only small non-negative values. */
+_Static_assert(sizeof(log_level) == sizeof(int), "log_level must be int-sized");
+_Static_assert(sizeof(log_format) == sizeof(int), "log_format must be int-sized");
+
+static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
+static const char *const format_names[] = {"logfmt", "json", NULL};
+
+#define STR(sec, key, def, help)                                                                   \
+    {                                                                                              \
+        sec, #key, KEY_STRING, offsetof(pgp_config, key), sizeof(((pgp_config *)0)->key), def, 0,  \
+            0, NULL, help                                                                          \
+    }
+#define INT(sec, key, def, lo, hi, help)                                                           \
+    {                                                                                              \
+        sec, #key, KEY_INT, offsetof(pgp_config, key), 0, #def, lo, hi, NULL, help                 \
+    }
+#define BOOL(sec, key, def, help)                                                                  \
+    {                                                                                              \
+        sec, #key, KEY_BOOL, offsetof(pgp_config, key), 0, #def, 0, 0, NULL, help                  \
+    }
+#define ENUM(sec, key, field, def, names, help)                                                    \
+    {                                                                                              \
+        sec, key, KEY_ENUM, offsetof(pgp_config, field), 0, def, 0, 0, names, help                 \
+    }
+
+/* The one place where keys, defaults and bounds are defined; config/pgpace.ini.example
+ * documents the same keys and a unit test keeps the two in step. */
+static const config_key keys[] = {
+    STR("database", conninfo, "", "libpq conninfo or URL; empty uses the PG* environment"),
+
+    STR("dispatcher", instance_name, "", "name in claimed_by and status; empty: host:pid"),
+    INT("dispatcher", lease_seconds, 60, 1, 86400, "seconds a claim owns an item"),
+    INT("dispatcher", standby_retry_ms, 1000, 50, 600000, "standby leader-lock retry, ms"),
+    INT("dispatcher", batch_tick_ms, 60000, 100, 3600000, "batch-mode tick, ms"),
+    INT("dispatcher", backstop_scan_ms, 5000, 100, 3600000, "scan for missed due customers, ms"),
+    INT("dispatcher", claim_batch_max, 1000, 1, 100000, "most items claimed per statement"),
+    INT("dispatcher", carrier_max_per_round, 100, 1, 100000, "per-carrier cap per claim round"),
+    INT("dispatcher", carrier_max_in_flight, 0, 0, 1000000, "per-carrier in-flight cap; 0: none"),
+    INT("dispatcher", drain_timeout_ms, 30000, 0, 3600000, "SIGTERM wait for in-flight, ms"),
+    INT("dispatcher", retry_base_ms, 1000, 1, 3600000, "first retry delay, ms"),
+    INT("dispatcher", retry_cap_ms, 3600000, 1, 86400000, "largest retry delay, ms"),
+    INT("dispatcher", reconnect_max_ms, 30000, 100, 600000, "database reconnect backoff cap, ms"),
+    INT("dispatcher", keepalive_idle_s, 10, 1, 7200, "TCP keepalive idle time, s"),
+
+    INT("delivery", connect_timeout_ms, 5000, 100, 600000, "HTTP connect timeout, ms"),
+    INT("delivery", request_timeout_ms, 30000, 100, 3600000, "whole HTTP request timeout, ms"),
+    INT("delivery", max_response_bytes, 65536, 0, 16777216, "response body bytes kept"),
+    INT("delivery", max_connections, 256, 1, 65536, "total HTTP connections"),
+    INT("delivery", max_host_connections, 16, 1, 4096, "HTTP connections per host"),
+    INT("delivery", retry_after_max_s, 3600, 0, 604800, "largest Retry-After honoured, s"),
+    STR("delivery", allow_cidrs, "", "comma-separated CIDRs webhooks may reach"),
+    BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
+    INT("delivery", breaker_failures, 5, 1, 1000, "consecutive failures opening the breaker"),
+    INT("delivery", breaker_cooldown_ms, 30000, 100, 86400000, "first breaker cooldown, ms"),
+    INT("delivery", breaker_cooldown_max_ms, 600000, 100, 86400000, "largest breaker cooldown, ms"),
+
+    ENUM("log", "level", log_level, "info", level_names, "debug, info, warn or error"),
+    ENUM("log", "format", log_format, "logfmt", format_names, "logfmt or json"),
+};
+
+#define NKEYS PGP_ARRAY_LEN(keys)
+
+static void *field(pgp_config *cfg, const config_key *k)
+{
+    return (char *)cfg + k->offset;
+}
+
+static const void *cfield(const pgp_config *cfg, const config_key *k)
+{
+    return (const char *)cfg + k->offset;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return true;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void join_choices(char *buf, size_t n, const char *const *choices)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; choices[i] && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", choices[i]);
+}
+
+/* Sets one key from its text; on failure writes only the reason (the caller adds where). */
+static int set_value(pgp_config *cfg, const config_key *k, const char *value, pgp_error *err)
+{
+    switch (k->type) {
+    case KEY_STRING: {
+        size_t len = strlen(value);
+        if (len >= k->size)
+            return pgp_error_set(err, -EINVAL, "value too long (%zu bytes, at most %zu)", len,
+                                 k->size - 1);
+        memcpy(field(cfg, k), value, len + 1);
+        return 0;
+    }
+    case KEY_INT: {
+        long long v;
+        if (validate_int(k->name, value, k->min, k->max, &v, NULL) < 0)
+            return pgp_error_set(err, -EINVAL, "expected an integer from %lld to %lld, got '%s'",
+                                 k->min, k->max, value);
+        int iv = (int)v;
+        memcpy(field(cfg, k), &iv, sizeof iv);
+        return 0;
+    }
+    case KEY_BOOL: {
+        bool b;
+        if (!parse_bool(value, &b))
+            return pgp_error_set(
+                err, -EINVAL, "expected true or false (or yes/no, on/off, 1/0), got '%s'", value);
+        memcpy(field(cfg, k), &b, sizeof b);
+        return 0;
+    }
+    case KEY_ENUM:
+        for (int i = 0; k->choices[i]; i++) {
+            if (strcasecmp(value, k->choices[i]) == 0) {
+                memcpy(field(cfg, k), &i, sizeof i);
+                return 0;
+            }
+        }
+        char list[256];
+        join_choices(list, sizeof list, k->choices);
+        return pgp_error_set(err, -EINVAL, "expected one of %s, got '%s'", list, value);
+    }
+    return pgp_error_set(err, -EINVAL, "internal error: bad key type");
+}
+
+void config_defaults(pgp_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NKEYS; i++) {
+        int rc = set_value(cfg, &keys[i], keys[i].def, NULL);
+        (void)rc; /* the table's defaults are covered by the unit tests */
+    }
+}
+
+static bool section_known(const char *section)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].section, section) == 0)
+            return true;
+    return false;
+}
+
+/* "database, dispatcher, delivery, log": table order, each once. */
+static void section_list(char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NKEYS && o < n; i++)
+        if (i == 0 || strcmp(keys[i].section, keys[i - 1].section) != 0)
+            o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", keys[i].section);
+}
+
+static void key_list(char *buf, size_t n, const char *section)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NKEYS && o < n; i++)
+        if (strcmp(keys[i].section, section) == 0)
+            o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? ", " : "", keys[i].name);
+}
+
+typedef struct parse_state {
+    const char *name; /* file name for messages */
+    FILE *in;
+    pgp_config cfg;  /* the copy being filled; published only if everything is valid */
+    int lineno;      /* physical line last handed to inih */
+    int seen[NKEYS]; /* line where each key was set; 0 = not set */
+    int err_line;    /* line of the first error found by us; 0 = none */
+    int err_code;
+    pgp_error err;
+    char *buf; /* getline buffer */
+    size_t cap;
+} parse_state;
+
+static int fail(parse_state *st, int line, int code, const char *fmt, ...) PGP_PRINTF(4, 5);
+
+static int fail(parse_state *st, int line, int code, const char *fmt, ...)
+{
+    if (st->err_code)
+        return 0;
+    char reason[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    /* line < 0: the message is about the file as a whole and names it itself. */
+    if (line > 0)
+        pgp_error_set(&st->err, code, "%s:%d: %s", st->name, line, reason);
+    else if (line == 0)
+        pgp_error_set(&st->err, code, "%s: %s", st->name, reason);
+    else
+        pgp_error_set(&st->err, code, "%s", reason);
+    st->err_line = line;
+    st->err_code = code;
+    return 0;
+}
+
+/* inih's line buffer is fixed at build time (INI_MAX_LINE, 200 in Debian) and it splits longer
+ * lines into pieces that it then parses as separate lines. Reading whole lines here lets us
+ * refuse those instead, count physical lines for messages, and hand inih comment and blank
+ * lines of any length as empty lines. Leading blanks are removed because inih would otherwise
+ * take an indented line as the continuation of the previous value. */
+static char *reader(char *str, int num, void *stream)
+{
+    parse_state *st = stream;
+    if (st->err_code)
+        return NULL; /* first error wins: no point reading further */
+    errno = 0;
+    ssize_t got = getline(&st->buf, &st->cap, st->in);
+    if (got < 0) {
+        /* getline() reports a failed allocation without setting the stream's error flag. */
+        if (ferror(st->in) || errno == ENOMEM) {
+            int e = errno ? errno : EIO;
+            fail(st, -1, -e, "cannot read config file '%s': %s", st->name, strerror(e));
+        }
+        return NULL;
+    }
+    st->lineno++;
+    size_t len = (size_t)got;
+    char *line = st->buf;
+    if (memchr(line, '\0', len)) {
+        fail(st, st->lineno, -EINVAL, "line contains a NUL byte");
+        return NULL;
+    }
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    if (st->lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) {
+        line += 3;
+        len -= 3;
+    }
+    while (len > 0 && isspace((unsigned char)*line)) {
+        line++;
+        len--;
+    }
+    if (len == 0 || *line == ';' || *line == '#') {
+        str[0] = '\0';
+        return str;
+    }
+    size_t limit = CONFIG_MAX_LINE;
+    if (num > 0 && (size_t)num - 1 < limit)
+        limit = (size_t)num - 1;
+    if (len > limit) {
+        fail(st, st->lineno, -EINVAL, "line too long (%zu bytes, at most %zu)", len, limit);
+        return NULL;
+    }
+    if (*line == '[') {
+        const char *close = strchr(line, ']');
+        if (close) {
+            char sec[128];
+            size_t slen = (size_t)(close - line) - 1;
+            if (slen < sizeof sec) {
+                memcpy(sec, line + 1, slen);
+                sec[slen] = '\0';
+            }
+            if (slen >= sizeof sec || !section_known(sec)) {
+                char known[256];
+                section_list(known, sizeof known);
+                fail(st, st->lineno, -EINVAL, "unknown section [%.*s] (known: %s)", (int)slen,
+                     line + 1, known);
+                return NULL;
+            }
+        }
+    }
+    memcpy(str, line, len + 1);
+    return str;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+    parse_state *st = user;
+    int line = st->lineno;
+    char list[1024];
+    if (!*section) {
+        const char *home = NULL;
+        for (size_t i = 0; i < NKEYS && !home; i++)
+            if (strcmp(keys[i].name, name) == 0)
+                home = keys[i].section;
+        if (home)
+            return fail(st, line, -EINVAL,
+                        "key '%s' is outside any section (it belongs under [%s])", name, home);
+        section_list(list, sizeof list);
+        return fail(st, line, -EINVAL, "key '%s' is outside any section (sections: %s)", name,
+                    list);
+    }
+    if (!section_known(section)) {
+        section_list(list, sizeof list);
+        return fail(st, line, -EINVAL, "unknown section [%s] (known: %s)", section, list);
+    }
+    for (size_t i = 0; i < NKEYS; i++) {
+        const config_key *k = &keys[i];
+        if (strcmp(k->section, section) != 0 || strcmp(k->name, name) != 0)
+            continue;
+        if (st->seen[i])
+            return fail(st, line, -EINVAL, "[%s] %s: duplicate key (already set on line %d)",
+                        section, name, st->seen[i]);
+        pgp_error reason;
+        int rc = set_value(&st->cfg, k, value, &reason);
+        if (rc < 0)
+            return fail(st, line, rc, "[%s] %s: %s", section, name, reason.msg);
+        st->seen[i] = line;
+        return 1;
+    }
+    key_list(list, sizeof list, section);
+    return fail(st, line, -EINVAL, "[%s] unknown key '%s' (known keys: %s)", section, name, list);
+}
+
+static size_t key_index(const char *section, const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].section, section) == 0 && strcmp(keys[i].name, name) == 0)
+            return i;
+    return NKEYS; /* not reached for names from the table */
+}
+
+/* lo must not exceed hi; both are int keys of the same section. */
+static int check_order(parse_state *st, const char *section, const char *lo, const char *hi)
+{
+    size_t a = key_index(section, lo), b = key_index(section, hi);
+    if (a >= NKEYS || b >= NKEYS)
+        return 0;
+    int va, vb;
+    memcpy(&va, cfield(&st->cfg, &keys[a]), sizeof va);
+    memcpy(&vb, cfield(&st->cfg, &keys[b]), sizeof vb);
+    if (va <= vb)
+        return 1;
+    int line = st->seen[a] > st->seen[b] ? st->seen[a] : st->seen[b];
+    return fail(st, line, -EINVAL, "[%s] %s (%d) must not be greater than %s (%d)", section, lo, va,
+                hi, vb);
+}
+
+int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *err)
+{
+    if (!cfg || !in)
+        return pgp_error_set(err, -EINVAL, "config_load_stream: no config or stream");
+    if (!name)
+        name = "<config>";
+    if (strlen(name) >= sizeof cfg->path)
+        return pgp_error_set(err, -ENAMETOOLONG, "config file name too long (at most %zu bytes)",
+                             sizeof cfg->path - 1);
+
+    parse_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return pgp_error_set(err, -ENOMEM, "%s: out of memory", name);
+    st->name = name;
+    st->in = in;
+    config_defaults(&st->cfg);
+
+    int r = ini_parse_stream(reader, st, handler, st);
+    /* inih reports the first line it could not parse (no '=' / no ']'); it never calls us for
+     * those, so it is the first error only if it comes before the first one we found. */
+    if (r > 0 && (st->err_code == 0 || (st->err_line > 0 && r < st->err_line))) {
+        st->err_code = 0;
+        fail(st, r, -EINVAL, "malformed line (expected 'key = value' or '[section]')");
+    } else if (r < 0 && st->err_code == 0) {
+        fail(st, 0, -ENOMEM, "out of memory while parsing");
+    }
+    if (st->err_code == 0)
+        check_order(st, "dispatcher", "retry_base_ms", "retry_cap_ms");
+    if (st->err_code == 0)
+        check_order(st, "delivery", "breaker_cooldown_ms", "breaker_cooldown_max_ms");
+
+    int rc = st->err_code;
+    if (rc == 0) {
+        memcpy(st->cfg.path, name, strlen(name) + 1);
+        *cfg = st->cfg;
+    } else {
+        pgp_error_set(err, rc, "%s", st->err.msg);
+    }
+    free(st->buf);
+    free(st);
+    return rc;
+}
+
+int config_load(pgp_config *cfg, const char *path, pgp_error *err)
+{
+    if (!cfg || !path)
+        return pgp_error_set(err, -EINVAL, "config_load: no config or path");
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        int e = errno;
+        return pgp_error_set(err, -e, "cannot open config file '%s': %s", path, strerror(e));
+    }
+    int rc = config_load_stream(cfg, f, path, err);
+    fclose(f);
+    return rc;
+}
+
+void config_dump(const pgp_config *cfg, FILE *out)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const config_key *k = &keys[i];
+        const void *p = cfield(cfg, k);
+        fprintf(out, "%s.%s = ", k->section, k->name);
+        switch (k->type) {
+        case KEY_STRING:
+            fprintf(out, "%s\n", (const char *)p);
+            break;
+        case KEY_INT: {
+            int v;
+            memcpy(&v, p, sizeof v);
+            fprintf(out, "%d\n", v);
+            break;
+        }
+        case KEY_BOOL: {
+            bool b;
+            memcpy(&b, p, sizeof b);
+            fprintf(out, "%s\n", b ? "true" : "false");
+            break;
+        }
+        case KEY_ENUM: {
+            int v;
+            memcpy(&v, p, sizeof v);
+            int n = 0;
+            while (k->choices[n])
+                n++;
+            fprintf(out, "%s\n", v >= 0 && v < n ? k->choices[v] : "?");
+            break;
+        }
+        }
+    }
+}

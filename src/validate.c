@@ -1,0 +1,348 @@
+/* validate.c - pure checks of names, rates, integers, modes and webhook URLs. */
+#include "validate.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define NAME_MAX_LEN 128
+#define RATE_MAX     6000000.0
+#define URL_MAX_LEN  2048
+#define EXCERPT_MAX  64
+
+/* Inputs are echoed back in messages; they may be huge or hold control bytes (these functions
+ * get fuzzed), so they are shown escaped and cut short. */
+typedef struct excerpt {
+    char s[EXCERPT_MAX * 4 + 8];
+} excerpt;
+
+static excerpt quote_n(const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    excerpt e;
+    size_t o = 0;
+    size_t i;
+    for (i = 0; i < len && i < EXCERPT_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'') {
+            e.s[o++] = '\\';
+            e.s[o++] = 'x';
+            e.s[o++] = hex[c >> 4];
+            e.s[o++] = hex[c & 15];
+        } else {
+            e.s[o++] = (char)c;
+        }
+    }
+    if (i < len) {
+        memcpy(e.s + o, "...", 3);
+        o += 3;
+    }
+    e.s[o] = '\0';
+    return e;
+}
+
+static excerpt quote(const char *s)
+{
+    /* Bounded: never scan far past what can be shown. */
+    return quote_n(s, strnlen(s, EXCERPT_MAX + 1));
+}
+
+static bool is_alnum(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_hex(unsigned char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+int validate_name(const char *what, const char *s, pgp_error *err)
+{
+    if (!s || !*s)
+        return pgp_error_set(err, -EINVAL, "%s: must not be empty", what);
+    size_t len = strnlen(s, NAME_MAX_LEN + 1);
+    if (len > NAME_MAX_LEN)
+        return pgp_error_set(err, -EINVAL, "%s: must be at most %d characters, got '%s'", what,
+                             NAME_MAX_LEN, quote(s).s);
+    if (!is_alnum((unsigned char)s[0]))
+        return pgp_error_set(err, -EINVAL, "%s: must start with a letter or digit, got '%s'", what,
+                             quote(s).s);
+    for (size_t i = 1; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!is_alnum(c) && !strchr("._:@-", c))
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: character '%s' at position %zu is not allowed (use A-Z a-z "
+                                 "0-9 . _ : @ -), got '%s'",
+                                 what, quote_n(s + i, 1).s, i + 1, quote(s).s);
+    }
+    return 0;
+}
+
+/* strtod alone would accept "nan", "inf", hex floats and leading spaces, so the text must first
+ * match plain decimal notation: [+-] digits [. digits] [e [+-] digits]. */
+static bool is_decimal_number(const char *s)
+{
+    const char *p = s;
+    if (*p == '+' || *p == '-')
+        p++;
+    size_t int_digits = 0, frac_digits = 0;
+    while (is_digit((unsigned char)*p)) {
+        p++;
+        int_digits++;
+    }
+    if (*p == '.') {
+        p++;
+        while (is_digit((unsigned char)*p)) {
+            p++;
+            frac_digits++;
+        }
+    }
+    if (int_digits + frac_digits == 0)
+        return false;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!is_digit((unsigned char)*p))
+            return false;
+        while (is_digit((unsigned char)*p))
+            p++;
+    }
+    return *p == '\0';
+}
+
+int validate_rate(const char *what, const char *s, double *out, pgp_error *err)
+{
+    if (!s || !*s)
+        return pgp_error_set(err, -EINVAL,
+                             "%s: expected a number per minute greater than 0 (e.g. 60, 0.5, 1e3), "
+                             "got an empty value",
+                             what);
+    if (!is_decimal_number(s))
+        return pgp_error_set(err, -EINVAL,
+                             "%s: expected a decimal number per minute greater than 0 (e.g. 60, "
+                             "0.5, 1e3), got '%s'",
+                             what, quote(s).s);
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    /* A decimal point other than '.' (a non-C LC_NUMERIC) stops strtod early. */
+    if (end == s || *end != '\0')
+        return pgp_error_set(err, -EINVAL, "%s: could not parse '%s' as a number", what,
+                             quote(s).s);
+    /* ERANGE with a small result is underflow: "1e-400" is not a usable positive rate. */
+    if (v <= 0.0 || (errno == ERANGE && fabs(v) < 1.0))
+        return pgp_error_set(err, -EINVAL, "%s: must be greater than 0 per minute, got '%s'", what,
+                             quote(s).s);
+    if (!isfinite(v) || v > RATE_MAX)
+        return pgp_error_set(err, -EINVAL, "%s: at most %.0f per minute, got '%s'", what, RATE_MAX,
+                             quote(s).s);
+    if (out)
+        *out = v;
+    return 0;
+}
+
+int validate_int(const char *what, const char *s, long long min, long long max, long long *out,
+                 pgp_error *err)
+{
+    const char *p = s ? s : "";
+    if (*p == '-')
+        p++;
+    bool ok = is_digit((unsigned char)*p);
+    while (ok && *p) {
+        ok = is_digit((unsigned char)*p);
+        p++;
+    }
+    long long v = 0;
+    if (ok) {
+        errno = 0;
+        v = strtoll(s, NULL, 10);
+        ok = errno != ERANGE && v >= min && v <= max;
+    }
+    if (!ok)
+        return pgp_error_set(err, -EINVAL, "%s: expected an integer from %lld to %lld, got '%s'",
+                             what, min, max, quote(s ? s : "").s);
+    if (out)
+        *out = v;
+    return 0;
+}
+
+int validate_mode(const char *what, const char *s, pgp_error *err)
+{
+    static const char *const modes[] = {"spaced", "batch", "unlimited"};
+    for (size_t i = 0; s && i < PGP_ARRAY_LEN(modes); i++)
+        if (strcmp(s, modes[i]) == 0)
+            return 0;
+    return pgp_error_set(err, -EINVAL, "%s: must be one of spaced, batch, unlimited; got '%s'",
+                         what, quote(s ? s : "").s);
+}
+
+/* Dotted quad only, no leading zeros: resolvers read "0177.0.0.1" as octal 127.0.0.1, which
+ * would make the host mean something other than what it looks like. */
+static bool is_ipv4(const char *s, size_t len)
+{
+    size_t i = 0;
+    for (int part = 0; part < 4; part++) {
+        if (part > 0) {
+            if (i >= len || s[i] != '.')
+                return false;
+            i++;
+        }
+        size_t start = i;
+        unsigned v = 0;
+        while (i < len && is_digit((unsigned char)s[i]) && i - start < 3) {
+            v = v * 10 + (unsigned)(s[i] - '0');
+            i++;
+        }
+        size_t digits = i - start;
+        if (digits == 0 || v > 255 || (digits > 1 && s[start] == '0'))
+            return false;
+    }
+    return i == len;
+}
+
+static int check_port(const char *what, const char *p, size_t len, pgp_error *err)
+{
+    if (len == 0)
+        return pgp_error_set(err, -EINVAL, "%s: port must be 1-65535, got nothing after ':'", what);
+    unsigned long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!is_digit((unsigned char)p[i]))
+            return pgp_error_set(err, -EINVAL, "%s: port must be 1-65535, got '%s'", what,
+                                 quote_n(p, len).s);
+        if (v <= 65535)
+            v = v * 10 + (unsigned long)(p[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return pgp_error_set(err, -EINVAL, "%s: port must be 1-65535, got '%s'", what,
+                             quote_n(p, len).s);
+    return 0;
+}
+
+static int check_ipv6(const char *what, const char *a, size_t len, pgp_error *err)
+{
+    /* a points at '['. */
+    const char *close = memchr(a, ']', len);
+    if (!close)
+        return pgp_error_set(err, -EINVAL, "%s: IPv6 address is missing its closing ']'", what);
+    size_t hlen = (size_t)(close - a) - 1;
+    bool has_colon = false;
+    for (size_t i = 1; i <= hlen; i++) {
+        unsigned char c = (unsigned char)a[i];
+        if (c == ':')
+            has_colon = true;
+        else if (!is_hex(c) && c != '.')
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: invalid IPv6 address '[%s]' (only hex digits, ':' and '.' "
+                                 "are allowed between the brackets)",
+                                 what, quote_n(a + 1, hlen).s);
+    }
+    char buf[INET6_ADDRSTRLEN];
+    struct in6_addr addr;
+    if (hlen == 0 || !has_colon || hlen >= sizeof buf)
+        return pgp_error_set(err, -EINVAL, "%s: invalid IPv6 address '[%s]'", what,
+                             quote_n(a + 1, hlen).s);
+    memcpy(buf, a + 1, hlen);
+    buf[hlen] = '\0';
+    if (inet_pton(AF_INET6, buf, &addr) != 1)
+        return pgp_error_set(err, -EINVAL, "%s: invalid IPv6 address '[%s]'", what,
+                             quote_n(a + 1, hlen).s);
+    size_t rest = len - (size_t)(close - a) - 1;
+    if (rest == 0)
+        return 0;
+    if (close[1] != ':')
+        return pgp_error_set(err, -EINVAL, "%s: unexpected '%s' after the IPv6 address", what,
+                             quote_n(close + 1, rest).s);
+    return check_port(what, close + 2, rest - 1, err);
+}
+
+static int check_host_port(const char *what, const char *a, size_t len, pgp_error *err)
+{
+    if (len == 0)
+        return pgp_error_set(err, -EINVAL, "%s: missing host", what);
+    if (a[0] == '[')
+        return check_ipv6(what, a, len, err);
+    const char *colon = memchr(a, ':', len);
+    size_t hlen = colon ? (size_t)(colon - a) : len;
+    if (hlen == 0)
+        return pgp_error_set(err, -EINVAL, "%s: missing host", what);
+    bool numeric = true;
+    for (size_t i = 0; i < hlen; i++) {
+        unsigned char c = (unsigned char)a[i];
+        if (c == '%') {
+            if (i + 2 >= hlen || !is_hex((unsigned char)a[i + 1]) ||
+                !is_hex((unsigned char)a[i + 2]))
+                return pgp_error_set(err, -EINVAL,
+                                     "%s: host '%s' has a '%%' not followed by two hex digits",
+                                     what, quote_n(a, hlen).s);
+        } else if (!is_alnum(c) && !strchr(".-_~", c)) {
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: host '%s' contains '%s', which is not allowed in a host name",
+                                 what, quote_n(a, hlen).s, quote_n(a + i, 1).s);
+        }
+        if (!is_digit(c) && c != '.')
+            numeric = false;
+    }
+    if (numeric && !is_ipv4(a, hlen))
+        return pgp_error_set(err, -EINVAL,
+                             "%s: invalid IPv4 address '%s' (expected four numbers 0-255 without "
+                             "leading zeros)",
+                             what, quote_n(a, hlen).s);
+    if (colon)
+        return check_port(what, colon + 1, len - hlen - 1, err);
+    return 0;
+}
+
+int validate_url(const char *what, const char *s, pgp_error *err)
+{
+    if (!s || !*s)
+        return pgp_error_set(err, -EINVAL, "%s: must not be empty", what);
+    size_t len = strnlen(s, URL_MAX_LEN + 1);
+    if (len > URL_MAX_LEN)
+        return pgp_error_set(err, -EINVAL, "%s: longer than %d bytes", what, URL_MAX_LEN);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c == 0x7f)
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: contains whitespace or a control character (byte 0x%02x at "
+                                 "position %zu)",
+                                 what, c, i + 1);
+        if (c == '#')
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: fragments ('#...') are not allowed; they are never sent to "
+                                 "the server",
+                                 what);
+    }
+
+    /* RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) followed by ':'. */
+    size_t sl = 0;
+    while (sl < len && (is_alnum((unsigned char)s[sl]) || strchr("+-.", s[sl])))
+        sl++;
+    if (sl == 0 || sl == len || s[sl] != ':' || !is_alnum((unsigned char)s[0]) ||
+        is_digit((unsigned char)s[0]))
+        return pgp_error_set(err, -EINVAL, "%s: must start with http:// or https://, got '%s'",
+                             what, quote(s).s);
+    if (!((sl == 4 && strncasecmp(s, "http", 4) == 0) ||
+          (sl == 5 && strncasecmp(s, "https", 5) == 0)))
+        return pgp_error_set(err, -EINVAL, "%s: scheme must be http or https, got '%s'", what,
+                             quote_n(s, sl).s);
+    if (len - sl < 3 || s[sl + 1] != '/' || s[sl + 2] != '/')
+        return pgp_error_set(err, -EINVAL, "%s: expected '://' after '%s'", what, quote_n(s, sl).s);
+
+    const char *auth = s + sl + 3;
+    size_t alen = strcspn(auth, "/?");
+    if (memchr(auth, '@', alen))
+        return pgp_error_set(err, -EINVAL, "%s: user info (user@host) is not allowed", what);
+    return check_host_port(what, auth, alen, err);
+}

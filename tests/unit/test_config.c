@@ -1,0 +1,582 @@
+/* test_config.c - config loading: defaults, every error message, the example file. */
+#include "testlib.h"
+
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Local rather than testlib's tl_assert_contains: the unit tests must not need a database. */
+#define assert_contains(hay, needle)                                                               \
+    do {                                                                                           \
+        if (!strstr((hay), (needle))) {                                                            \
+            print_error("expected to find\n  %s\nin\n  %s\n", (needle), (hay));                    \
+            fail();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Loads `text` as if it were the file "t.ini"; returns the result code. */
+static int load_text(pgp_config *cfg, const char *text, pgp_error *err)
+{
+    /* fmemopen() refuses a zero-size buffer, and an empty file must be representable. */
+    static const char empty[1] = "";
+    size_t len = strlen(text);
+    FILE *f = len ? fmemopen((void *)(uintptr_t)text, len, "r")
+                  : fmemopen((void *)(uintptr_t)empty, 1, "r");
+    assert_non_null(f);
+    if (!len) {
+        /* Skip the single NUL so the stream is really empty. */
+        assert_int_equal(fgetc(f), 0);
+    }
+    int rc = config_load_stream(cfg, f, "t.ini", err);
+    fclose(f);
+    return rc;
+}
+
+/* Expects loading `text` to fail with exactly `msg`. */
+static void expect_error(const char *text, const char *msg)
+{
+    pgp_config cfg;
+    pgp_error err = {{0}};
+    config_defaults(&cfg);
+    int rc = load_text(&cfg, text, &err);
+    if (rc != -EINVAL || strcmp(err.msg, msg) != 0) {
+        print_error("input:\n%s\nexpected rc %d, message\n  %s\ngot rc %d, message\n  %s\n", text,
+                    -EINVAL, msg, rc, err.msg);
+        fail();
+    }
+}
+
+static char *dump_to_string(const pgp_config *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    config_dump(cfg, f);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+static char *temp_file(const char *content)
+{
+    const char *dir = getenv("TMPDIR");
+    char *path = NULL;
+    assert_true(asprintf(&path, "%s/pgpace-test-XXXXXX", dir && *dir ? dir : "/tmp") > 0);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(content);
+    assert_int_equal(write(fd, content, len), (ssize_t)len);
+    assert_int_equal(close(fd), 0);
+    return path;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t n = getdelim(&buf, &cap, '\0', f);
+    assert_true(n > 0);
+    fclose(f);
+    return buf;
+}
+
+static void test_defaults(void **state)
+{
+    pgp_config c;
+    memset(&c, 0x5a, sizeof c);
+    config_defaults(&c);
+    assert_string_equal(c.conninfo, "");
+    assert_string_equal(c.instance_name, "");
+    assert_int_equal(c.lease_seconds, 60);
+    assert_int_equal(c.standby_retry_ms, 1000);
+    assert_int_equal(c.batch_tick_ms, 60000);
+    assert_int_equal(c.backstop_scan_ms, 5000);
+    assert_int_equal(c.claim_batch_max, 1000);
+    assert_int_equal(c.carrier_max_per_round, 100);
+    assert_int_equal(c.carrier_max_in_flight, 0);
+    assert_int_equal(c.drain_timeout_ms, 30000);
+    assert_int_equal(c.retry_base_ms, 1000);
+    assert_int_equal(c.retry_cap_ms, 3600000);
+    assert_int_equal(c.reconnect_max_ms, 30000);
+    assert_int_equal(c.keepalive_idle_s, 10);
+    assert_int_equal(c.connect_timeout_ms, 5000);
+    assert_int_equal(c.request_timeout_ms, 30000);
+    assert_int_equal(c.max_response_bytes, 65536);
+    assert_int_equal(c.max_connections, 256);
+    assert_int_equal(c.max_host_connections, 16);
+    assert_int_equal(c.retry_after_max_s, 3600);
+    assert_string_equal(c.allow_cidrs, "");
+    assert_true(c.dead_letter_on_4xx);
+    assert_int_equal(c.breaker_failures, 5);
+    assert_int_equal(c.breaker_cooldown_ms, 30000);
+    assert_int_equal(c.breaker_cooldown_max_ms, 600000);
+    assert_int_equal(c.log_level, LOG_LEVEL_INFO);
+    assert_int_equal(c.log_format, LOG_FORMAT_LOGFMT);
+    assert_string_equal(c.path, "");
+}
+
+static void test_dump(void **state)
+{
+    pgp_config c;
+    config_defaults(&c);
+    char *out = dump_to_string(&c);
+    assert_contains(out, "database.conninfo = \n");
+    assert_contains(out, "dispatcher.lease_seconds = 60\n");
+    assert_contains(out, "dispatcher.carrier_max_in_flight = 0\n");
+    assert_contains(out, "delivery.dead_letter_on_4xx = true\n");
+    assert_contains(out, "log.level = info\n");
+    assert_contains(out, "log.format = logfmt\n");
+    int lines = 0;
+    for (const char *p = out; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, 27); /* one per field of pgp_config except path */
+    free(out);
+
+    c.log_level = LOG_LEVEL_ERROR;
+    c.log_format = LOG_FORMAT_JSON;
+    c.dead_letter_on_4xx = false;
+    out = dump_to_string(&c);
+    assert_contains(out, "log.level = error\n");
+    assert_contains(out, "log.format = json\n");
+    assert_contains(out, "delivery.dead_letter_on_4xx = false\n");
+    free(out);
+}
+
+static void test_empty_and_comments(void **state)
+{
+    pgp_config c, d;
+    pgp_error err = {{0}};
+    config_defaults(&d);
+    assert_int_equal(load_text(&c, "", &err), 0);
+    assert_string_equal(c.path, "t.ini");
+    assert_int_equal(load_text(&c, "# only\n; comments\n\n   \n[log]\n", &err), 0);
+    assert_int_equal(c.lease_seconds, d.lease_seconds);
+    /* Comment lines may be far longer than the parser's line buffer. */
+    char big[6000];
+    memset(big, 'x', sizeof big);
+    big[0] = '#';
+    memcpy(big + sizeof big - 2, "\n", 2);
+    assert_int_equal(load_text(&c, big, &err), 0);
+}
+
+static void test_full_valid_file(void **state)
+{
+    const char *text = "\xEF\xBB\xBF# a BOM, CRLF lines, indentation and inline comments\r\n"
+                       "[database]\r\n"
+                       "conninfo = host=db port=5433 dbname=pgpace application_name=x:y\r\n"
+                       "[dispatcher]\n"
+                       "  instance_name = node-1 ; inline comment\n"
+                       "\tlease_seconds=120\n"
+                       "standby_retry_ms = 50\n"
+                       "batch_tick_ms = 3600000\n"
+                       "backstop_scan_ms = 100\n"
+                       "claim_batch_max = 100000\n"
+                       "carrier_max_per_round = 1\n"
+                       "carrier_max_in_flight = 1000000\n"
+                       "drain_timeout_ms = 0\n"
+                       "retry_base_ms = 10\n"
+                       "retry_cap_ms = 10\n"
+                       "reconnect_max_ms = 600000\n"
+                       "keepalive_idle_s = 7200\n"
+                       "[delivery]\n"
+                       "connect_timeout_ms = 100\n"
+                       "request_timeout_ms = 3600000\n"
+                       "max_response_bytes = 0\n"
+                       "max_connections = 65536\n"
+                       "max_host_connections = 4096\n"
+                       "retry_after_max_s = 604800\n"
+                       "allow_cidrs = 10.0.0.0/8, fd00::/8\n"
+                       "dead_letter_on_4xx = off\n"
+                       "breaker_failures = 1000\n"
+                       "breaker_cooldown_ms = 86400000\n"
+                       "breaker_cooldown_max_ms = 86400000\n"
+                       "[log]\n"
+                       "level = DEBUG\n"
+                       "format = json\n";
+    pgp_config c;
+    pgp_error err = {{0}};
+    int rc = load_text(&c, text, &err);
+    if (rc != 0)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c.conninfo, "host=db port=5433 dbname=pgpace application_name=x:y");
+    assert_string_equal(c.instance_name, "node-1");
+    assert_int_equal(c.lease_seconds, 120);
+    assert_int_equal(c.standby_retry_ms, 50);
+    assert_int_equal(c.batch_tick_ms, 3600000);
+    assert_int_equal(c.backstop_scan_ms, 100);
+    assert_int_equal(c.claim_batch_max, 100000);
+    assert_int_equal(c.carrier_max_per_round, 1);
+    assert_int_equal(c.carrier_max_in_flight, 1000000);
+    assert_int_equal(c.drain_timeout_ms, 0);
+    assert_int_equal(c.retry_base_ms, 10);
+    assert_int_equal(c.retry_cap_ms, 10);
+    assert_int_equal(c.reconnect_max_ms, 600000);
+    assert_int_equal(c.keepalive_idle_s, 7200);
+    assert_int_equal(c.connect_timeout_ms, 100);
+    assert_int_equal(c.request_timeout_ms, 3600000);
+    assert_int_equal(c.max_response_bytes, 0);
+    assert_int_equal(c.max_connections, 65536);
+    assert_int_equal(c.max_host_connections, 4096);
+    assert_int_equal(c.retry_after_max_s, 604800);
+    assert_string_equal(c.allow_cidrs, "10.0.0.0/8, fd00::/8");
+    assert_false(c.dead_letter_on_4xx);
+    assert_int_equal(c.breaker_failures, 1000);
+    assert_int_equal(c.breaker_cooldown_ms, 86400000);
+    assert_int_equal(c.breaker_cooldown_max_ms, 86400000);
+    assert_int_equal(c.log_level, LOG_LEVEL_DEBUG);
+    assert_int_equal(c.log_format, LOG_FORMAT_JSON);
+    assert_string_equal(c.path, "t.ini");
+}
+
+static void test_bool_spellings(void **state)
+{
+    static const char *const yes[] = {"true", "TRUE", "yes", "on", "1", "On"};
+    static const char *const no[] = {"false", "no", "off", "0", "False", "NO"};
+    char text[128];
+    pgp_config c;
+    pgp_error err = {{0}};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(yes); i++) {
+        snprintf(text, sizeof text, "[delivery]\ndead_letter_on_4xx = %s\n", no[i]);
+        assert_int_equal(load_text(&c, text, &err), 0);
+        assert_false(c.dead_letter_on_4xx);
+        snprintf(text, sizeof text, "[delivery]\ndead_letter_on_4xx = %s\n", yes[i]);
+        assert_int_equal(load_text(&c, text, &err), 0);
+        assert_true(c.dead_letter_on_4xx);
+    }
+}
+
+static void test_unknown_key(void **state)
+{
+    expect_error("# x\n[database]\nconninf = x\n",
+                 "t.ini:3: [database] unknown key 'conninf' (known keys: conninfo)");
+    expect_error("[log]\nlevel = info\nlevle = info\n",
+                 "t.ini:3: [log] unknown key 'levle' (known keys: level, format)");
+    expect_error("[dispatcher]\nlease = 5\n",
+                 "t.ini:2: [dispatcher] unknown key 'lease' (known keys: instance_name, "
+                 "lease_seconds, standby_retry_ms, batch_tick_ms, backstop_scan_ms, "
+                 "claim_batch_max, carrier_max_per_round, carrier_max_in_flight, "
+                 "drain_timeout_ms, retry_base_ms, retry_cap_ms, reconnect_max_ms, "
+                 "keepalive_idle_s)");
+    /* A key of another section is unknown here. */
+    expect_error("[database]\nlease_seconds = 5\n",
+                 "t.ini:2: [database] unknown key 'lease_seconds' (known keys: conninfo)");
+}
+
+static void test_unknown_section(void **state)
+{
+    /* Reported at the header, even when the section holds no key. */
+    expect_error("[database]\n\n\n\n\n\n[dispatch]\n",
+                 "t.ini:7: unknown section [dispatch] (known: database, dispatcher, delivery, "
+                 "log)");
+    expect_error("[Log]\nlevel = info\n",
+                 "t.ini:1: unknown section [Log] (known: database, dispatcher, delivery, log)");
+    expect_error("[]\n", "t.ini:1: unknown section [] (known: database, dispatcher, delivery, "
+                         "log)");
+}
+
+static void test_malformed_line(void **state)
+{
+    const char *m = ": malformed line (expected 'key = value' or '[section]')";
+    char want[128];
+    snprintf(want, sizeof want, "t.ini:2%s", m);
+    expect_error("[dispatcher]\nlease_seconds 60\n", want);
+    snprintf(want, sizeof want, "t.ini:3%s", m);
+    expect_error("[log]\n\n[dispatcher\nlease_seconds = 1\n", want);
+    /* The first error in the file wins, whichever part of the parser finds it. */
+    snprintf(want, sizeof want, "t.ini:2%s", m);
+    expect_error("[dispatcher]\njunk\nlease_seconds = x\n", want);
+    expect_error("[dispatcher]\nlease_seconds = x\njunk\n",
+                 "t.ini:2: [dispatcher] lease_seconds: expected an integer from 1 to 86400, got "
+                 "'x'");
+    /* Indented lines are ordinary lines, not continuations of the previous value. */
+    snprintf(want, sizeof want, "t.ini:3%s", m);
+    expect_error("[dispatcher]\nlease_seconds = 5\n   more\n", want);
+}
+
+static void test_line_too_long(void **state)
+{
+    char text[CONFIG_MAX_LINE * 2];
+    int n = snprintf(text, sizeof text, "[dispatcher]\n# ok\ninstance_name = ");
+    memset(text + n, 'a', 300);
+    memcpy(text + n + 300, "\nlease_seconds = 5\n", 20);
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(load_text(&c, text, &err), -EINVAL);
+    assert_contains(err.msg, "t.ini:3: line too long (316 bytes, at most ");
+
+    /* Longer than CONFIG_MAX_LINE too: still one error for the line, not pieces of it. */
+    memset(text + n, 'b', CONFIG_MAX_LINE + 10);
+    memcpy(text + n + CONFIG_MAX_LINE + 10, "\n", 2);
+    assert_int_equal(load_text(&c, text, &err), -EINVAL);
+    assert_contains(err.msg, "t.ini:3: line too long (");
+
+    /* The longest line that fits is accepted whole. */
+    size_t limit = 0;
+    assert_int_equal(sscanf(strstr(err.msg, "at most "), "at most %zu", &limit), 1);
+    assert_true(limit >= 150);
+    n = snprintf(text, sizeof text, "[database]\nconninfo = ");
+    size_t vlen = limit - strlen("conninfo = ");
+    memset(text + n, 'c', vlen);
+    text[n + (int)vlen] = '\0';
+    assert_int_equal(load_text(&c, text, &err), 0);
+    assert_int_equal(strlen(c.conninfo), vlen);
+    text[n + (int)vlen] = 'c';
+    text[n + (int)vlen + 1] = '\0';
+    assert_int_equal(load_text(&c, text, &err), -EINVAL);
+    assert_contains(err.msg, "t.ini:2: line too long");
+}
+
+static void test_bad_int(void **state)
+{
+    static const char *const bad[] = {
+        "abc", "60s", "1.5", "", "0x10", "+5", "6 0", "--1", "99999999999999999999", "-"};
+    char text[128], want[256];
+    for (size_t i = 0; i < PGP_ARRAY_LEN(bad); i++) {
+        snprintf(text, sizeof text, "[dispatcher]\n\n\n\n\n\n\n\n\n\n\nlease_seconds = %s\n",
+                 bad[i]);
+        snprintf(want, sizeof want,
+                 "t.ini:12: [dispatcher] lease_seconds: expected an integer from 1 to 86400, got "
+                 "'%s'",
+                 bad[i]);
+        expect_error(text, want);
+    }
+}
+
+static void test_out_of_range(void **state)
+{
+    expect_error("[dispatcher]\nlease_seconds = 0\n",
+                 "t.ini:2: [dispatcher] lease_seconds: expected an integer from 1 to 86400, got "
+                 "'0'");
+    expect_error("[dispatcher]\nlease_seconds = 86401\n",
+                 "t.ini:2: [dispatcher] lease_seconds: expected an integer from 1 to 86400, got "
+                 "'86401'");
+    expect_error("[dispatcher]\ncarrier_max_in_flight = -1\n",
+                 "t.ini:2: [dispatcher] carrier_max_in_flight: expected an integer from 0 to "
+                 "1000000, got '-1'");
+    expect_error("[delivery]\nmax_response_bytes = 16777217\n",
+                 "t.ini:2: [delivery] max_response_bytes: expected an integer from 0 to 16777216, "
+                 "got '16777217'");
+    expect_error("[dispatcher]\nstandby_retry_ms = 49\n",
+                 "t.ini:2: [dispatcher] standby_retry_ms: expected an integer from 50 to 600000, "
+                 "got '49'");
+}
+
+static void test_bad_bool(void **state)
+{
+    expect_error("[delivery]\ndead_letter_on_4xx = maybe\n",
+                 "t.ini:2: [delivery] dead_letter_on_4xx: expected true or false (or yes/no, "
+                 "on/off, 1/0), got 'maybe'");
+    expect_error("[delivery]\ndead_letter_on_4xx =\n",
+                 "t.ini:2: [delivery] dead_letter_on_4xx: expected true or false (or yes/no, "
+                 "on/off, 1/0), got ''");
+}
+
+static void test_bad_enum(void **state)
+{
+    expect_error("[log]\nlevel = verbose\n",
+                 "t.ini:2: [log] level: expected one of debug, info, warn, error, got 'verbose'");
+    expect_error("[log]\nformat = xml\n",
+                 "t.ini:2: [log] format: expected one of logfmt, json, got 'xml'");
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(load_text(&c, "[log]\nlevel = warn\nformat = JSON\n", &err), 0);
+    assert_int_equal(c.log_level, LOG_LEVEL_WARN);
+    assert_int_equal(c.log_format, LOG_FORMAT_JSON);
+}
+
+static void test_string_too_long(void **state)
+{
+    char text[256];
+    int n = snprintf(text, sizeof text, "[dispatcher]\ninstance_name = ");
+    memset(text + n, 'n', 150);
+    memcpy(text + n + 150, "\n", 2);
+    expect_error(text,
+                 "t.ini:2: [dispatcher] instance_name: value too long (150 bytes, at most 127)");
+    /* 127 bytes fit. */
+    memcpy(text + n + 127, "\n", 2);
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(load_text(&c, text, &err), 0);
+    assert_int_equal(strlen(c.instance_name), 127);
+}
+
+static void test_duplicate_key(void **state)
+{
+    expect_error("[dispatcher]\nlease_seconds = 5\n# again\nlease_seconds = 6\n",
+                 "t.ini:4: [dispatcher] lease_seconds: duplicate key (already set on line 2)");
+    /* Also when the section is opened twice. */
+    expect_error("[log]\nlevel = info\n[database]\n[log]\nlevel = warn\n",
+                 "t.ini:5: [log] level: duplicate key (already set on line 2)");
+    /* Reopening a section with other keys is fine. */
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(load_text(&c, "[log]\nlevel = warn\n[database]\n[log]\nformat = json\n", &err),
+                     0);
+}
+
+static void test_key_outside_section(void **state)
+{
+    expect_error("lease_seconds = 5\n[dispatcher]\n",
+                 "t.ini:1: key 'lease_seconds' is outside any section (it belongs under "
+                 "[dispatcher])");
+    expect_error("# header\nfoo = 1\n",
+                 "t.ini:2: key 'foo' is outside any section (sections: database, dispatcher, "
+                 "delivery, log)");
+}
+
+static void test_cross_field(void **state)
+{
+    expect_error("[dispatcher]\nretry_base_ms = 5000\nretry_cap_ms = 1000\n",
+                 "t.ini:3: [dispatcher] retry_base_ms (5000) must not be greater than "
+                 "retry_cap_ms (1000)");
+    /* Only one key set: its line is named. */
+    expect_error("[dispatcher]\n\nretry_cap_ms = 999\n",
+                 "t.ini:3: [dispatcher] retry_base_ms (1000) must not be greater than "
+                 "retry_cap_ms (999)");
+    expect_error("[delivery]\nbreaker_cooldown_max_ms = 1000\n\nbreaker_cooldown_ms = 2000\n",
+                 "t.ini:4: [delivery] breaker_cooldown_ms (2000) must not be greater than "
+                 "breaker_cooldown_max_ms (1000)");
+}
+
+static void test_nul_byte(void **state)
+{
+    static const char text[] = "[log]\nlevel = in\0fo\n";
+    FILE *f = fmemopen((void *)(uintptr_t)text, sizeof text - 1, "r");
+    assert_non_null(f);
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(config_load_stream(&c, f, "t.ini", &err), -EINVAL);
+    fclose(f);
+    assert_string_equal(err.msg, "t.ini:2: line contains a NUL byte");
+}
+
+static void test_unchanged_on_error(void **state)
+{
+    static const char *const bad[] = {
+        "[dispatcher]\nlease_seconds = 5\nlease_seconds = x\n",
+        "[dispatcher]\nlease_seconds = 5\n[nope]\n",
+        "[dispatcher]\nlease_seconds = 5\nretry_base_ms = 9999999\nretry_cap_ms = 1\n",
+        "[dispatcher]\nlease_seconds = 5\njunk\n",
+    };
+    for (size_t i = 0; i < PGP_ARRAY_LEN(bad); i++) {
+        pgp_config c, before;
+        memset(&c, 0x5a, sizeof c);
+        c.path[0] = '\0';
+        memcpy(&before, &c, sizeof c);
+        pgp_error err = {{0}};
+        assert_int_equal(load_text(&c, bad[i], &err), -EINVAL);
+        assert_memory_equal(&c, &before, sizeof c);
+    }
+    /* Also for a file that cannot be opened. */
+    pgp_config c, before;
+    memset(&c, 0x33, sizeof c);
+    memcpy(&before, &c, sizeof c);
+    pgp_error err = {{0}};
+    assert_int_equal(config_load(&c, "/nonexistent/pgpace.ini", &err), -ENOENT);
+    assert_memory_equal(&c, &before, sizeof c);
+}
+
+static void test_load_path(void **state)
+{
+    char *path = temp_file("[dispatcher]\n\nlease_seconds = 7\nlease_seconds = 8\n");
+    pgp_config c;
+    config_defaults(&c);
+    pgp_error err = {{0}};
+    assert_int_equal(config_load(&c, path, &err), -EINVAL);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "%s:4: [dispatcher] lease_seconds: duplicate key (already set on line 3)", path);
+    assert_string_equal(err.msg, want);
+    assert_string_equal(c.path, "");
+    unlink(path);
+    free(path);
+
+    path = temp_file("[dispatcher]\nlease_seconds = 7\n");
+    assert_int_equal(config_load(&c, path, &err), 0);
+    assert_int_equal(c.lease_seconds, 7);
+    assert_string_equal(c.path, path);
+    unlink(path);
+
+    /* Gone now: the open error names the path and the reason. */
+    assert_int_equal(config_load(&c, path, &err), -ENOENT);
+    snprintf(want, sizeof want, "cannot open config file '%s': No such file or directory", path);
+    assert_string_equal(err.msg, want);
+    assert_int_equal(c.lease_seconds, 7);
+    free(path);
+}
+
+static void test_unreadable(void **state)
+{
+    pgp_config c;
+    config_defaults(&c);
+    pgp_error err = {{0}};
+    assert_int_equal(config_load(&c, "/nonexistent/dir/pgpace.ini", &err), -ENOENT);
+    assert_string_equal(err.msg, "cannot open config file '/nonexistent/dir/pgpace.ini': No such "
+                                 "file or directory");
+    /* A directory opens but cannot be read. */
+    int rc = config_load(&c, "/", &err);
+    assert_true(rc < 0);
+    assert_string_equal(err.msg, "cannot read config file '/': Is a directory");
+    assert_string_equal(c.path, "");
+}
+
+static void test_example_file(void **state)
+{
+    const char *root = getenv("PGPACE_SOURCE_ROOT");
+    if (!root || !*root)
+        skip();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config/pgpace.ini.example", root);
+    pgp_config c, d;
+    pgp_error err = {{0}};
+    config_defaults(&d);
+    int rc = config_load(&c, path, &err);
+    if (rc != 0)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c.path, path);
+    char *got = dump_to_string(&c);
+    char *want = dump_to_string(&d);
+    assert_string_equal(got, want);
+
+    /* Every key is present in the example, with its default value (not merely defaulted). */
+    char *text = read_file(path);
+    for (char *line = strtok(want, "\n"); line; line = strtok(NULL, "\n")) {
+        const char *key = strchr(line, '.') + 1;
+        char needle[256];
+        snprintf(needle, sizeof needle, "\n%s\n", key);
+        /* "conninfo = " is written without the trailing space. */
+        size_t n = strlen(needle);
+        if (n >= 3 && needle[n - 2] == ' ')
+            memmove(needle + n - 2, "\n", 2);
+        assert_contains(text, needle);
+    }
+    free(text);
+    free(got);
+    free(want);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_empty_and_comments), cmocka_unit_test(test_full_valid_file),
+        cmocka_unit_test(test_bool_spellings),     cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_unknown_section),    cmocka_unit_test(test_malformed_line),
+        cmocka_unit_test(test_line_too_long),      cmocka_unit_test(test_bad_int),
+        cmocka_unit_test(test_out_of_range),       cmocka_unit_test(test_bad_bool),
+        cmocka_unit_test(test_bad_enum),           cmocka_unit_test(test_string_too_long),
+        cmocka_unit_test(test_duplicate_key),      cmocka_unit_test(test_key_outside_section),
+        cmocka_unit_test(test_cross_field),        cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_unchanged_on_error), cmocka_unit_test(test_load_path),
+        cmocka_unit_test(test_unreadable),         cmocka_unit_test(test_example_file),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}
