@@ -1,0 +1,161 @@
+/* test_migrate.c - `pgpace migrate` against a real server: apply, re-run, concurrency,
+ * checksum mismatch, unreachable database. */
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int setup(void **state)
+{
+    *state = tl_fresh_db(0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tl_drop_db(*state);
+    return 0;
+}
+
+static void migrate_creates_schema_and_records_it(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "applied 0001_schema");
+    tl_proc_free(&p);
+
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.schema_migration"), 1);
+    assert_int_equal(tl_query_int(db->conn, "SELECT length(checksum) FROM pgpace.schema_migration"),
+                     64);
+    /* DESIGN §2 physical rules. */
+    tl_assert_contains(tl_query_str(db->conn, "SELECT array_to_string(reloptions, ',') FROM "
+                                              "pg_class WHERE oid = 'pgpace.queue'::regclass"),
+                       "fillfactor=80");
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_class WHERE oid = "
+                                            "'pgpace.frontier'::regclass AND relpersistence='u'"),
+                     1);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_partitioned_table WHERE "
+                                            "partrelid = 'pgpace.delivery_attempt'::regclass"),
+                     1);
+    assert_true(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                                       "'pgpace.delivery_attempt'::regclass") >= 8);
+    /* Exactly one index on queue besides its primary key: the partial claim index. */
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
+                                            "'pgpace.queue'::regclass AND NOT indisprimary"),
+                     1);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indexrelid = "
+                                            "'pgpace.queue_claim'::regclass AND indpred IS NOT "
+                                            "NULL"),
+                     1);
+}
+
+static void migrate_twice_is_a_noop(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    char *before = tl_query_str(db->conn, "SELECT applied_at::text FROM pgpace.schema_migration");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "up to date");
+    tl_proc_free(&p);
+    char *after = tl_query_str(db->conn, "SELECT applied_at::text FROM pgpace.schema_migration");
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "database schema version 1; this binary expects 1");
+    tl_proc_free(&p);
+}
+
+static void concurrent_migrations_are_safe(void **state)
+{
+    tl_db *db = *state;
+    /* Four migrate processes at once: the advisory lock serialises them; all succeed and the
+     * migration is applied exactly once. */
+    enum { N = 4 };
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+            _exit(p.status);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int st;
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.schema_migration"), 1);
+}
+
+static void checksum_mismatch_is_an_error(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    tl_exec(db->conn, "UPDATE pgpace.schema_migration SET checksum = repeat('0', 64)");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "migration 0001_schema was changed after it was applied");
+    tl_proc_free(&p);
+}
+
+static void newer_schema_is_reported(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    tl_exec(db->conn, "INSERT INTO pgpace.schema_migration VALUES (2, '0002_future', 'x')");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "newer than this binary");
+    tl_proc_free(&p);
+}
+
+static void unreachable_database_says_where(void **state)
+{
+    tl_proc p = tl_pgpace(TL_ARGV("--db", "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=5",
+                                  "migrate"),
+                          NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "cannot connect to the database at host=127.0.0.1 port=1");
+    tl_assert_contains(p.err, "settings from --db");
+    tl_proc_free(&p);
+
+    p = tl_pgpace(TL_ARGV("migrate"), NULL,
+                  TL_ARGV("PGHOST=127.0.0.1", "PGPORT=1", "PGCONNECT_TIMEOUT=5"));
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "port=1");
+    tl_assert_contains(p.err, "libpq environment");
+    tl_proc_free(&p);
+
+    p = tl_pgpace(TL_ARGV("--db", "host='unterminated", "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "invalid connection string (from --db)");
+    tl_proc_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(migrate_creates_schema_and_records_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(migrate_twice_is_a_noop, setup, teardown),
+        cmocka_unit_test_setup_teardown(concurrent_migrations_are_safe, setup, teardown),
+        cmocka_unit_test_setup_teardown(checksum_mismatch_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(newer_schema_is_reported, setup, teardown),
+        cmocka_unit_test(unreachable_database_says_where),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}

@@ -1,0 +1,64 @@
+/* testlib.h - helpers shared by every test: TAP output, a fresh database per test, running the
+ * pgpace binary, and one-line queries.
+ *
+ * Integration tests reach the private cluster started by tests/run through the libpq
+ * environment (PGHOST, PGPORT, PGUSER). tl_fresh_db() clones a database from a template that
+ * the first caller migrates with the binary under test, so each test starts from the current
+ * schema and leaves nothing behind (tl_drop_db in teardown).
+ */
+#ifndef PGPACE_TESTLIB_H
+#define PGPACE_TESTLIB_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+/* Runs a cmocka group with TAP output (tests/run counts `ok` / `not ok` lines). */
+#define TL_RUN(tests, setup, teardown)                                                             \
+    (cmocka_set_message_output(CM_OUTPUT_TAP),                                                     \
+     cmocka_run_group_tests_name(__FILE__, tests, setup, teardown))
+
+typedef struct tl_db {
+    char name[64];      /* database name */
+    char conninfo[512]; /* conninfo string reaching it */
+    PGconn *conn;       /* open connection, owned */
+} tl_db;
+
+/* Creates a fresh database: migrated (from the template) when `migrated`, else empty. */
+tl_db *tl_fresh_db(int migrated);
+void tl_drop_db(tl_db *db);
+
+/* The result of running a program: exit status (or 128+signal) and its output. */
+typedef struct tl_proc {
+    int status;
+    char *out; /* stdout, NUL-terminated, owned */
+    char *err; /* stderr, NUL-terminated, owned */
+} tl_proc;
+
+/* Runs the pgpace binary under test (PGPACE_BIN) with argv (NULL-terminated, without argv[0]),
+ * feeding `input` (may be NULL) on stdin, with an empty environment except PATH, the libpq
+ * variables and those given in `env` (NULL or "K=V" strings, NULL-terminated). */
+tl_proc tl_pgpace(const char *const *argv, const char *input, const char *const *env);
+void tl_proc_free(tl_proc *p);
+
+/* Convenience: argv as a list. */
+#define TL_ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Runs SQL and returns the first column of the first row as a new string ("" when NULL, and
+ * fails the test on error). */
+char *tl_query_str(PGconn *conn, const char *sql, ...);
+long long tl_query_int(PGconn *conn, const char *sql, ...);
+/* Runs SQL that must succeed (fails the test otherwise). */
+void tl_exec(PGconn *conn, const char *sql, ...);
+
+/* Asserts that `haystack` contains `needle`, printing both when it does not. */
+#define tl_assert_contains(haystack, needle) tl_assert_contains_(haystack, needle, __FILE__, __LINE__)
+void tl_assert_contains_(const char *haystack, const char *needle, const char *file, int line);
+
+/* Writes `content` to a new temporary file and returns its path (owned; unlink when done). */
+char *tl_temp_file(const char *content);
+
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# install-deps.sh - installs pgpace's build, test and runtime packages from Debian (as root).
+# Skips apt entirely when everything is already present, so repeated runs are quick.
+set -euo pipefail
+pkgs=(build-essential meson ninja-build pkg-config
+      libpq-dev libuv1-dev libcurl4-openssl-dev libssl-dev libinih-dev libcmocka-dev
+      postgresql-15 postgresql-client-15 ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps.sh: missing packages (${missing[*]}); run as root or install them" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's postgresql package starts a default cluster on 5432; pgpace never uses it.
