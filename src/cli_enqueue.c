@@ -60,15 +60,17 @@ static char *read_all(FILE *in, size_t *len_out)
 }
 
 /* Names the field a server-side error concerns, for "a bad enqueue says which field". */
-static const char *field_of_error(const char *sqlstate, const char *message)
+static const char *field_of_error(const char *sqlstate)
 {
-    if (!sqlstate)
+    /* Data exceptions (class 22) come from the casts of $2 (payload) and $5 (run_at); the other
+     * fields are validated before sending. */
+    if (!sqlstate || strncmp(sqlstate, "22", 2) != 0)
         return NULL;
-    if (strcmp(sqlstate, "22P02") == 0 && strstr(message, "json"))
-        return "payload";
     if (strcmp(sqlstate, "22007") == 0 || strcmp(sqlstate, "22008") == 0)
         return "run_at";
-    return NULL;
+    if (strcmp(sqlstate, "22023") == 0 || strcmp(sqlstate, "22004") == 0)
+        return NULL; /* raised by pgpace.enqueue itself, which names the field */
+    return "payload";
 }
 
 static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, const char *carrier,
@@ -77,13 +79,13 @@ static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, 
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;
-    const char *params[] = {customer, payload, carrier, kind, run_at, key, priority ? priority : "0"};
+    const char *params[] = {
+        customer, payload, carrier, kind, run_at, key, priority ? priority : "0"};
     PGresult *res = PQexecParams(ctx->conn, sql_q_enqueue_one, 7, NULL, params, NULL, NULL, 0);
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
         pgp_error err;
         db_result_error(res, ctx->conn, &err);
-        const char *field =
-            res ? field_of_error(PQresultErrorField(res, PG_DIAG_SQLSTATE), err.msg) : NULL;
+        const char *field = res ? field_of_error(PQresultErrorField(res, PG_DIAG_SQLSTATE)) : NULL;
         PQclear(res);
         if (field)
             return cli_fail(ctx, CLI_FAILED, "field %s: %s", field, err.msg);

@@ -18,7 +18,8 @@ int cli_setting(cli_ctx *ctx, int argc, char **argv)
     static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
     int opt;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    /* "+": stop at the first argument, so a VALUE such as -5 is not taken for an option. */
+    while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         if (cli_common_option(ctx, opt, optarg))
             continue;
         if (opt == 'h') {
@@ -29,12 +30,21 @@ int cli_setting(cli_ctx *ctx, int argc, char **argv)
     }
     int nargs = argc - optind;
     char **args = argv + optind;
+    /* Options parsing stopped at the subcommand (so values may start with '-'); still honour
+     * a trailing --help such as `pgpace setting list --help`. */
+    for (int i = 0; i < nargs; i++) {
+        if (strcmp(args[i], "--help") == 0 || strcmp(args[i], "-h") == 0) {
+            fputs(setting_usage, stdout);
+            return CLI_OK;
+        }
+    }
     if (nargs < 1)
         return cli_usage_error(ctx, "missing subcommand (list, get, set)");
     const char *sub = args[0];
-    int expected = strcmp(sub, "list") == 0 ? 1 : strcmp(sub, "get") == 0 ? 2
-                                              : strcmp(sub, "set") == 0   ? 3
-                                                                          : -1;
+    int expected = strcmp(sub, "list") == 0  ? 1
+                   : strcmp(sub, "get") == 0 ? 2
+                   : strcmp(sub, "set") == 0 ? 3
+                                             : -1;
     if (expected < 0)
         return cli_usage_error(ctx, "unknown subcommand '%s' (list, get, set)", sub);
     if (nargs != expected)

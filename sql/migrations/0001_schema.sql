@@ -2,8 +2,8 @@
 -- Applied by `pgpace migrate` inside one transaction; the runner has already created the
 -- `pgpace` schema and its `schema_migration` bookkeeping table.
 
--- Functions are private unless granted: producers get exactly pgpace.enqueue and nothing else.
-ALTER DEFAULT PRIVILEGES IN SCHEMA pgpace REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- Nothing in the schema is public; producers get exactly pgpace.enqueue (granted at the end,
+-- after EXECUTE is revoked from PUBLIC on every function created here).
 REVOKE ALL ON SCHEMA pgpace FROM PUBLIC;
 
 -- Names of customers and carriers appear in logs, metrics labels and URLs of the admin API,
@@ -82,7 +82,7 @@ CREATE UNIQUE INDEX item_idempotency ON pgpace.item (customer_id, idempotency_ke
 CREATE TABLE pgpace.queue (
     item_id        bigint PRIMARY KEY,
     customer_id    bigint NOT NULL,
-    carrier        text,
+    carrier        text NOT NULL DEFAULT '', -- '' when the item names none: keeps the index usable
     priority       smallint NOT NULL DEFAULT 0,
     -- When the row may next be claimed. A claim pushes it to now() + lease; NULL parks the row.
     next_action_at timestamptz,
@@ -100,9 +100,12 @@ CREATE TABLE pgpace.queue (
     autovacuum_analyze_scale_factor = 0.02,
     autovacuum_vacuum_cost_delay = 0
 );
--- The one index the claim reads: one probe per customer, highest priority then oldest first.
+-- The one index the claim reads. DESIGN §2 suggests (customer_id, priority DESC, next_action_at);
+-- carrier is added after customer_id so that the claim probes each active (customer, carrier)
+-- pair: a carrier holding 100,000 due items of a customer then costs one probe, and the other
+-- carriers' items of that customer are found without reading past its backlog (DESIGN §4.4).
 -- Bookkeeping columns (attempt, claimed_by, last_error) are deliberately in no index.
-CREATE INDEX queue_claim ON pgpace.queue (customer_id, priority DESC, next_action_at)
+CREATE INDEX queue_claim ON pgpace.queue (customer_id, carrier, priority DESC, next_action_at)
     WHERE next_action_at IS NOT NULL;
 
 -- Per-customer scheduler state. UNLOGGED: losing it in a crash only makes every customer
@@ -140,6 +143,9 @@ CREATE TABLE pgpace.delivery_attempt (
     response_excerpt text
 ) PARTITION BY RANGE (started_at);
 CREATE INDEX delivery_attempt_item ON pgpace.delivery_attempt (item_id);
+-- Catches rows outside the daily partitions (clock skew, a missed ensure_partitions run) so
+-- that logging an attempt can never block finalising a delivery.
+CREATE TABLE pgpace.delivery_attempt_default PARTITION OF pgpace.delivery_attempt DEFAULT;
 
 -- Creates the daily partitions of `parent` from today (UTC) through `days_ahead` days ahead.
 -- Returns how many it created. Safe to call repeatedly and concurrently with inserts.
@@ -266,6 +272,10 @@ BEGIN
         RAISE EXCEPTION 'pgpace.enqueue: idempotency_key must be 1 to 255 characters'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF enqueue.run_at IS NOT NULL AND NOT isfinite(enqueue.run_at) THEN
+        RAISE EXCEPTION 'pgpace.enqueue: run_at must be a finite timestamp'
+            USING ERRCODE = 'invalid_datetime_format';
+    END IF;
     IF enqueue.priority IS NULL OR enqueue.priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION 'pgpace.enqueue: priority must be between -32768 and 32767, got %', enqueue.priority
             USING ERRCODE = 'invalid_parameter_value';
@@ -307,10 +317,11 @@ BEGIN
     END IF;
 
     INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
-    VALUES (item_id, cust_id, enqueue.carrier, enqueue.priority::smallint,
+    VALUES (item_id, cust_id, coalesce(enqueue.carrier, ''), enqueue.priority::smallint,
             coalesce(enqueue.run_at, now()), cust_max);
 
-    PERFORM pg_notify('pgpace_enqueue', cust_id::text);
+    -- Payload "<customer id> <carrier>": the dispatcher wakes that (customer, carrier) pair.
+    PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || coalesce(enqueue.carrier, ''));
     RETURN item_id;
 END
 $$;
@@ -338,12 +349,12 @@ BEGIN
     BEGIN
         CREATE TEMP TABLE pgpace_bulk_doc ON COMMIT DROP AS
             SELECT b.line_no, b.doc::jsonb AS j FROM pg_temp.pgpace_bulk b WHERE b.doc !~ '^\s*$';
-    EXCEPTION WHEN invalid_text_representation THEN
+    EXCEPTION WHEN data_exception THEN
         FOR bad IN SELECT b.line_no, b.doc FROM pg_temp.pgpace_bulk b
                     WHERE b.doc !~ '^\s*$' ORDER BY b.line_no LOOP
             BEGIN
                 PERFORM bad.doc::jsonb;
-            EXCEPTION WHEN invalid_text_representation THEN
+            EXCEPTION WHEN data_exception THEN
                 RAISE EXCEPTION 'line %: not valid JSON (%)', bad.line_no, SQLERRM
                     USING ERRCODE = 'invalid_text_representation';
             END;
@@ -406,7 +417,10 @@ BEGIN
 
     -- Timestamps: cast them all; on failure name the first line that does not parse.
     BEGIN
-        PERFORM b.run_at::timestamptz FROM pgpace_bulk_row b WHERE b.run_at IS NOT NULL;
+        SELECT b.line_no, 'field run_at: must be a finite timestamp' AS msg INTO bad
+          FROM pgpace_bulk_row b
+         WHERE b.run_at IS NOT NULL AND NOT isfinite(b.run_at::timestamptz)
+         ORDER BY b.line_no LIMIT 1;
     EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
         FOR bad IN SELECT b.line_no, b.run_at FROM pgpace_bulk_row b
                     WHERE b.run_at IS NOT NULL ORDER BY b.line_no LOOP
@@ -419,6 +433,9 @@ BEGIN
         END LOOP;
         RAISE;
     END;
+    IF bad.msg IS NOT NULL THEN
+        RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_datetime_format';
+    END IF;
 
     -- One KEY SHARE lock per customer (not per row, as a foreign key would take) keeps a
     -- concurrent `customer delete` from orphaning these items.
@@ -455,12 +472,12 @@ BEGIN
         SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
     ), q AS (
         INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
-        SELECT ins.id, ins.customer_id, ins.carrier, ins.priority, ins.run_at, c.max_attempts
+        SELECT ins.id, ins.customer_id, coalesce(ins.carrier, ''), ins.priority, ins.run_at, c.max_attempts
           FROM ins JOIN pgpace_bulk_customer c ON c.id = ins.customer_id
-        RETURNING customer_id
+        RETURNING customer_id, carrier
     ), notified AS (
-        SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text))
-          FROM (SELECT DISTINCT customer_id FROM q) x
+        SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text || ' ' || x.carrier))
+          FROM (SELECT DISTINCT customer_id, carrier FROM q) x
     )
     SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM pgpace_bulk_row) - (SELECT count(*) FROM q)
       INTO inserted, duplicates
@@ -612,5 +629,8 @@ BEGIN
     END IF;
 END
 $$;
+-- PostgreSQL grants EXECUTE on new functions to PUBLIC, and a per-schema default privilege
+-- cannot take that back, so revoke explicitly.
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA pgpace FROM PUBLIC;
 GRANT USAGE ON SCHEMA pgpace TO pgpace_producer;
 GRANT EXECUTE ON FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer) TO pgpace_producer;

@@ -13,7 +13,7 @@
 #define assert_contains(hay, needle)                                                               \
     do {                                                                                           \
         if (!strstr((hay), (needle))) {                                                            \
-            print_error("expected to find\n  %s\nin\n  %s\n", (needle), (hay));                    \
+            print_error("expected to find\n  %s\nin\n  %s\n", (needle), (hay) ? (hay) : "(null)"); \
             fail();                                                                                \
         }                                                                                          \
     } while (0)
