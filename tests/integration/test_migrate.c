@@ -32,9 +32,11 @@ static void migrate_creates_schema_and_records_it(void **state)
     assert_int_equal(tl_query_int(db->conn, "SELECT length(checksum) FROM pgpace.schema_migration"),
                      64);
     /* DESIGN §2 physical rules. */
-    tl_assert_contains(tl_query_str(db->conn, "SELECT array_to_string(reloptions, ',') FROM "
-                                              "pg_class WHERE oid = 'pgpace.queue'::regclass"),
-                       "fillfactor=80");
+    char *opts = tl_query_str(db->conn, "SELECT array_to_string(reloptions, ',') FROM pg_class "
+                                        "WHERE oid = 'pgpace.queue'::regclass");
+    tl_assert_contains(opts, "fillfactor=80");
+    tl_assert_contains(opts, "autovacuum_vacuum_scale_factor=0.01");
+    free(opts);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_class WHERE oid = "
                                             "'pgpace.frontier'::regclass AND relpersistence='u'"),
                      1);
@@ -126,9 +128,9 @@ static void newer_schema_is_reported(void **state)
 
 static void unreachable_database_says_where(void **state)
 {
-    tl_proc p = tl_pgpace(TL_ARGV("--db", "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=5",
-                                  "migrate"),
-                          NULL, NULL);
+    tl_proc p = tl_pgpace(
+        TL_ARGV("--db", "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=5", "migrate"), NULL,
+        NULL);
     assert_int_equal(p.status, 1);
     tl_assert_contains(p.err, "cannot connect to the database at host=127.0.0.1 port=1");
     tl_assert_contains(p.err, "settings from --db");
