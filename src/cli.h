@@ -31,7 +31,8 @@ typedef struct cli_ctx {
 enum { CLI_OPT_DB = 1000, CLI_OPT_CONFIG, CLI_OPT_HELP };
 #define CLI_COMMON_OPTIONS                                                                         \
     {"db", required_argument, NULL, CLI_OPT_DB},                                                   \
-        {"config", required_argument, NULL, CLI_OPT_CONFIG}, {                                     \
+        {"config", required_argument, NULL, CLI_OPT_CONFIG},                                       \
+    {                                                                                              \
         "help", no_argument, NULL, 'h'                                                             \
     }
 
@@ -60,5 +61,7 @@ int cli_carrier(cli_ctx *ctx, int argc, char **argv);
 int cli_enqueue(cli_ctx *ctx, int argc, char **argv);
 int cli_stats(cli_ctx *ctx, int argc, char **argv);
 int cli_setting(cli_ctx *ctx, int argc, char **argv);
+int cli_run(cli_ctx *ctx, int argc, char **argv);
+int cli_status(cli_ctx *ctx, int argc, char **argv);
 
 #endif

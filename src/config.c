@@ -61,6 +61,7 @@ static const config_key keys[] = {
     INT("dispatcher", batch_tick_ms, 60000, 100, 3600000, "batch-mode tick, ms"),
     INT("dispatcher", backstop_scan_ms, 5000, 100, 3600000, "scan for missed due customers, ms"),
     INT("dispatcher", claim_batch_max, 1000, 1, 100000, "most items claimed per statement"),
+    INT("dispatcher", max_in_flight, 2000, 1, 1000000, "most deliveries outstanding at once"),
     INT("dispatcher", carrier_max_per_round, 100, 1, 100000, "per-carrier cap per claim round"),
     INT("dispatcher", carrier_max_in_flight, 0, 0, 1000000, "per-carrier in-flight cap; 0: none"),
     INT("dispatcher", drain_timeout_ms, 30000, 0, 3600000, "SIGTERM wait for in-flight, ms"),

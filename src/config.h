@@ -19,38 +19,44 @@
 #define CONFIG_MAX_LINE 4096
 
 typedef enum log_format { LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON } log_format;
-typedef enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR } log_level;
+typedef enum log_level {
+    LOG_LEVEL_DEBUG,
+    LOG_LEVEL_INFO,
+    LOG_LEVEL_WARN,
+    LOG_LEVEL_ERROR
+} log_level;
 
 typedef struct pgp_config {
     /* [database] */
     char conninfo[1024]; /* libpq conninfo or URL; empty: libpq environment variables */
 
     /* [dispatcher] */
-    char instance_name[128];         /* shown in claimed_by and `pgpace status`; empty: host:pid */
-    int lease_seconds;               /* how long a claim owns an item before it reappears */
-    int standby_retry_ms;            /* how often a standby tries to take the leader lock */
-    int batch_tick_ms;               /* batch-mode tick length */
-    int backstop_scan_ms;            /* scan for due customers missed by NOTIFY */
-    int claim_batch_max;             /* most items claimed in one statement */
-    int carrier_max_per_round;       /* default per-carrier cap per claim round */
-    int carrier_max_in_flight;       /* default per-carrier outstanding cap; 0 = unlimited */
-    int drain_timeout_ms;            /* SIGTERM: wait this long for in-flight deliveries */
-    int retry_base_ms;               /* first retry delay (before jitter) */
-    int retry_cap_ms;                /* largest retry delay */
-    int reconnect_max_ms;            /* cap of the database reconnect backoff */
-    int keepalive_idle_s;            /* TCP keepalive: idle time before probes */
+    char instance_name[128];   /* shown in claimed_by and `pgpace status`; empty: host:pid */
+    int lease_seconds;         /* how long a claim owns an item before it reappears */
+    int standby_retry_ms;      /* how often a standby tries to take the leader lock */
+    int batch_tick_ms;         /* batch-mode tick length */
+    int backstop_scan_ms;      /* scan for due customers missed by NOTIFY */
+    int claim_batch_max;       /* most items claimed in one statement */
+    int max_in_flight;         /* most deliveries outstanding at once, all customers */
+    int carrier_max_per_round; /* default per-carrier cap per claim round */
+    int carrier_max_in_flight; /* default per-carrier outstanding cap; 0 = unlimited */
+    int drain_timeout_ms;      /* SIGTERM: wait this long for in-flight deliveries */
+    int retry_base_ms;         /* first retry delay (before jitter) */
+    int retry_cap_ms;          /* largest retry delay */
+    int reconnect_max_ms;      /* cap of the database reconnect backoff */
+    int keepalive_idle_s;      /* TCP keepalive: idle time before probes */
 
     /* [delivery] */
     int connect_timeout_ms;
     int request_timeout_ms;
-    int max_response_bytes;          /* response body kept (and read) at most */
-    int max_connections;             /* libcurl total connections */
-    int max_host_connections;        /* libcurl connections per host */
-    int retry_after_max_s;           /* largest Retry-After honoured */
-    char allow_cidrs[1024];          /* SSRF allow-list, comma separated CIDRs */
-    bool dead_letter_on_4xx;         /* other 4xx: dead letter at once (else retry) */
-    int breaker_failures;            /* consecutive failures that open the breaker */
-    int breaker_cooldown_ms;         /* first cooldown; doubles on repeated trips */
+    int max_response_bytes;   /* response body kept (and read) at most */
+    int max_connections;      /* libcurl total connections */
+    int max_host_connections; /* libcurl connections per host */
+    int retry_after_max_s;    /* largest Retry-After honoured */
+    char allow_cidrs[1024];   /* SSRF allow-list, comma separated CIDRs */
+    bool dead_letter_on_4xx;  /* other 4xx: dead letter at once (else retry) */
+    int breaker_failures;     /* consecutive failures that open the breaker */
+    int breaker_cooldown_ms;  /* first cooldown; doubles on repeated trips */
     int breaker_cooldown_max_ms;
 
     /* [log] */

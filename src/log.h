@@ -31,16 +31,17 @@ void log_setup(log_level level, log_format format);
 int log_enabled(log_level level);
 void log_write(log_level level, const char *event, const log_kv *kv, size_t n);
 
+/* Every call passes at least one field (ISO C needs one argument for "..."). */
 #define LOG_AT_(lvl, event, ...)                                                                   \
     do {                                                                                           \
         if (log_enabled(lvl)) {                                                                    \
-            const log_kv log_kv_[] = {LOG_S("", NULL), ##__VA_ARGS__};                             \
-            log_write(lvl, event, log_kv_ + 1, sizeof log_kv_ / sizeof log_kv_[0] - 1);            \
+            const log_kv log_kv_[] = {__VA_ARGS__};                                                \
+            log_write(lvl, event, log_kv_, sizeof log_kv_ / sizeof log_kv_[0]);                    \
         }                                                                                          \
     } while (0)
-#define LOG_DEBUG(event, ...) LOG_AT_(LOG_LEVEL_DEBUG, event, ##__VA_ARGS__)
-#define LOG_INFO(event, ...) LOG_AT_(LOG_LEVEL_INFO, event, ##__VA_ARGS__)
-#define LOG_WARN(event, ...) LOG_AT_(LOG_LEVEL_WARN, event, ##__VA_ARGS__)
-#define LOG_ERROR(event, ...) LOG_AT_(LOG_LEVEL_ERROR, event, ##__VA_ARGS__)
+#define LOG_DEBUG(event, ...) LOG_AT_(LOG_LEVEL_DEBUG, event, __VA_ARGS__)
+#define LOG_INFO(event, ...)  LOG_AT_(LOG_LEVEL_INFO, event, __VA_ARGS__)
+#define LOG_WARN(event, ...)  LOG_AT_(LOG_LEVEL_WARN, event, __VA_ARGS__)
+#define LOG_ERROR(event, ...) LOG_AT_(LOG_LEVEL_ERROR, event, __VA_ARGS__)
 
 #endif

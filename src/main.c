@@ -13,6 +13,8 @@ static const char usage[] =
     "usage: pgpace [--db CONNINFO] [--config FILE] COMMAND [ARGS...]\n"
     "\n"
     "commands:\n"
+    "  run                     run the dispatcher (one instance leads, others stand by)\n"
+    "  status                  which instances run and which one leads\n"
     "  migrate                 apply the schema migrations (safe to run twice)\n"
     "  customer set|get|list|pause|resume|delete\n"
     "                          manage customers (tenants), their rates and webhooks\n"
@@ -23,7 +25,9 @@ static const char usage[] =
     "  version                 print the version\n"
     "\n"
     "connection: --db (a libpq conninfo string or URL), else [database] conninfo in the config\n"
-    "file (--config, $PGPACE_CONFIG, or " "/etc/pgpace/pgpace.ini" "), else the usual libpq\n"
+    "file (--config, $PGPACE_CONFIG, or "
+    "/etc/pgpace/pgpace.ini"
+    "), else the usual libpq\n"
     "environment variables (PGHOST, PGPORT, PGDATABASE, PGUSER, ...).\n"
     "Run 'pgpace COMMAND --help' for a command's options.\n";
 
@@ -45,7 +49,7 @@ static const struct {
 } commands[] = {
     {"migrate", cli_migrate}, {"customer", cli_customer}, {"carrier", cli_carrier},
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
-    {"version", cli_version},
+    {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
 };
 
 int main(int argc, char **argv)
@@ -54,8 +58,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     cli_ctx ctx = {.command = "", .cfg_loaded = false};
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {"version", no_argument, NULL, 'V'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        CLI_COMMON_OPTIONS, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -128,8 +130,8 @@ tl_proc tl_pgpace(const char *const *argv, const char *input, const char *const 
 
     /* A controlled environment: the libpq variables of the test cluster, PATH, sanitizer
      * options, plus what the test asks for. No PGPACE_CONFIG unless given. */
-    const char *keep[] = {"PATH", "PGHOST", "PGPORT", "PGUSER", "ASAN_OPTIONS", "UBSAN_OPTIONS",
-                          "LSAN_OPTIONS"};
+    const char *keep[] = {"PATH",         "PGHOST",        "PGPORT",      "PGUSER",
+                          "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
     char *envp[64];
     size_t e = 0;
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
@@ -274,4 +276,121 @@ char *tl_temp_file(const char *content)
     }
     close(fd);
     return path;
+}
+
+tl_service tl_service_start(const char *const *argv, const char *const *env)
+{
+    tl_service svc = {0};
+    snprintf(svc.log_path, sizeof svc.log_path, "/tmp/pgpace-svc-XXXXXX");
+    int fd = mkstemp(svc.log_path);
+    assert_true(fd >= 0);
+    const char *bin = getenv("PGPACE_BIN");
+    if (!bin)
+        fail_msg("PGPACE_BIN is not set");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        const char *args[64] = {bin};
+        size_t n = 1;
+        for (; argv[n - 1] && n < 63; n++)
+            args[n] = argv[n - 1];
+        args[n] = NULL;
+        for (; env && *env; env++)
+            putenv((char *)(uintptr_t)*env);
+        execv(bin, (char *const *)(uintptr_t)args);
+        _exit(127);
+    }
+    close(fd);
+    svc.pid = pid;
+    return svc;
+}
+
+int tl_service_signal(tl_service *s, int sig, int wait, int timeout_ms)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, sig);
+    if (!wait)
+        return 0;
+    long long deadline = tl_now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(s->pid, &st, WNOHANG);
+        if (r == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        if (tl_now_ms() > deadline)
+            return -1;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL); /* polling a child's exit: there is no fd to wait on */
+    }
+}
+
+char *tl_service_log(const tl_service *s)
+{
+    FILE *f = fopen(s->log_path, "r");
+    if (!f)
+        return strdup("");
+    size_t cap = 65536, len = 0, n;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+    }
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+void tl_service_stop(tl_service *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+    if (s->log_path[0])
+        unlink(s->log_path);
+    s->log_path[0] = '\0';
+}
+
+long long tl_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int tl_wait_until(int (*cond)(void *arg), void *arg, int timeout_ms)
+{
+    long long deadline = tl_now_ms() + timeout_ms;
+    int v;
+    while (!(v = cond(arg)) && tl_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
+
+long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, const char *sql)
+{
+    long long deadline = tl_now_ms() + timeout_ms;
+    long long v;
+    while ((v = tl_query_int(conn, "%s", sql)) < want && tl_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return v;
 }

@@ -55,8 +55,34 @@ long long tl_query_int(PGconn *conn, const char *sql, ...);
 void tl_exec(PGconn *conn, const char *sql, ...);
 
 /* Asserts that `haystack` contains `needle`, printing both when it does not. */
-#define tl_assert_contains(haystack, needle) tl_assert_contains_(haystack, needle, __FILE__, __LINE__)
+#define tl_assert_contains(haystack, needle)                                                       \
+    tl_assert_contains_(haystack, needle, __FILE__, __LINE__)
 void tl_assert_contains_(const char *haystack, const char *needle, const char *file, int line);
+
+/* A `pgpace run` (or other long-running pgpace command) in the background. */
+typedef struct tl_service {
+    int pid;
+    char log_path[64]; /* its stderr (the structured log) */
+} tl_service;
+
+/* Starts pgpace with argv in the background, stderr to a fresh log file. */
+tl_service tl_service_start(const char *const *argv, const char *const *env);
+/* Sends sig; with wait, waits up to timeout_ms for exit and returns the exit status (or
+ * 128+signal), -1 on timeout. */
+int tl_service_signal(tl_service *s, int sig, int wait, int timeout_ms);
+/* The log so far (owned by the caller). */
+char *tl_service_log(const tl_service *s);
+/* Kills (SIGKILL) if still running, reaps, removes the log. */
+void tl_service_stop(tl_service *s);
+
+/* Polls `cond` every 20 ms until it returns non-zero or timeout_ms passes; returns its last
+ * value. The condition-with-deadline replacement for sleeps. */
+int tl_wait_until(int (*cond)(void *arg), void *arg, int timeout_ms);
+/* Polls an integer query until it reaches at least `want`; returns the last value. */
+long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, const char *sql);
+
+/* Monotonic / wall-clock milliseconds. */
+long long tl_now_ms(void);
 
 /* Writes `content` to a new temporary file and returns its path (owned; unlink when done). */
 char *tl_temp_file(const char *content);

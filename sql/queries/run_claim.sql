@@ -1,0 +1,92 @@
+-- One claim round (DESIGN §3, §4): every due (customer, carrier) pair is one index probe.
+--  $1 bigint[] pair customer, $2 text[] pair carrier ('' = none), $3 int[] pair limit
+--  $4 bigint[] customer, $5 int[] customer limit this round
+--  $6 text[] carrier, $7 int[] carrier budget this round; $8 int budget of unlisted carriers
+--  $9 int lease seconds, $10 bigint claim token, $11 text claimed_by
+--  frontier, one row per customer of the round:
+--  $12 bigint[] customer, $13 bigint[] GCRA base (max(tat, now) in epoch us, NULL = not spaced),
+--  $14 bigint[] GCRA period us, $15 float8[] batch credit after this tick (NULL = not batch),
+--  $16 bigint batch tick number (NULL when the round is not a batch tick)
+-- Rows: kind 'i' per claimed item; kind 'd' per pair that had fewer due rows than its limit,
+-- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
+WITH pair AS (
+    SELECT p.customer_id, p.carrier, p.n
+      FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS p(customer_id, carrier, n)
+), cust AS (
+    SELECT c.customer_id, c.n
+      FROM unnest($4::bigint[], $5::integer[]) AS c(customer_id, n)
+     -- Batch: a tick is dispatched once per customer, also across a leader failover.
+     WHERE $16::bigint IS NULL
+        OR NOT EXISTS (SELECT 1 FROM pgpace.frontier f
+                        WHERE f.customer_id = c.customer_id AND f.last_tick >= $16::bigint)
+), cand AS (
+    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token
+      FROM pair p
+      JOIN cust ON cust.customer_id = p.customer_id
+     CROSS JOIN LATERAL (
+          SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token
+            FROM pgpace.queue q
+           WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
+             AND q.next_action_at <= now()
+           ORDER BY q.priority DESC, q.next_action_at
+           LIMIT p.n
+             FOR NO KEY UPDATE SKIP LOCKED) q
+), within_carrier AS (
+    SELECT c.*, row_number() OVER (PARTITION BY c.carrier ORDER BY c.priority DESC, c.next_action_at) AS rk
+      FROM cand c
+), carrier_budget AS (
+    SELECT k.carrier, k.budget FROM unnest($6::text[], $7::integer[]) AS k(carrier, budget)
+), within_customer AS (
+    SELECT w.*, row_number() OVER (PARTITION BY w.customer_id ORDER BY w.priority DESC, w.next_action_at) AS rc
+      FROM within_carrier w
+      LEFT JOIN carrier_budget b ON b.carrier = w.carrier
+     WHERE w.rk <= coalesce(b.budget, $8::integer)
+), chosen AS (
+    SELECT w.item_id, w.claim_token AS old_token
+      FROM within_customer w JOIN cust ON cust.customer_id = w.customer_id
+     WHERE w.rc <= cust.n
+), claimed AS (
+    UPDATE pgpace.queue q
+       SET next_action_at = now() + make_interval(secs => $9::integer),
+           claim_token = $10::bigint, claimed_by = $11::text, claimed_at = now(),
+           attempt = q.attempt + 1
+      FROM chosen
+     WHERE q.item_id = chosen.item_id
+    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt, q.max_attempts,
+              chosen.old_token IS NOT NULL AS stale
+), per_customer AS (
+    SELECT c.customer_id, count(*) AS k FROM claimed c GROUP BY c.customer_id
+), frontier_new AS (
+    INSERT INTO pgpace.frontier AS f (customer_id, tat, batch_credit, last_tick)
+    SELECT s.customer_id,
+           CASE WHEN s.base IS NOT NULL AND coalesce(pc.k, 0) > 0
+                THEN 'epoch'::timestamptz + (s.base + pc.k * s.period) * interval '1 microsecond' END,
+           coalesce(s.credit, 0),
+           CASE WHEN s.credit IS NOT NULL THEN $16::bigint END
+      FROM unnest($12::bigint[], $13::bigint[], $14::bigint[], $15::float8[])
+               AS s(customer_id, base, period, credit)
+      JOIN cust ON cust.customer_id = s.customer_id
+      LEFT JOIN per_customer pc ON pc.customer_id = s.customer_id
+    ON CONFLICT (customer_id) DO UPDATE
+       SET tat = coalesce(EXCLUDED.tat, f.tat),
+           batch_credit = CASE WHEN EXCLUDED.last_tick IS NOT NULL THEN EXCLUDED.batch_credit ELSE f.batch_credit END,
+           last_tick = coalesce(EXCLUDED.last_tick, f.last_tick)
+    RETURNING f.customer_id
+)
+SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attempts, c.stale,
+       i.payload::text AS payload,
+       (extract(epoch FROM i.created_at) * 1000000)::bigint AS created_us,
+       NULL::bigint AS next_us,
+       (SELECT count(*) FROM frontier_new) AS frontier_rows
+  FROM claimed c JOIN pgpace.item i ON i.id = c.item_id
+UNION ALL
+SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
+       (SELECT (extract(epoch FROM q.next_action_at) * 1000000)::bigint
+          FROM pgpace.queue q
+         WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
+           AND q.next_action_at > now()
+         ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
+       NULL
+  FROM pair p
+ WHERE p.customer_id IN (SELECT customer_id FROM cust)
+   AND (SELECT count(*) FROM cand WHERE cand.customer_id = p.customer_id AND cand.carrier = p.carrier) < p.n

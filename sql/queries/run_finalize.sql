@@ -1,0 +1,54 @@
+-- Batched finalisation (DESIGN §3): one statement for every outcome, each a compare-and-swap
+-- on the claim token. Rows come back only for items this leader no longer owned.
+--  $1 bigint[] item, $2 bigint[] token, $3 text[] outcome (success|retry|dead|release),
+--  $4 bigint[] retry delay ms, $5 int[] http status, $6 text[] error class, $7 text[] error,
+--  $8 bigint[] attempt start (epoch us), $9 float8[] duration ms, $10 text[] response excerpt
+WITH f AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::integer[],
+                         $6::text[], $7::text[], $8::bigint[], $9::float8[], $10::text[])
+             AS f(item_id, token, outcome, delay_ms, http_status, error_class, error, started_us,
+                  duration_ms, excerpt)
+), succeeded AS (
+    DELETE FROM pgpace.queue q USING f
+     WHERE f.outcome = 'success' AND q.item_id = f.item_id AND q.claim_token = f.token
+    RETURNING q.item_id, q.customer_id, q.attempt
+), retried AS (
+    UPDATE pgpace.queue q
+       SET next_action_at = now() + f.delay_ms * interval '1 millisecond', claim_token = NULL,
+           last_error = left(coalesce(f.error, f.error_class), 1000)
+      FROM f
+     WHERE f.outcome = 'retry' AND q.item_id = f.item_id AND q.claim_token = f.token
+       AND q.attempt < q.max_attempts
+    RETURNING q.item_id, q.customer_id, q.attempt
+), died AS (
+    DELETE FROM pgpace.queue q USING f
+     WHERE q.item_id = f.item_id AND q.claim_token = f.token
+       AND (f.outcome = 'dead' OR (f.outcome = 'retry' AND q.attempt >= q.max_attempts))
+    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt
+), dead_letters AS (
+    INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_status, last_error)
+    SELECT d.item_id, d.customer_id, nullif(d.carrier, ''), d.attempt, f.http_status,
+           left(coalesce(f.error, f.error_class, 'failed'), 1000)
+      FROM died d JOIN f ON f.item_id = d.item_id
+    ON CONFLICT (item_id) DO NOTHING
+), released AS (
+    -- Not attempted (shutdown, paused customer): the lease is voided and the attempt given back.
+    UPDATE pgpace.queue q
+       SET next_action_at = now(), claim_token = NULL, attempt = greatest(q.attempt - 1, 0)
+      FROM f
+     WHERE f.outcome = 'release' AND q.item_id = f.item_id AND q.claim_token = f.token
+    RETURNING q.item_id
+), attempts AS (
+    INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, duration_ms,
+                                         http_status, outcome, error_class, response_excerpt)
+    SELECT x.item_id, x.customer_id, x.attempt,
+           'epoch'::timestamptz + f.started_us * interval '1 microsecond', f.duration_ms,
+           f.http_status, x.outcome, f.error_class, f.excerpt
+      FROM (SELECT item_id, customer_id, attempt, 'success' AS outcome FROM succeeded
+            UNION ALL SELECT item_id, customer_id, attempt, 'retry' FROM retried
+            UNION ALL SELECT item_id, customer_id, attempt, 'dead' FROM died) x
+      JOIN f ON f.item_id = x.item_id
+)
+SELECT f.item_id FROM f
+ WHERE f.item_id NOT IN (SELECT item_id FROM succeeded UNION ALL SELECT item_id FROM retried
+                         UNION ALL SELECT item_id FROM died UNION ALL SELECT item_id FROM released)

@@ -1,0 +1,1 @@
+SELECT pgpace.ensure_partitions('pgpace.delivery_attempt', 7)

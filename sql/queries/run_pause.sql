@@ -1,0 +1,2 @@
+-- A receiver answered 410 Gone: pause the customer (its items wait; nothing is dropped).
+UPDATE pgpace.customer SET paused = true, updated_at = now() WHERE id = $1::bigint AND NOT paused

@@ -1,0 +1,139 @@
+/* cli_run.c - `pgpace run` (the service) and `pgpace status` (who leads). */
+#include "cli.h"
+#include "dispatcher.h"
+#include "log.h"
+#include "sql_embed.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+static const char run_usage[] =
+    "usage: pgpace run [--db CONNINFO] [--config FILE]\n"
+    "\n"
+    "Runs the dispatcher. Every instance runs the same command: one leads (it holds a session\n"
+    "advisory lock and claims on that connection), the others stand by and take over when it\n"
+    "goes. SIGTERM or SIGINT: stop claiming, finish in-flight deliveries up to\n"
+    "[dispatcher] drain_timeout_ms, release the rest, exit 0. A second signal exits at once.\n"
+    "Logs go to stderr, one structured line per event ([log] format, level).\n";
+
+static const char status_usage[] =
+    "usage: pgpace status [--db CONNINFO] [--config FILE]\n"
+    "\n"
+    "Lists the running pgpace instances connected to the database and which one leads\n"
+    "(also: SELECT * FROM pgpace.instance / pgpace.leader).\n";
+
+typedef struct run_state {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    dispatcher *d;
+    int signals;
+    int status;
+    bool stopped;
+} run_state;
+
+static void on_stopped(void *arg, int status)
+{
+    run_state *rs = arg;
+    rs->status = status;
+    rs->stopped = true;
+    uv_close((uv_handle_t *)&rs->sigterm, NULL);
+    uv_close((uv_handle_t *)&rs->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    run_state *rs = h->data;
+    if (++rs->signals > 1) {
+        LOG_WARN("exit_now", LOG_S("reason", "second signal"), LOG_I("signal", signum));
+        _exit(1);
+    }
+    LOG_INFO("signal", LOG_I("signal", signum), LOG_S("action", "draining"));
+    dispatcher_shutdown(rs->d, on_stopped, rs);
+}
+
+int cli_run(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_common_option(ctx, opt, optarg))
+            continue;
+        if (opt == 'h') {
+            fputs(run_usage, stdout);
+            return CLI_OK;
+        }
+        return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    int status = cli_load_config(ctx);
+    if (status != CLI_OK)
+        return status;
+    pgp_config cfg = ctx->cfg;
+    if (ctx->db_arg)
+        snprintf(cfg.conninfo, sizeof cfg.conninfo, "%s", ctx->db_arg);
+    log_setup(cfg.log_level, cfg.log_format);
+
+    run_state *rs = calloc(1, sizeof *rs);
+    if (!rs)
+        return cli_fail(ctx, CLI_FAILED, "out of memory");
+    if (uv_loop_init(&rs->loop) != 0) {
+        free(rs);
+        return cli_fail(ctx, CLI_FAILED, "cannot create the event loop");
+    }
+    pgp_error err;
+    if (dispatcher_new(&rs->loop, &cfg, &rs->d, &err) != 0) {
+        uv_loop_close(&rs->loop);
+        free(rs);
+        return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
+    }
+    dispatcher_on_exit(rs->d, on_stopped, rs);
+    uv_signal_init(&rs->loop, &rs->sigterm);
+    uv_signal_init(&rs->loop, &rs->sigint);
+    rs->sigterm.data = rs->sigint.data = rs;
+    uv_signal_start(&rs->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&rs->sigint, on_signal, SIGINT);
+
+    dispatcher_start(rs->d);
+    uv_run(&rs->loop, UV_RUN_DEFAULT);
+    status = rs->stopped ? rs->status : CLI_FAILED;
+    if (uv_loop_close(&rs->loop) != 0)
+        LOG_WARN("loop_not_closed", LOG_S("meaning", "a handle was left open"));
+    free(rs);
+    return status;
+}
+
+int cli_status(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_common_option(ctx, opt, optarg))
+            continue;
+        if (opt == 'h') {
+            fputs(status_usage, stdout);
+            return CLI_OK;
+        }
+        return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+    PGresult *res = cli_query(ctx, sql_q_status, 0, NULL);
+    if (!res)
+        return CLI_FAILED;
+    if (PQntuples(res) == 0)
+        printf("no pgpace instance is connected\n");
+    else
+        cli_print_table(res);
+    PQclear(res);
+    return CLI_OK;
+}

@@ -1,0 +1,1517 @@
+/* dispatcher.c - the service: election, claim rounds, deliveries, finalisation, shutdown. */
+#include "dispatcher.h"
+
+#include "backoff.h"
+#include "db.h"
+#include "gcra.h"
+#include "hmap.h"
+#include "http_sender.h"
+#include "log.h"
+#include "migrate.h"
+#include "netcheck.h"
+#include "pgconn.h"
+#include "sched_heap.h"
+#include "sql_embed.h"
+#include "strbuf.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+enum customer_mode { MODE_SPACED, MODE_BATCH, MODE_UNLIMITED };
+enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
+
+/* When a claim or finalisation statement fails (not a lost connection), wait this long before
+ * trying again so a persistent error cannot spin the loop. */
+#define ERROR_RETRY_MS 1000
+/* A customer held back only by carrier caps is looked at again after this long. */
+#define CARRIER_RECHECK_US 100000
+/* Most customers handled by one claim round. */
+#define ROUND_MAX_CUSTOMERS 4096
+#define PARTITIONS_EVERY_US (3600LL * 1000000)
+
+/* A (customer, carrier) pair that may have due work from next_us on. */
+typedef struct pair {
+    char *carrier; /* "" = items without a carrier */
+    int64_t next_us;
+} pair;
+
+typedef struct customer {
+    int64_t id;
+    char *name;
+    enum customer_mode mode;
+    double rate;
+    int burst;
+    int64_t period_us;
+    char *url;
+    char *secrets_buf; /* the space-separated list, split in place into secrets[] */
+    char *secrets[4];
+    size_t n_secrets;
+    int max_in_flight; /* 0 = unlimited */
+    bool paused;
+
+    int in_flight;
+    int64_t tat; /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
+    double credit;
+    int64_t last_tick;
+    bool have_tick;
+    bool recheck;   /* held back by carrier caps in the last claim_round */
+    int round_slot; /* index in the claim round in flight, or -1 */
+
+    pair *pairs;
+    size_t n_pairs, cap_pairs;
+} customer;
+
+typedef struct carrier_state {
+    char *name;
+    int max_per_round; /* 0 = configured default */
+    int max_in_flight; /* 0 = configured default */
+    int in_flight;
+} carrier_state;
+
+typedef struct delivery {
+    struct dispatcher *d;
+    int64_t item_id, token, customer_id;
+    char *carrier;
+    int attempt, max_attempts;
+    int64_t started_us;
+    struct delivery *prev, *next;
+} delivery;
+
+typedef struct final_entry {
+    int64_t item_id, token;
+    const char *outcome; /* static string */
+    int64_t delay_ms;
+    int http_status; /* 0 = none */
+    char *error_class, *error, *excerpt;
+    int64_t started_us;
+    double duration_ms;
+} final_entry;
+
+typedef struct final_list {
+    final_entry *v;
+    size_t n, cap;
+} final_list;
+
+/* What a claim round needs back when its result arrives. */
+typedef struct claim_round {
+    struct dispatcher *d;
+    int64_t token;
+    int64_t tick; /* batch tick, or -1 */
+    size_t n;
+    int64_t ids[ROUND_MAX_CUSTOMERS];
+    int64_t base[ROUND_MAX_CUSTOMERS];
+    double credit[ROUND_MAX_CUSTOMERS];
+} claim_round;
+
+struct dispatcher {
+    uv_loop_t *loop;
+    pgp_config cfg;
+    char instance[128];
+    char app_name[160];
+    netcheck_allow allow;
+    pgconn *db;
+    http_sender *http;
+    enum role role;
+    bool loaded;
+    hmap customers; /* int64 id -> customer* */
+    hmap carriers;  /* name -> carrier_state* */
+    sched_heap heap;
+    uint64_t rng;
+
+    uv_timer_t claim_timer, tick_timer, backstop_timer, standby_timer, flush_timer, drain_timer;
+    int open_handles;
+    bool claiming, tick_pending;
+    int64_t tick_due; /* tick number waiting for the claim in flight */
+    int64_t partitions_at_us;
+
+    final_list pending; /* outcomes waiting for a finalisation statement */
+    final_list sending; /* outcomes of the statement in flight */
+    bool flushing;
+    delivery *deliveries; /* in flight */
+    int in_flight;
+
+    bool shutting_down, draining_aborted, closing;
+    int exit_status;
+    dispatcher_done_cb done;
+    void *done_arg;
+
+    /* Counters for logs (metrics come with the observability work). */
+    long long claimed, stale_recoveries, lost_ownership;
+};
+
+static void arm_claim_timer(dispatcher *d);
+static void arm_flush(dispatcher *d);
+static void maybe_finish_shutdown(dispatcher *d);
+static void try_lock(dispatcher *d);
+static void start_load(dispatcher *d);
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* xorshift64*: jitter only, never security. Seeded from OpenSSL's CSPRNG. */
+static double rng_double(dispatcher *d)
+{
+    d->rng ^= d->rng >> 12;
+    d->rng ^= d->rng << 25;
+    d->rng ^= d->rng >> 27;
+    return (double)((d->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+static int64_t fresh_token(dispatcher *d)
+{
+    int64_t t;
+    if (RAND_bytes((unsigned char *)&t, sizeof t) != 1)
+        t = (int64_t)(rng_double(d) * 9.2e18);
+    return t & INT64_MAX;
+}
+
+/* ---- customers and carriers ---------------------------------------------------------------- */
+
+static customer *customer_get(dispatcher *d, int64_t id)
+{
+    return hmap_get(&d->customers, &id, sizeof id);
+}
+
+static void customer_free(customer *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_pairs; i++)
+        free(c->pairs[i].carrier);
+    free(c->pairs);
+    free(c->name);
+    free(c->url);
+    free(c->secrets_buf);
+    free(c);
+}
+
+static carrier_state *carrier_get(dispatcher *d, const char *name)
+{
+    carrier_state *cs = hmap_get(&d->carriers, name, strlen(name));
+    if (cs)
+        return cs;
+    cs = calloc(1, sizeof *cs);
+    if (!cs || !(cs->name = strdup(name)) || hmap_put(&d->carriers, name, strlen(name), cs) != 0) {
+        if (cs)
+            free(cs->name);
+        free(cs);
+        return NULL;
+    }
+    return cs;
+}
+
+static int carrier_per_round(const dispatcher *d, const carrier_state *cs)
+{
+    return cs->max_per_round > 0 ? cs->max_per_round : d->cfg.carrier_max_per_round;
+}
+
+/* Items this carrier may still get this round: per-round cap and in-flight headroom. */
+static int carrier_budget(const dispatcher *d, const carrier_state *cs)
+{
+    int budget = carrier_per_round(d, cs);
+    int max = cs->max_in_flight > 0 ? cs->max_in_flight : d->cfg.carrier_max_in_flight;
+    if (max > 0 && max - cs->in_flight < budget)
+        budget = max - cs->in_flight;
+    return budget < 0 ? 0 : budget;
+}
+
+static pair *pair_find(customer *c, const char *carrier)
+{
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (strcmp(c->pairs[i].carrier, carrier) == 0)
+            return &c->pairs[i];
+    return NULL;
+}
+
+/* Records that (c, carrier) may have due work from next_us on (keeps the earlier time). */
+static void pair_note(customer *c, const char *carrier, int64_t next_us)
+{
+    pair *p = pair_find(c, carrier);
+    if (p) {
+        if (next_us < p->next_us)
+            p->next_us = next_us;
+        return;
+    }
+    if (c->n_pairs == c->cap_pairs) {
+        size_t cap = c->cap_pairs ? c->cap_pairs * 2 : 4;
+        pair *v = realloc(c->pairs, cap * sizeof *v);
+        if (!v)
+            return; /* the backstop scan will find it again */
+        c->pairs = v;
+        c->cap_pairs = cap;
+    }
+    char *name = strdup(carrier);
+    if (!name)
+        return;
+    c->pairs[c->n_pairs++] = (pair){name, next_us};
+}
+
+static void pair_drop(customer *c, const char *carrier)
+{
+    pair *p = pair_find(c, carrier);
+    if (!p)
+        return;
+    free(p->carrier);
+    *p = c->pairs[--c->n_pairs];
+}
+
+/* Puts the customer in the heap at its next eligible time, or takes it out. */
+static void schedule_customer(dispatcher *d, customer *c)
+{
+    if (d->role != ROLE_LEADER)
+        return;
+    bool eligible = !c->paused && c->n_pairs > 0 && c->mode != MODE_BATCH &&
+                    !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight);
+    if (!eligible) {
+        sched_heap_remove(&d->heap, c->id);
+        return;
+    }
+    int64_t earliest = INT64_MAX;
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (c->pairs[i].next_us < earliest)
+            earliest = c->pairs[i].next_us;
+    int64_t due = earliest;
+    if (c->mode == MODE_SPACED) {
+        int64_t eligible_at = gcra_eligible_at(c->tat, c->period_us, c->burst);
+        if (eligible_at > due)
+            due = eligible_at;
+    }
+    if (c->recheck) {
+        int64_t recheck = now_us() + CARRIER_RECHECK_US;
+        if (recheck > due)
+            due = recheck;
+    }
+    if (sched_heap_set(&d->heap, c->id, due) != 0)
+        LOG_ERROR("out_of_memory", LOG_S("where", "scheduler heap"));
+}
+
+static enum customer_mode parse_mode(const char *s)
+{
+    return strcmp(s, "batch") == 0       ? MODE_BATCH
+           : strcmp(s, "unlimited") == 0 ? MODE_UNLIMITED
+                                         : MODE_SPACED;
+}
+
+/* Applies one row of run_customers.sql; returns the customer or NULL on allocation failure. */
+static customer *customer_apply_row(dispatcher *d, PGresult *res, int r)
+{
+    int64_t id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+    customer *c = customer_get(d, id);
+    bool fresh = !c;
+    if (fresh) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        c->id = id;
+        c->tat = GCRA_TAT_NONE;
+        c->round_slot = -1;
+    }
+    char *name = strdup(PQgetvalue(res, r, 1));
+    char *url = strdup(PQgetvalue(res, r, 5));
+    char *secrets = strdup(PQgetvalue(res, r, 6));
+    if (!name || !url || !secrets || (fresh && hmap_put(&d->customers, &id, sizeof id, c) != 0)) {
+        free(name);
+        free(url);
+        free(secrets);
+        if (fresh)
+            free(c);
+        return NULL;
+    }
+    free(c->name);
+    free(c->url);
+    free(c->secrets_buf);
+    c->name = name;
+    c->url = url;
+    c->secrets_buf = secrets;
+    c->n_secrets = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(c->secrets_buf, " ", &save); tok && c->n_secrets < 4;
+         tok = strtok_r(NULL, " ", &save))
+        c->secrets[c->n_secrets++] = tok;
+    c->mode = parse_mode(PQgetvalue(res, r, 2));
+    c->rate = strtod(PQgetvalue(res, r, 3), NULL);
+    c->burst = atoi(PQgetvalue(res, r, 4));
+    int64_t period = gcra_period_us(c->rate);
+    c->period_us = period > 0 ? period : 60000000;
+    c->max_in_flight = atoi(PQgetvalue(res, r, 7));
+    c->paused = strcmp(PQgetvalue(res, r, 8), "t") == 0;
+    return c;
+}
+
+/* ---- database: load, election -------------------------------------------------------------- */
+
+static void on_carriers(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+        return; /* reconnect will reload */
+    for (int r = 0; r < PQntuples(res); r++) {
+        carrier_state *cs = carrier_get(d, PQgetvalue(res, r, 0));
+        if (!cs)
+            continue;
+        cs->max_per_round = atoi(PQgetvalue(res, r, 1));
+        cs->max_in_flight = atoi(PQgetvalue(res, r, 2));
+    }
+}
+
+/* Reload of one customer after a change notification (or of all when id is NULL). */
+typedef struct reload_ctx {
+    dispatcher *d;
+    bool all;
+    int64_t id;
+} reload_ctx;
+
+static void on_customers(pgconn *conn, PGresult *res, void *arg)
+{
+    reload_ctx *ctx = arg;
+    dispatcher *d = ctx->d;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+        if (res)
+            LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)));
+        free(ctx);
+        return;
+    }
+    if (!ctx->all && PQntuples(res) == 0) {
+        customer *gone = hmap_del(&d->customers, &ctx->id, sizeof ctx->id);
+        if (gone) {
+            sched_heap_remove(&d->heap, gone->id);
+            LOG_INFO("customer_removed", LOG_S("customer", gone->name));
+            customer_free(gone);
+        }
+    }
+    for (int r = 0; r < PQntuples(res); r++) {
+        customer *c = customer_apply_row(d, res, r);
+        if (!c) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+            continue;
+        }
+        if (!ctx->all)
+            LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
+                     LOG_I("burst", c->burst), LOG_I("paused", c->paused));
+        schedule_customer(d, c);
+    }
+    if (ctx->all) {
+        d->loaded = true;
+        LOG_INFO("customers_loaded", LOG_I("customers", PQntuples(res)));
+        try_lock(d);
+    }
+    arm_claim_timer(d);
+    free(ctx);
+}
+
+/* For statements whose result only matters when it failed. */
+static void on_ignored(pgconn *conn, PGresult *res, void *arg)
+{
+    if (res && PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+        LOG_WARN("statement_failed", LOG_S("error", PQresultErrorMessage(res)));
+}
+
+static void query_or_log(dispatcher *d, const char *sql, int n, const char *const *params,
+                         pgconn_result_cb cb, void *arg, const char *what)
+{
+    int rc = pgconn_query(d->db, sql, n, params, cb, arg);
+    if (rc != 0) {
+        LOG_WARN("query_not_sent", LOG_S("what", what), LOG_S("error", strerror(-rc)));
+        if (arg && cb == on_customers)
+            free(arg);
+    }
+}
+
+static void reload_customer(dispatcher *d, int64_t id)
+{
+    reload_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return;
+    ctx->d = d;
+    ctx->id = id;
+    char idbuf[24];
+    snprintf(idbuf, sizeof idbuf, "%" PRId64, id);
+    const char *params[] = {idbuf};
+    query_or_log(d, sql_q_run_customers, 1, params, on_customers, ctx, "customer reload");
+}
+
+static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+        return; /* lost again; the next READY retries */
+    int version = atoi(PQgetvalue(res, 0, 0));
+    if (version < migrate_latest_version()) {
+        LOG_ERROR("schema_too_old", LOG_I("database_version", version),
+                  LOG_I("expected_version", migrate_latest_version()),
+                  LOG_S("fix", "run: pgpace migrate"));
+        d->exit_status = 1;
+        dispatcher_shutdown(d, d->done, d->done_arg);
+        return;
+    }
+    if (version > migrate_latest_version()) {
+        LOG_ERROR("schema_too_new", LOG_I("database_version", version),
+                  LOG_I("expected_version", migrate_latest_version()),
+                  LOG_S("fix", "upgrade pgpace"));
+        d->exit_status = 1;
+        dispatcher_shutdown(d, d->done, d->done_arg);
+        return;
+    }
+    query_or_log(d, sql_q_run_carriers, 0, NULL, on_carriers, d, "carriers");
+    reload_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return;
+    ctx->d = d;
+    ctx->all = true;
+    const char *params[] = {NULL};
+    query_or_log(d, sql_q_run_customers, 1, params, on_customers, ctx, "customers");
+}
+
+static void start_load(dispatcher *d)
+{
+    query_or_log(d, sql_q_schema_version, 0, NULL, on_schema_version, d, "schema version");
+}
+
+static void on_backstop(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+        if (res)
+            LOG_ERROR("backstop_failed", LOG_S("error", PQresultErrorMessage(res)));
+        return;
+    }
+    int64_t now = now_us();
+    for (int r = 0; r < PQntuples(res); r++) {
+        int64_t id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+        customer *c = customer_get(d, id);
+        if (!c) {
+            reload_customer(d, id);
+            continue;
+        }
+        bool due = strcmp(PQgetvalue(res, r, 2), "t") == 0;
+        if (!due && PQgetisnull(res, r, 3))
+            continue;
+        pair_note(c, PQgetvalue(res, r, 1), due ? now : strtoll(PQgetvalue(res, r, 3), NULL, 10));
+        schedule_customer(d, c);
+    }
+    arm_claim_timer(d);
+}
+
+static void on_backstop_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->role != ROLE_LEADER || d->shutting_down)
+        return;
+    query_or_log(d, sql_q_run_backstop, 0, NULL, on_backstop, d, "backstop scan");
+    if (now_us() - d->partitions_at_us > PARTITIONS_EVERY_US) {
+        d->partitions_at_us = now_us();
+        query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
+    }
+}
+
+static void on_tick_timer(uv_timer_t *t);
+
+static void arm_tick_timer(dispatcher *d)
+{
+    uv_update_time(d->loop);
+    int64_t now_ms = now_us() / 1000;
+    int64_t tick = d->cfg.batch_tick_ms;
+    uint64_t delay = (uint64_t)((now_ms / tick + 1) * tick - now_ms);
+    uv_timer_start(&d->tick_timer, on_tick_timer, delay, 0);
+}
+
+static void on_frontier(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+        return;
+    for (int r = 0; r < PQntuples(res); r++) {
+        customer *c = customer_get(d, strtoll(PQgetvalue(res, r, 0), NULL, 10));
+        if (!c)
+            continue;
+        if (!PQgetisnull(res, r, 1))
+            c->tat = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        c->credit = strtod(PQgetvalue(res, r, 2), NULL);
+        if (!PQgetisnull(res, r, 3)) {
+            c->last_tick = strtoll(PQgetvalue(res, r, 3), NULL, 10);
+            c->have_tick = true;
+        }
+    }
+    /* Only now is the heap meaningful: find the work. */
+    query_or_log(d, sql_q_run_backstop, 0, NULL, on_backstop, d, "backstop scan");
+    uv_timer_start(&d->backstop_timer, on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,
+                   (uint64_t)d->cfg.backstop_scan_ms);
+    arm_tick_timer(d);
+}
+
+static void become_leader(dispatcher *d)
+{
+    d->role = ROLE_LEADER;
+    uv_timer_stop(&d->standby_timer);
+    LOG_INFO("leader_elected", LOG_S("instance", d->instance));
+    d->partitions_at_us = now_us();
+    query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
+    query_or_log(d, sql_q_run_frontier, 0, NULL, on_frontier, d, "frontier");
+}
+
+static void on_standby_timer(uv_timer_t *t)
+{
+    try_lock(t->data);
+}
+
+static void on_try_lock(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || d->shutting_down)
+        return;
+    if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        become_leader(d);
+        return;
+    }
+    if (d->role != ROLE_STANDBY)
+        LOG_INFO("standby", LOG_S("instance", d->instance),
+                 LOG_I("retry_ms", d->cfg.standby_retry_ms));
+    d->role = ROLE_STANDBY;
+    uv_timer_start(&d->standby_timer, on_standby_timer, (uint64_t)d->cfg.standby_retry_ms, 0);
+}
+
+static void try_lock(dispatcher *d)
+{
+    if (d->shutting_down || d->role == ROLE_LEADER)
+        return;
+    char cls[16], key[16];
+    snprintf(cls, sizeof cls, "%d", DB_LOCK_CLASS);
+    snprintf(key, sizeof key, "%d", DB_LOCK_LEADER);
+    const char *params[] = {cls, key};
+    query_or_log(d, sql_q_run_try_lock, 2, params, on_try_lock, d, "leader lock");
+}
+
+static void lose_leadership(dispatcher *d)
+{
+    if (d->role == ROLE_LEADER)
+        LOG_WARN("leadership_lost", LOG_S("instance", d->instance),
+                 LOG_S("reason", "database connection lost"));
+    d->role = ROLE_STARTING;
+    uv_timer_stop(&d->claim_timer);
+    uv_timer_stop(&d->tick_timer);
+    uv_timer_stop(&d->backstop_timer);
+    uv_timer_stop(&d->standby_timer);
+    sched_heap_clear(&d->heap);
+    d->tick_pending = false;
+}
+
+static void on_db_state(pgconn *conn, pgconn_state state, void *arg)
+{
+    dispatcher *d = arg;
+    if (state == PGCONN_LOST) {
+        lose_leadership(d);
+        d->loaded = false;
+        return;
+    }
+    LOG_INFO("db_ready", LOG_S("instance", d->instance));
+    if (d->shutting_down) {
+        arm_flush(d);
+        return;
+    }
+    start_load(d);
+    arm_flush(d);
+}
+
+/* ---- notifications ------------------------------------------------------------------------- */
+
+static void on_notify(pgconn *conn, const char *channel, const char *payload, void *arg)
+{
+    dispatcher *d = arg;
+    if (!d->loaded)
+        return;
+    if (strcmp(channel, "pgpace_customer") == 0) {
+        reload_customer(d, strtoll(payload, NULL, 10));
+        return;
+    }
+    if (strcmp(channel, "pgpace_carrier") == 0) {
+        query_or_log(d, sql_q_run_carriers, 0, NULL, on_carriers, d, "carriers");
+        return;
+    }
+    if (strcmp(channel, "pgpace_enqueue") != 0 || d->role != ROLE_LEADER)
+        return;
+    char *end = NULL;
+    int64_t id = strtoll(payload, &end, 10);
+    const char *carrier = end && *end == ' ' ? end + 1 : "";
+    customer *c = customer_get(d, id);
+    if (!c) {
+        reload_customer(d, id); /* its backstop scan entry will follow */
+        return;
+    }
+    pair_note(c, carrier, now_us());
+    schedule_customer(d, c);
+    arm_claim_timer(d);
+}
+
+/* ---- deliveries ---------------------------------------------------------------------------- */
+
+static void final_push(final_list *l, final_entry e)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        final_entry *v = realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            /* The lease will expire and the item be delivered again: at-least-once holds. */
+            LOG_ERROR("out_of_memory", LOG_S("where", "finalisation queue"));
+            free(e.error_class);
+            free(e.error);
+            free(e.excerpt);
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = e;
+}
+
+static void final_entry_free(final_entry *e)
+{
+    free(e->error_class);
+    free(e->error);
+    free(e->excerpt);
+}
+
+static char *strndup_or_null(const char *s, size_t n)
+{
+    return s ? strndup(s, n) : NULL;
+}
+
+static bool retryable_status(long status)
+{
+    return status == 408 || status == 425 || status == 429 || status >= 500;
+}
+
+static void on_delivery_done(const http_result *r, void *arg)
+{
+    delivery *dl = arg;
+    dispatcher *d = dl->d;
+    customer *c = customer_get(d, dl->customer_id);
+
+    final_entry e = {.item_id = dl->item_id,
+                     .token = dl->token,
+                     .http_status = (int)r->status,
+                     .started_us = dl->started_us,
+                     .duration_ms = r->duration_ms};
+    e.excerpt = strndup_or_null(r->excerpt, r->excerpt_len);
+    const char *cls = r->error_class;
+    bool retry = false;
+    if (!cls && r->status >= 200 && r->status < 300) {
+        e.outcome = "success";
+    } else if (cls && strcmp(cls, "aborted") == 0) {
+        e.outcome = "release"; /* shutdown: not attempted as far as the receiver is concerned */
+    } else if (!cls && r->status == 410) {
+        e.outcome = "release";
+        e.error = strdup("410 Gone: customer paused");
+        if (c && !c->paused) {
+            c->paused = true;
+            char idbuf[24];
+            snprintf(idbuf, sizeof idbuf, "%" PRId64, c->id);
+            const char *params[] = {idbuf};
+            query_or_log(d, sql_q_run_pause, 1, params, on_ignored, NULL, "pause on 410");
+            LOG_WARN("customer_paused", LOG_S("customer", c->name),
+                     LOG_S("reason", "receiver answered 410 Gone"),
+                     LOG_S("fix", "pgpace customer resume NAME"));
+        }
+    } else if (cls) {
+        /* A refused destination will not become acceptable by retrying. */
+        retry = strcmp(cls, "ssrf") != 0;
+    } else if (r->status >= 300 && r->status < 400) {
+        e.error = strdup("redirect not followed (the webhook URL must answer directly)");
+    } else if (r->status >= 400 && r->status < 500 && !retryable_status(r->status)) {
+        retry = !d->cfg.dead_letter_on_4xx;
+    } else {
+        retry = true; /* 408, 425, 429, 5xx, anything else unexpected */
+    }
+    if (!e.outcome)
+        e.outcome = retry ? "retry" : "dead";
+    if (retry) {
+        int64_t delay_s = -1;
+        if (!cls && (r->status == 429 || r->status == 503) && r->retry_after &&
+            retry_after_parse(r->retry_after, now_us() / 1000000, d->cfg.retry_after_max_s,
+                              &delay_s) == 0)
+            e.delay_ms = delay_s * 1000;
+        else
+            e.delay_ms = backoff_delay_us(dl->attempt - 1, (int64_t)d->cfg.retry_base_ms * 1000,
+                                          (int64_t)d->cfg.retry_cap_ms * 1000, rng_double(d)) /
+                         1000;
+    }
+    if (cls) {
+        e.error_class = strdup(cls);
+        if (!e.error)
+            e.error = strdup(r->error ? r->error : cls);
+    } else if (strcmp(e.outcome, "success") != 0 && !e.error) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "HTTP %ld", r->status);
+        e.error = strdup(buf);
+        e.error_class = strdup("http");
+    }
+
+    if (strcmp(e.outcome, "success") == 0)
+        LOG_DEBUG("delivered", LOG_I("item", dl->item_id), LOG_S("customer", c ? c->name : "?"),
+                  LOG_S("carrier", dl->carrier), LOG_I("attempt", dl->attempt),
+                  LOG_I("status", r->status), LOG_D("duration_ms", r->duration_ms));
+    else
+        LOG_INFO("delivery_failed", LOG_I("item", dl->item_id),
+                 LOG_S("customer", c ? c->name : "?"), LOG_S("carrier", dl->carrier),
+                 LOG_I("attempt", dl->attempt), LOG_I("status", r->status),
+                 LOG_S("error_class", cls ? cls : "http"), LOG_S("outcome", e.outcome),
+                 LOG_I("retry_in_ms", e.delay_ms), LOG_D("duration_ms", r->duration_ms));
+    const char *outcome = e.outcome;
+    int64_t delay_ms = e.delay_ms;
+    final_push(&d->pending, e);
+
+    /* Unlink and release capacity. */
+    if (dl->prev)
+        dl->prev->next = dl->next;
+    else
+        d->deliveries = dl->next;
+    if (dl->next)
+        dl->next->prev = dl->prev;
+    d->in_flight--;
+    carrier_state *cs = hmap_get(&d->carriers, dl->carrier, strlen(dl->carrier));
+    if (cs)
+        cs->in_flight--;
+    if (c) {
+        c->in_flight--;
+        /* A retried or released item is due again at a known time: wake its pair then (a
+         * dead-lettered or delivered one needs nothing). */
+        if (strcmp(outcome, "retry") == 0 || strcmp(outcome, "release") == 0)
+            pair_note(c, dl->carrier, now_us() + delay_ms * 1000);
+        schedule_customer(d, c);
+    }
+    free(dl->carrier);
+    free(dl);
+    arm_flush(d);
+    arm_claim_timer(d);
+    maybe_finish_shutdown(d);
+}
+
+static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token)
+{
+    delivery *dl = calloc(1, sizeof *dl);
+    if (!dl || !(dl->carrier = strdup(PQgetvalue(res, r, 3)))) {
+        free(dl);
+        LOG_ERROR("out_of_memory", LOG_S("where", "delivery"));
+        return; /* the lease expires and the item comes back */
+    }
+    dl->d = d;
+    dl->item_id = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+    dl->customer_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+    dl->attempt = atoi(PQgetvalue(res, r, 4));
+    dl->max_attempts = atoi(PQgetvalue(res, r, 5));
+    dl->token = token;
+    dl->started_us = now_us();
+    customer *c = customer_get(d, dl->customer_id);
+
+    /* Count it in flight before sending: a synchronous failure path still decrements once. */
+    dl->next = d->deliveries;
+    if (d->deliveries)
+        d->deliveries->prev = dl;
+    d->deliveries = dl;
+    d->in_flight++;
+    carrier_state *cs = carrier_get(d, dl->carrier);
+    if (cs)
+        cs->in_flight++;
+    if (c)
+        c->in_flight++;
+
+    int rc = -ENOENT;
+    if (c) {
+        char webhook_id[40];
+        snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64, dl->item_id);
+        const char *body = PQgetvalue(res, r, 7);
+        http_request req = {.url = c->url,
+                            .body = body,
+                            .body_len = (size_t)PQgetlength(res, r, 7),
+                            .webhook_id = webhook_id,
+                            .timestamp_s = dl->started_us / 1000000,
+                            .secrets = (const char *const *)c->secrets,
+                            .n_secrets = c->n_secrets,
+                            .connect_timeout_ms = d->cfg.connect_timeout_ms,
+                            .total_timeout_ms = d->cfg.request_timeout_ms};
+        rc = http_send(d->http, &req, on_delivery_done, dl);
+    }
+    if (rc != 0) {
+        http_result fake = {.error_class = c ? "internal" : "aborted",
+                            .error = c ? "could not start the request" : "customer deleted"};
+        on_delivery_done(&fake, dl);
+    }
+}
+
+/* ---- claim rounds -------------------------------------------------------------------------- */
+
+static void on_claim_timer(uv_timer_t *t);
+
+static void arm_claim_timer(dispatcher *d)
+{
+    if (d->role != ROLE_LEADER || d->claiming || d->shutting_down)
+        return;
+    if (d->in_flight >= d->cfg.max_in_flight) {
+        /* Full: the next delivery to complete re-arms. */
+        uv_timer_stop(&d->claim_timer);
+        return;
+    }
+    int64_t id, due;
+    if (!sched_heap_peek(&d->heap, &id, &due)) {
+        uv_timer_stop(&d->claim_timer);
+        return;
+    }
+    int64_t wait_us = due - now_us();
+    uint64_t delay_ms = wait_us <= 0 ? 0 : (uint64_t)((wait_us + 999) / 1000);
+    uv_update_time(d->loop);
+    uv_timer_start(&d->claim_timer, on_claim_timer, delay_ms, 0);
+}
+
+typedef struct claim_params {
+    strbuf pair_cust, pair_carrier, pair_n, cust, cust_n, carrier, carrier_budget;
+    strbuf fr_cust, fr_base, fr_period, fr_credit;
+} claim_params;
+
+static void claim_params_free(claim_params *p)
+{
+    strbuf *all[] = {&p->pair_cust, &p->pair_carrier, &p->pair_n,         &p->cust,
+                     &p->cust_n,    &p->carrier,      &p->carrier_budget, &p->fr_cust,
+                     &p->fr_base,   &p->fr_period,    &p->fr_credit};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(all); i++)
+        strbuf_free(all[i]);
+}
+
+static void sep(strbuf *sb)
+{
+    strbuf_puts(sb, sb->len ? "," : "{");
+}
+
+/* Adds one customer's pairs to the round; returns how many pairs it added. */
+static int add_customer(dispatcher *d, claim_params *p, hmap *touched, customer *c, int n,
+                        int64_t now)
+{
+    int added = 0;
+    c->recheck = false;
+    for (size_t i = 0; i < c->n_pairs; i++) {
+        pair *pr = &c->pairs[i];
+        if (pr->next_us > now)
+            continue;
+        carrier_state *cs = carrier_get(d, pr->carrier);
+        if (!cs)
+            continue;
+        int budget = carrier_budget(d, cs);
+        if (budget <= 0) {
+            c->recheck = true; /* held back: goes first in a later claim_round */
+            continue;
+        }
+        if (hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
+            continue;
+        sep(&p->pair_cust);
+        strbuf_printf(&p->pair_cust, "%" PRId64, c->id);
+        sep(&p->pair_carrier);
+        strbuf_array_text(&p->pair_carrier, pr->carrier);
+        sep(&p->pair_n);
+        strbuf_printf(&p->pair_n, "%d", n < budget ? n : budget);
+        added++;
+    }
+    return added;
+}
+
+static void on_claim_result(pgconn *conn, PGresult *res, void *arg);
+
+/* Sends one claim statement for the customers in `r` (already chosen, with limits in ns). */
+static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *touched)
+{
+    size_t pos = 0;
+    carrier_state *cs;
+    while ((cs = hmap_next(touched, &pos)) != NULL) {
+        sep(&p->carrier);
+        strbuf_array_text(&p->carrier, cs->name);
+        sep(&p->carrier_budget);
+        strbuf_printf(&p->carrier_budget, "%d", carrier_budget(d, cs));
+    }
+    strbuf *arrays[] = {&p->pair_cust, &p->pair_carrier, &p->pair_n,         &p->cust,
+                        &p->cust_n,    &p->carrier,      &p->carrier_budget, &p->fr_cust,
+                        &p->fr_base,   &p->fr_period,    &p->fr_credit};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(arrays); i++)
+        strbuf_puts(arrays[i], arrays[i]->len ? "}" : "{}");
+
+    char default_budget[16], lease[16], token[24], tick[24];
+    snprintf(default_budget, sizeof default_budget, "%d", d->cfg.carrier_max_per_round);
+    snprintf(lease, sizeof lease, "%d", d->cfg.lease_seconds);
+    snprintf(token, sizeof token, "%" PRId64, r->token);
+    snprintf(tick, sizeof tick, "%" PRId64, r->tick);
+    const char *params[] = {strbuf_str(&p->pair_cust),
+                            strbuf_str(&p->pair_carrier),
+                            strbuf_str(&p->pair_n),
+                            strbuf_str(&p->cust),
+                            strbuf_str(&p->cust_n),
+                            strbuf_str(&p->carrier),
+                            strbuf_str(&p->carrier_budget),
+                            default_budget,
+                            lease,
+                            token,
+                            d->instance,
+                            strbuf_str(&p->fr_cust),
+                            strbuf_str(&p->fr_base),
+                            strbuf_str(&p->fr_period),
+                            strbuf_str(&p->fr_credit),
+                            r->tick >= 0 ? tick : NULL};
+    for (size_t i = 0; i < 15; i++) { /* $16 (the tick) is NULL by design outside ticks */
+        if (!params[i]) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "claim parameters"));
+            free(r);
+            return;
+        }
+    }
+    if (pgconn_query(d->db, sql_q_run_claim, 16, params, on_claim_result, r) != 0) {
+        free(r);
+        return;
+    }
+    d->claiming = true;
+}
+
+static void run_claim_round(dispatcher *d)
+{
+    if (d->role != ROLE_LEADER || d->claiming || d->shutting_down)
+        return;
+    int64_t now = now_us();
+    int64_t ids[ROUND_MAX_CUSTOMERS];
+    size_t n_ids = sched_heap_pop_due(&d->heap, now, ids, ROUND_MAX_CUSTOMERS);
+    if (n_ids == 0) {
+        arm_claim_timer(d);
+        return;
+    }
+    claim_round *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->d = d;
+    r->tick = -1;
+    r->token = fresh_token(d);
+    claim_params p = {0};
+    hmap touched;
+    hmap_init(&touched);
+    int room = d->cfg.max_in_flight - d->in_flight;
+    for (size_t i = 0; i < n_ids; i++) {
+        customer *c = customer_get(d, ids[i]);
+        if (!c || c->paused || c->mode == MODE_BATCH)
+            continue;
+        int n;
+        int64_t base = 0;
+        if (c->mode == MODE_SPACED) {
+            /* How many conform now; tat itself moves only by what the claim really got. */
+            int64_t probe = c->tat;
+            n = gcra_take(&probe, now, c->period_us, c->burst, c->burst);
+            base = c->tat == GCRA_TAT_NONE || c->tat < now ? now : c->tat;
+        } else {
+            n = d->cfg.claim_batch_max;
+        }
+        if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
+            n = c->max_in_flight - c->in_flight;
+        if (n > room)
+            n = room;
+        if (n <= 0 || add_customer(d, &p, &touched, c, n, now) == 0) {
+            schedule_customer(d, c);
+            continue;
+        }
+        room -= n;
+        sep(&p.cust);
+        strbuf_printf(&p.cust, "%" PRId64, c->id);
+        sep(&p.cust_n);
+        strbuf_printf(&p.cust_n, "%d", n);
+        if (c->mode == MODE_SPACED) {
+            sep(&p.fr_cust);
+            strbuf_printf(&p.fr_cust, "%" PRId64, c->id);
+            sep(&p.fr_base);
+            strbuf_printf(&p.fr_base, "%" PRId64, base);
+            sep(&p.fr_period);
+            strbuf_printf(&p.fr_period, "%" PRId64, c->period_us);
+            sep(&p.fr_credit);
+            strbuf_puts(&p.fr_credit, "NULL");
+        }
+        c->round_slot = (int)r->n;
+        r->ids[r->n] = c->id;
+        r->base[r->n] = base;
+        r->n++;
+    }
+    if (r->n == 0) {
+        free(r);
+        claim_params_free(&p);
+        hmap_free(&touched);
+        arm_claim_timer(d);
+        return;
+    }
+    send_claim(d, r, &p, &touched);
+    claim_params_free(&p);
+    hmap_free(&touched);
+}
+
+static void on_claim_timer(uv_timer_t *t)
+{
+    run_claim_round(t->data);
+}
+
+static void run_batch_tick(dispatcher *d, int64_t tick)
+{
+    int64_t now = now_us();
+    claim_round *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->d = d;
+    r->tick = tick;
+    r->token = fresh_token(d);
+    claim_params p = {0};
+    hmap touched;
+    hmap_init(&touched);
+    int room = d->cfg.max_in_flight - d->in_flight;
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL && r->n < ROUND_MAX_CUSTOMERS) {
+        if (c->mode != MODE_BATCH || c->paused || c->n_pairs == 0)
+            continue;
+        bool due = false;
+        for (size_t i = 0; i < c->n_pairs && !due; i++)
+            due = c->pairs[i].next_us <= now;
+        if (!due)
+            continue;
+        int64_t elapsed = c->have_tick ? tick - c->last_tick : 1;
+        if (elapsed <= 0)
+            continue; /* this tick was already dispatched (by us or a previous leader) */
+        double credit = c->credit;
+        int n = batch_allowance(c->rate, &credit, elapsed, batch_default_cap(c->rate));
+        if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
+            n = c->max_in_flight - c->in_flight;
+        if (n > room)
+            n = room < 0 ? 0 : room;
+        batch_refund(&credit, 0);
+        if (n > 0)
+            add_customer(d, &p, &touched, c, n, now);
+        room -= n;
+        sep(&p.cust);
+        strbuf_printf(&p.cust, "%" PRId64, c->id);
+        sep(&p.cust_n);
+        strbuf_printf(&p.cust_n, "%d", n);
+        sep(&p.fr_cust);
+        strbuf_printf(&p.fr_cust, "%" PRId64, c->id);
+        sep(&p.fr_base);
+        strbuf_puts(&p.fr_base, "NULL");
+        sep(&p.fr_period);
+        strbuf_puts(&p.fr_period, "NULL");
+        sep(&p.fr_credit);
+        strbuf_printf(&p.fr_credit, "%.17g", credit);
+        c->round_slot = (int)r->n;
+        r->ids[r->n] = c->id;
+        r->credit[r->n] = credit;
+        r->n++;
+    }
+    if (r->n == 0) {
+        free(r);
+    } else {
+        LOG_DEBUG("batch_tick", LOG_I("tick", tick), LOG_I("customers", r->n));
+        send_claim(d, r, &p, &touched);
+    }
+    claim_params_free(&p);
+    hmap_free(&touched);
+}
+
+static void on_tick_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->role != ROLE_LEADER || d->shutting_down)
+        return;
+    int64_t tick = (now_us() / 1000) / d->cfg.batch_tick_ms;
+    if (d->claiming) {
+        d->tick_pending = true;
+        d->tick_due = tick;
+    } else {
+        run_batch_tick(d, tick);
+    }
+    arm_tick_timer(d);
+}
+
+static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
+{
+    claim_round *r = arg;
+    dispatcher *d = r->d;
+    d->claiming = false;
+    int64_t now = now_us();
+    bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (!ok && res)
+        LOG_ERROR("claim_failed", LOG_S("error", PQresultErrorMessage(res)));
+
+    int claimed = 0, stale = 0;
+    if (ok) {
+        /* Per customer of the round: how many items came back. */
+        int counts[ROUND_MAX_CUSTOMERS] = {0};
+        for (int i = 0; i < PQntuples(res); i++) {
+            int64_t cid = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+            customer *c = customer_get(d, cid);
+            if (PQgetvalue(res, i, 0)[0] == 'd') {
+                if (!c)
+                    continue;
+                if (PQgetisnull(res, i, 9))
+                    pair_drop(c, PQgetvalue(res, i, 3));
+                else {
+                    pair *p = pair_find(c, PQgetvalue(res, i, 3));
+                    if (p)
+                        p->next_us = strtoll(PQgetvalue(res, i, 9), NULL, 10);
+                }
+                continue;
+            }
+            claimed++;
+            if (strcmp(PQgetvalue(res, i, 6), "t") == 0)
+                stale++;
+            if (c && c->round_slot >= 0 && (size_t)c->round_slot < r->n &&
+                r->ids[c->round_slot] == cid)
+                counts[c->round_slot]++;
+            if (d->shutting_down) {
+                /* Claimed while a stop began: give it straight back. */
+                final_push(&d->pending,
+                           (final_entry){.item_id = strtoll(PQgetvalue(res, i, 1), NULL, 10),
+                                         .token = r->token,
+                                         .outcome = "release"});
+                continue;
+            }
+            start_delivery(d, res, i, r->token);
+        }
+        for (size_t k = 0; k < r->n; k++) {
+            customer *c = customer_get(d, r->ids[k]);
+            if (!c)
+                continue;
+            if (c->mode == MODE_SPACED && counts[k] > 0)
+                c->tat = r->base[k] + (int64_t)counts[k] * c->period_us;
+            if (r->tick >= 0) {
+                c->credit = r->credit[k];
+                c->last_tick = r->tick;
+                c->have_tick = true;
+            }
+        }
+        d->claimed += claimed;
+        d->stale_recoveries += stale;
+        if (stale > 0)
+            LOG_INFO("stale_recovered", LOG_I("items", stale), LOG_I("total", d->stale_recoveries));
+        LOG_DEBUG("claimed", LOG_I("items", claimed), LOG_I("customers", (long long)r->n),
+                  LOG_I("tick", r->tick));
+    }
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (!c)
+            continue;
+        c->round_slot = -1;
+        if (!ok) {
+            /* Try again later rather than spin on a failing statement. */
+            for (size_t i = 0; i < c->n_pairs; i++)
+                if (c->pairs[i].next_us < now + ERROR_RETRY_MS * 1000)
+                    c->pairs[i].next_us = now + ERROR_RETRY_MS * 1000;
+        }
+        schedule_customer(d, c);
+    }
+    free(r);
+    if (d->tick_pending && d->role == ROLE_LEADER && !d->shutting_down) {
+        d->tick_pending = false;
+        run_batch_tick(d, d->tick_due);
+    }
+    arm_claim_timer(d);
+    arm_flush(d);
+    maybe_finish_shutdown(d);
+}
+
+/* ---- finalisation -------------------------------------------------------------------------- */
+
+static void on_finalize(pgconn *conn, PGresult *res, void *arg);
+
+static void on_flush_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->flushing || d->pending.n == 0 || !pgconn_ready(d->db))
+        return;
+    strbuf a[10] = {{0}};
+    for (size_t i = 0; i < d->pending.n; i++) {
+        final_entry *e = &d->pending.v[i];
+        for (int k = 0; k < 10; k++)
+            sep(&a[k]);
+        strbuf_printf(&a[0], "%" PRId64, e->item_id);
+        strbuf_printf(&a[1], "%" PRId64, e->token);
+        strbuf_puts(&a[2], e->outcome);
+        strbuf_printf(&a[3], "%" PRId64, e->delay_ms);
+        if (e->http_status)
+            strbuf_printf(&a[4], "%d", e->http_status);
+        else
+            strbuf_puts(&a[4], "NULL");
+        if (e->error_class)
+            strbuf_array_text(&a[5], e->error_class);
+        else
+            strbuf_puts(&a[5], "NULL");
+        if (e->error)
+            strbuf_array_text(&a[6], e->error);
+        else
+            strbuf_puts(&a[6], "NULL");
+        strbuf_printf(&a[7], "%" PRId64, e->started_us ? e->started_us : now_us());
+        strbuf_printf(&a[8], "%.3f", e->duration_ms);
+        if (e->excerpt)
+            strbuf_array_text(&a[9], e->excerpt);
+        else
+            strbuf_puts(&a[9], "NULL");
+    }
+    const char *params[10];
+    bool ok = true;
+    for (int k = 0; k < 10; k++) {
+        strbuf_puts(&a[k], "}");
+        params[k] = strbuf_str(&a[k]);
+        ok = ok && params[k];
+    }
+    if (ok && pgconn_query(d->db, sql_q_run_finalize, 10, params, on_finalize, d) == 0) {
+        d->flushing = true;
+        d->sending = d->pending;
+        d->pending = (final_list){0};
+    }
+    for (int k = 0; k < 10; k++)
+        strbuf_free(&a[k]);
+}
+
+static void arm_flush(dispatcher *d)
+{
+    if (!d->flushing && d->pending.n > 0 && pgconn_ready(d->db) && !d->closing)
+        uv_timer_start(&d->flush_timer, on_flush_timer, 0, 0);
+}
+
+static void on_finalize(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    d->flushing = false;
+    bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (!ok) {
+        if (res)
+            LOG_ERROR("finalize_failed", LOG_S("error", PQresultErrorMessage(res)),
+                      LOG_I("items", (long long)d->sending.n));
+        /* Keep them: sent again after reconnecting (or after a pause on errors). */
+        for (size_t i = 0; i < d->sending.n; i++)
+            final_push(&d->pending, d->sending.v[i]);
+        free(d->sending.v);
+        d->sending = (final_list){0};
+        if (res && !d->closing)
+            uv_timer_start(&d->flush_timer, on_flush_timer, ERROR_RETRY_MS, 0);
+        return;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        d->lost_ownership++;
+        LOG_WARN("lost_ownership", LOG_S("item", PQgetvalue(res, i, 0)),
+                 LOG_S("meaning", "lease expired and the item was claimed again or is gone"));
+    }
+    for (size_t i = 0; i < d->sending.n; i++)
+        final_entry_free(&d->sending.v[i]);
+    free(d->sending.v);
+    d->sending = (final_list){0};
+    arm_flush(d);
+    maybe_finish_shutdown(d);
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp_error *err)
+{
+    *out = NULL;
+    dispatcher *d = calloc(1, sizeof *d);
+    if (!d)
+        return pgp_error_set(err, -ENOMEM, "out of memory");
+    d->loop = loop;
+    d->cfg = *cfg;
+    if (cfg->instance_name[0]) {
+        snprintf(d->instance, sizeof d->instance, "%s", cfg->instance_name);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        snprintf(d->instance, sizeof d->instance, "%.60s:%d", host, (int)getpid());
+    }
+    snprintf(d->app_name, sizeof d->app_name, "pgpace:%.55s", d->instance);
+    int rc = netcheck_parse_allow(cfg->allow_cidrs, &d->allow, err);
+    if (rc != 0) {
+        free(d);
+        return pgp_error_prefix(err, rc, "[delivery] allow_cidrs");
+    }
+    if (RAND_bytes((unsigned char *)&d->rng, sizeof d->rng) != 1 || d->rng == 0)
+        d->rng = (uint64_t)now_us() | 1;
+    hmap_init(&d->customers);
+    hmap_init(&d->carriers);
+    sched_heap_init(&d->heap);
+
+    static const char *const channels[] = {"pgpace_enqueue", "pgpace_customer", "pgpace_carrier",
+                                           NULL};
+    pgconn_options po = {.conninfo = cfg->conninfo,
+                         .application_name = d->app_name,
+                         .keepalive_idle_s = cfg->keepalive_idle_s,
+                         .reconnect_min_ms = 100,
+                         .reconnect_max_ms = cfg->reconnect_max_ms,
+                         .listen = channels,
+                         .on_state = on_db_state,
+                         .on_notify = on_notify,
+                         .arg = d};
+    rc = pgconn_new(loop, &po, &d->db);
+    if (rc != 0) {
+        free(d);
+        return pgp_error_set(err, rc, "cannot create the database connection");
+    }
+    http_sender_options ho = {.max_connections = cfg->max_connections,
+                              .max_host_connections = cfg->max_host_connections,
+                              .max_response_bytes = (size_t)cfg->max_response_bytes,
+                              .excerpt_bytes = 512,
+                              .allow = &d->allow};
+    rc = http_sender_new(loop, &ho, &d->http);
+    if (rc != 0) {
+        pgconn_close(d->db, NULL, NULL);
+        free(d);
+        return pgp_error_set(err, rc, "cannot create the HTTP sender");
+    }
+    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,  &d->backstop_timer,
+                            &d->standby_timer, &d->flush_timer, &d->drain_timer};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++) {
+        uv_timer_init(loop, timers[i]);
+        timers[i]->data = d;
+        d->open_handles++;
+    }
+    *out = d;
+    return 0;
+}
+
+void dispatcher_start(dispatcher *d)
+{
+    LOG_INFO("starting", LOG_S("instance", d->instance), LOG_I("lease_s", d->cfg.lease_seconds),
+             LOG_I("batch_tick_ms", d->cfg.batch_tick_ms));
+    pgconn_start(d->db);
+}
+
+void dispatcher_on_exit(dispatcher *d, dispatcher_done_cb done, void *arg)
+{
+    d->done = done;
+    d->done_arg = arg;
+}
+
+static void free_everything(dispatcher *d)
+{
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        customer_free(c);
+    hmap_free(&d->customers);
+    pos = 0;
+    carrier_state *cs;
+    while ((cs = hmap_next(&d->carriers, &pos)) != NULL) {
+        free(cs->name);
+        free(cs);
+    }
+    hmap_free(&d->carriers);
+    sched_heap_free(&d->heap);
+    for (size_t i = 0; i < d->pending.n; i++)
+        final_entry_free(&d->pending.v[i]);
+    free(d->pending.v);
+    for (size_t i = 0; i < d->sending.n; i++)
+        final_entry_free(&d->sending.v[i]);
+    free(d->sending.v);
+}
+
+static void on_part_closed(dispatcher *d)
+{
+    if (--d->open_handles > 0)
+        return;
+    dispatcher_done_cb done = d->done;
+    void *arg = d->done_arg;
+    int status = d->exit_status;
+    LOG_INFO("stopped", LOG_S("instance", d->instance), LOG_I("claimed", d->claimed),
+             LOG_I("stale_recoveries", d->stale_recoveries),
+             LOG_I("lost_ownership", d->lost_ownership));
+    free_everything(d);
+    free(d);
+    if (done)
+        done(arg, status);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    on_part_closed(h->data);
+}
+
+static void on_db_closed(void *arg)
+{
+    on_part_closed(arg);
+}
+
+static void on_http_closed(void *arg)
+{
+    on_part_closed(arg);
+}
+
+static void close_all(dispatcher *d)
+{
+    if (d->closing)
+        return;
+    d->closing = true;
+    if (d->pending.n > 0)
+        LOG_WARN("unfinalised_at_exit", LOG_I("items", (long long)d->pending.n),
+                 LOG_S("meaning", "their leases expire and they are delivered again"));
+    d->open_handles += 1 + (d->http != NULL); /* pgconn, and the sender unless already closing */
+    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,  &d->backstop_timer,
+                            &d->standby_timer, &d->flush_timer, &d->drain_timer};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
+        uv_close((uv_handle_t *)timers[i], on_timer_closed);
+    if (d->http)
+        http_sender_close(d->http, on_http_closed, d);
+    d->http = NULL;
+    pgconn_close(d->db, on_db_closed, d);
+}
+
+static void maybe_finish_shutdown(dispatcher *d)
+{
+    if (!d->shutting_down || d->closing)
+        return;
+    if (d->in_flight > 0 || d->claiming)
+        return;
+    /* Everything delivered or aborted: wait for the outcomes to be written while the database
+     * is reachable; if it is not, leases expire by themselves. */
+    if ((d->pending.n > 0 || d->flushing) && pgconn_ready(d->db))
+        return;
+    close_all(d);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->closing)
+        return;
+    if (d->in_flight > 0 && !d->draining_aborted) {
+        d->draining_aborted = true;
+        LOG_WARN("drain_timeout", LOG_I("in_flight", d->in_flight),
+                 LOG_S("action", "aborting and releasing them"));
+        /* Closing the sender aborts every request: each comes back as "aborted" -> release. */
+        d->open_handles++;
+        http_sender *h = d->http;
+        d->http = NULL;
+        http_sender_close(h, on_http_closed, d);
+        /* Give the release statement a moment, then close regardless. */
+        uv_timer_start(&d->drain_timer, on_drain_timeout, 5000, 0);
+        return;
+    }
+    close_all(d);
+}
+
+void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg)
+{
+    if (done)
+        dispatcher_on_exit(d, done, arg);
+    if (d->shutting_down)
+        return;
+    d->shutting_down = true;
+    LOG_INFO("shutting_down", LOG_S("instance", d->instance), LOG_I("in_flight", d->in_flight),
+             LOG_I("drain_timeout_ms", d->cfg.drain_timeout_ms));
+    uv_timer_stop(&d->claim_timer);
+    uv_timer_stop(&d->tick_timer);
+    uv_timer_stop(&d->backstop_timer);
+    uv_timer_stop(&d->standby_timer);
+    uv_timer_start(&d->drain_timer, on_drain_timeout, (uint64_t)d->cfg.drain_timeout_ms, 0);
+    maybe_finish_shutdown(d);
+}

@@ -1,0 +1,126 @@
+/* hmap.c - open-addressing hash map with backward-shift deletion. */
+#include "hmap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash_bytes(const void *key, size_t klen)
+{
+    /* FNV-1a, then a final mix so sequential integer keys spread over the table. */
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *p = key;
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+void hmap_init(hmap *m)
+{
+    *m = (hmap){0};
+}
+
+void hmap_free(hmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->slots[i].key);
+    free(m->slots);
+    *m = (hmap){0};
+}
+
+static hmap_slot *find(const hmap *m, const void *key, size_t klen, uint64_t h)
+{
+    if (m->cap == 0)
+        return NULL;
+    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        hmap_slot *s = &m->slots[i];
+        if (!s->key)
+            return NULL;
+        if (s->hash == h && s->klen == klen && memcmp(s->key, key, klen) == 0)
+            return s;
+    }
+}
+
+void *hmap_get(const hmap *m, const void *key, size_t klen)
+{
+    hmap_slot *s = find(m, key, klen, hash_bytes(key, klen));
+    return s ? s->value : NULL;
+}
+
+static void place(hmap_slot *slots, size_t cap, hmap_slot entry)
+{
+    size_t i = entry.hash & (cap - 1);
+    while (slots[i].key)
+        i = (i + 1) & (cap - 1);
+    slots[i] = entry;
+}
+
+static int grow(hmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    hmap_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].key)
+            place(slots, cap, m->slots[i]);
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+int hmap_put(hmap *m, const void *key, size_t klen, void *value)
+{
+    uint64_t h = hash_bytes(key, klen);
+    hmap_slot *s = find(m, key, klen, h);
+    if (s) {
+        s->value = value;
+        return 0;
+    }
+    if ((m->n + 1) * 2 > m->cap && grow(m) != 0)
+        return -ENOMEM;
+    char *copy = malloc(klen ? klen : 1);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, key, klen);
+    place(m->slots, m->cap, (hmap_slot){copy, klen, h, value});
+    m->n++;
+    return 0;
+}
+
+void *hmap_del(hmap *m, const void *key, size_t klen)
+{
+    hmap_slot *s = find(m, key, klen, hash_bytes(key, klen));
+    if (!s)
+        return NULL;
+    void *value = s->value;
+    free(s->key);
+    size_t mask = m->cap - 1;
+    size_t hole = (size_t)(s - m->slots);
+    /* Backward shift: move later entries of the same run into the hole when that keeps them
+     * reachable from their home slot. */
+    for (size_t i = (hole + 1) & mask; m->slots[i].key; i = (i + 1) & mask) {
+        size_t home = m->slots[i].hash & mask;
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            m->slots[hole] = m->slots[i];
+            hole = i;
+        }
+    }
+    m->slots[hole] = (hmap_slot){0};
+    m->n--;
+    return value;
+}
+
+void *hmap_next(const hmap *m, size_t *pos)
+{
+    while (*pos < m->cap) {
+        hmap_slot *s = &m->slots[(*pos)++];
+        if (s->key)
+            return s->value;
+    }
+    return NULL;
+}

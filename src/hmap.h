@@ -1,0 +1,38 @@
+/* hmap.h - a hash map from byte-string keys to pointers (open addressing, linear probing).
+ *
+ * Contract: keys are copied; values are borrowed (the map never frees them). Deletion shifts
+ * entries back, so there are no tombstones and lookups stay short. Iteration order is
+ * unspecified; do not insert or delete while iterating.
+ */
+#ifndef PGPACE_HMAP_H
+#define PGPACE_HMAP_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hmap_slot {
+    char *key; /* NULL = empty */
+    size_t klen;
+    uint64_t hash;
+    void *value;
+} hmap_slot;
+
+typedef struct hmap {
+    hmap_slot *slots;
+    size_t cap; /* power of two, or 0 */
+    size_t n;
+} hmap;
+
+void hmap_init(hmap *m);
+void hmap_free(hmap *m);
+void *hmap_get(const hmap *m, const void *key, size_t klen);
+/* Inserts or replaces. Returns 0 or -ENOMEM (map unchanged). */
+int hmap_put(hmap *m, const void *key, size_t klen, void *value) PGP_MUST_CHECK;
+/* Removes the key; returns its value or NULL. */
+void *hmap_del(hmap *m, const void *key, size_t klen);
+/* Iterates: start with *pos = 0; returns NULL at the end. */
+void *hmap_next(const hmap *m, size_t *pos);
+
+#endif

@@ -1,0 +1,679 @@
+/* http_sender.c - webhook POSTs over libcurl multi, driven by the libuv loop (http_sender.h).
+ *
+ * Shape: one CURLM per sender. curl tells us which sockets to watch (socket_cb) and when to
+ * wake it up (timer_cb); each socket gets a sock_ctx owning a uv_poll_t, the timer is one
+ * uv_timer_t in the sender. Every readiness or timer event calls curl_multi_socket_action and
+ * then drains curl_multi_info_read, which is the only place (besides close) where requests
+ * complete. That is what keeps completions on the loop: http_send only adds the easy handle,
+ * which in the socket API never performs I/O; curl merely asks (via timer_cb) to be woken
+ * "in 0 ms", which uv turns into the next loop iteration.
+ *
+ * Memory: requests are freed right after their callback; sock_ctx and the sender are freed
+ * only in uv close callbacks, so a poll or timer callback never sees freed memory even when the
+ * user closes the sender from inside a done callback.
+ */
+#include "http_sender.h"
+
+#include "pgpace_version.h"
+#include "secret.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#define USER_AGENT "pgpace/" PGPACE_VERSION
+
+typedef struct sock_ctx sock_ctx;
+typedef struct http_req http_req;
+
+struct http_sender {
+    uv_loop_t *loop;
+    CURLM *multi;          /* NULL once closing has cleaned it up */
+    uv_timer_t timer;      /* curl's single timeout */
+    http_sender_options o; /* copy; o.allow points at `allow` */
+    netcheck_allow allow;  /* copy of the caller's allow-list */
+    http_req *reqs;        /* in-flight requests (doubly linked) */
+    size_t in_flight;
+    sock_ctx *socks;     /* open (not yet closing) socket contexts */
+    size_t open_handles; /* uv handles not yet through their close callback */
+    bool closing;
+    void (*closed_cb)(void *arg);
+    void *closed_arg;
+};
+
+/* One per socket curl asked us to watch; curl_multi_assign links it to the socket. */
+struct sock_ctx {
+    uv_poll_t poll;
+    http_sender *s;
+    curl_socket_t fd;
+    int events; /* UV_READABLE | UV_WRITABLE currently wanted */
+    bool closing;
+    sock_ctx *prev, *next;
+};
+
+struct http_req {
+    http_req *prev, *next;
+    http_sender *s;
+    CURL *easy;
+    struct curl_slist *headers;
+    char *body;    /* copy of the request body */
+    char *excerpt; /* first excerpt_bytes of the response body */
+    size_t excerpt_len;
+    size_t received; /* response body bytes accepted (<= max_response_bytes) */
+    bool truncated;  /* body exceeded max_response_bytes: transfer stopped on purpose */
+    bool have_retry_after;
+    char retry_after[128];
+    unsigned connects_allowed; /* sockets opened after a netcheck pass */
+    char refused[192];         /* first SSRF refusal, "" if none */
+    char errbuf[CURL_ERROR_SIZE];
+    char error[CURL_ERROR_SIZE + 256];
+    uint64_t start_ns;
+    http_done_cb cb;
+    void *arg;
+};
+
+/* ---- completion ---- */
+
+static const char *classify(CURLcode c)
+{
+    switch (c) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return "dns";
+    case CURLE_COULDNT_CONNECT:
+        return "connect";
+    case CURLE_OPERATION_TIMEDOUT:
+        return "timeout";
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_USE_SSL_FAILED:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+#if LIBCURL_VERSION_NUM >= 0x074d00
+    case CURLE_SSL_CLIENTCERT:
+#endif
+        return "tls";
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+        return "reset";
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_HTTP3:
+    case CURLE_BAD_CONTENT_ENCODING:
+    case CURLE_TOO_MANY_REDIRECTS:
+    case CURLE_RANGE_ERROR:
+#if LIBCURL_VERSION_NUM >= 0x074500
+    case CURLE_QUIC_CONNECT_ERROR:
+#endif
+        return "protocol";
+    case CURLE_FILESIZE_EXCEEDED:
+        return "too_large";
+    default:
+        return "internal";
+    }
+}
+
+static void req_free(http_req *r)
+{
+    if (r->easy)
+        curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->headers);
+    free(r->body);
+    free(r->excerpt);
+    free(r);
+}
+
+/* Unlinks r, runs its callback once with `res` filled in, frees it. */
+static void req_finish(http_req *r, http_result *res)
+{
+    http_sender *s = r->s;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        s->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    s->in_flight--;
+
+    res->excerpt = r->excerpt ? r->excerpt : "";
+    res->excerpt_len = r->excerpt_len;
+    res->retry_after = r->have_retry_after ? r->retry_after : NULL;
+    res->duration_ms = (double)(uv_hrtime() - r->start_ns) / 1e6;
+    if (!res->error)
+        res->error = "";
+    r->cb(res, r->arg);
+    req_free(r);
+}
+
+/* Turns curl's verdict on a finished transfer into an http_result. */
+static void req_complete(http_req *r, CURLcode code)
+{
+    http_result res = {0};
+    long status = 0;
+    if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+        status = 0;
+    res.status = status;
+
+    if (code == CURLE_OK) {
+        /* a received response, whatever its status */
+    } else if (code == CURLE_WRITE_ERROR && r->truncated && status > 0) {
+        /* We stopped reading at max_response_bytes on purpose: the status stands. */
+    } else if (r->refused[0] && r->connects_allowed == 0) {
+        /* Every address curl tried was refused by netcheck (curl says COULDNT_CONNECT). */
+        res.error_class = "ssrf";
+        snprintf(r->error, sizeof r->error, "%s", r->refused);
+    } else {
+        res.error_class = code == CURLE_WRITE_ERROR && r->truncated ? "too_large" : classify(code);
+        /* A resolver that never answered surfaces as a timeout; it is a DNS failure. */
+        if (code == CURLE_OPERATION_TIMEDOUT && strncmp(r->errbuf, "Resolving timed out", 19) == 0)
+            res.error_class = "dns";
+        const char *what = curl_easy_strerror(code);
+        if (r->errbuf[0] && strcmp(r->errbuf, what) != 0)
+            snprintf(r->error, sizeof r->error, "%s: %s", what, r->errbuf);
+        else
+            snprintf(r->error, sizeof r->error, "%s", what);
+        if (r->refused[0]) {
+            size_t used = strlen(r->error);
+            snprintf(r->error + used, sizeof r->error - used, " (also %s)", r->refused);
+        }
+    }
+    res.error = r->error;
+    req_finish(r, &res);
+}
+
+/* Completes every transfer curl reports done. Stops when a callback closed the sender. */
+static void check_multi_info(http_sender *s)
+{
+    CURLMsg *msg;
+    int pending;
+    while (!s->closing && (msg = curl_multi_info_read(s->multi, &pending)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        /* msg is invalid after remove_handle: copy what we need first. */
+        CURL *easy = msg->easy_handle;
+        CURLcode code = msg->data.result;
+        char *priv = NULL;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+        http_req *r = (http_req *)priv;
+        curl_multi_remove_handle(s->multi, easy);
+        if (r)
+            req_complete(r, code);
+        else
+            curl_easy_cleanup(easy);
+    }
+}
+
+/* ---- uv <-> curl glue ---- */
+
+static void finish_close(http_sender *s)
+{
+    void (*cb)(void *) = s->closed_cb;
+    void *arg = s->closed_arg;
+    free(s);
+    curl_global_cleanup();
+    if (cb)
+        cb(arg);
+}
+
+static void handle_closed(http_sender *s)
+{
+    if (--s->open_handles == 0 && s->closing)
+        finish_close(s);
+}
+
+static void sock_closed_cb(uv_handle_t *h)
+{
+    sock_ctx *c = h->data;
+    http_sender *s = c->s;
+    free(c);
+    handle_closed(s);
+}
+
+static void sock_close(sock_ctx *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    http_sender *s = c->s;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->socks = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    /* uv_close stops the poll (and drops the fd from epoll) before curl closes the fd. */
+    uv_close((uv_handle_t *)&c->poll, sock_closed_cb);
+}
+
+static void poll_cb(uv_poll_t *h, int status, int events)
+{
+    sock_ctx *c = h->data;
+    http_sender *s = c->s;
+    if (s->closing || c->closing)
+        return;
+    int flags = 0;
+    if (status < 0) {
+        /* libuv has stopped this poll. Let curl attempt the I/O it wanted so it meets the real
+         * socket error (ECONNRESET...) rather than a generic one; it then fails the transfer
+         * and removes the socket, or re-arms it through socket_cb. */
+        flags = CURL_CSELECT_ERR;
+        if (c->events & UV_READABLE)
+            flags |= CURL_CSELECT_IN;
+        if (c->events & UV_WRITABLE)
+            flags |= CURL_CSELECT_OUT;
+        c->events = 0;
+    } else {
+        if (events & UV_READABLE)
+            flags |= CURL_CSELECT_IN;
+        if (events & UV_WRITABLE)
+            flags |= CURL_CSELECT_OUT;
+    }
+    int running;
+    curl_multi_socket_action(s->multi, c->fd, flags, &running);
+    check_multi_info(s);
+}
+
+static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    http_sender *s = userp;
+    sock_ctx *c = socketp;
+
+    if (what == CURL_POLL_REMOVE) {
+        /* curl drops its own socket->ctx association after this call. */
+        if (c)
+            sock_close(c);
+        return 0;
+    }
+    /* Returning -1 would make curl (>= 7.85) fail every transfer on this multi for good. A
+     * socket we cannot watch instead fails just its transfer, by that transfer's timeout. */
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return 0;
+        if (uv_poll_init_socket(s->loop, &c->poll, fd) != 0) {
+            free(c);
+            return 0;
+        }
+        c->poll.data = c;
+        c->s = s;
+        c->fd = fd;
+        c->next = s->socks;
+        if (s->socks)
+            s->socks->prev = c;
+        s->socks = c;
+        s->open_handles++;
+        curl_multi_assign(s->multi, fd, c);
+    }
+    int events = 0;
+    if (what & CURL_POLL_IN)
+        events |= UV_READABLE;
+    if (what & CURL_POLL_OUT)
+        events |= UV_WRITABLE;
+    c->events = events;
+    if (events == 0)
+        uv_poll_stop(&c->poll);
+    else if (uv_poll_start(&c->poll, events, poll_cb) != 0)
+        c->events = 0;
+    return 0;
+}
+
+static void timer_fired_cb(uv_timer_t *t)
+{
+    http_sender *s = t->data;
+    if (s->closing)
+        return;
+    int running;
+    curl_multi_socket_action(s->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    check_multi_info(s);
+}
+
+static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    http_sender *s = userp;
+    if (timeout_ms < 0)
+        uv_timer_stop(&s->timer);
+    else
+        uv_timer_start(&s->timer, timer_fired_cb, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+/* ---- per-request curl callbacks ---- */
+
+static curl_socket_t open_socket_cb(void *clientp, curlsocktype purpose,
+                                    struct curl_sockaddr *address)
+{
+    http_req *r = clientp;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKET_BAD;
+    const char *reason = NULL;
+    if (!netcheck_allowed(&address->addr, (socklen_t)address->addrlen, &r->s->allow, &reason)) {
+        if (!r->refused[0]) {
+            char ip[INET6_ADDRSTRLEN] = "?";
+            struct sockaddr_storage ss;
+            size_t n = address->addrlen < sizeof ss ? address->addrlen : sizeof ss;
+            memset(&ss, 0, sizeof ss);
+            memcpy(&ss, &address->addr, n);
+            if (ss.ss_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof ip);
+            else if (ss.ss_family == AF_INET6)
+                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip);
+            snprintf(r->refused, sizeof r->refused, "refused destination %s: %s", ip,
+                     reason ? reason : "refused");
+        }
+        return CURL_SOCKET_BAD;
+    }
+    curl_socket_t fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd != CURL_SOCKET_BAD)
+        r->connects_allowed++;
+    return fd;
+}
+
+static size_t write_cb(char *data, size_t size, size_t nmemb, void *userp)
+{
+    http_req *r = userp;
+    size_t n = size * nmemb;
+    size_t max = r->s->o.max_response_bytes;
+    size_t take = n;
+    if (n > max - r->received) {
+        take = max - r->received;
+        r->truncated = true;
+    }
+    size_t room = r->s->o.excerpt_bytes - r->excerpt_len;
+    size_t keep = take < room ? take : room;
+    if (keep) {
+        memcpy(r->excerpt + r->excerpt_len, data, keep);
+        r->excerpt_len += keep;
+    }
+    r->received += take;
+    /* A short count makes curl stop the transfer with CURLE_WRITE_ERROR. */
+    return r->truncated ? take : n;
+}
+
+static size_t header_cb(char *data, size_t size, size_t nitems, void *userp)
+{
+    http_req *r = userp;
+    size_t n = size * nitems;
+    static const char name[] = "retry-after:";
+    const size_t nlen = sizeof name - 1;
+    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        /* A new response (after a 1xx): forget headers of the previous one. */
+        r->have_retry_after = false;
+    } else if (n > nlen && strncasecmp(data, name, nlen) == 0) {
+        const char *v = data + nlen;
+        const char *end = data + n;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        size_t len = (size_t)(end - v);
+        if (len >= sizeof r->retry_after)
+            len = sizeof r->retry_after - 1;
+        memcpy(r->retry_after, v, len);
+        r->retry_after[len] = '\0';
+        r->have_retry_after = true;
+    }
+    return n;
+}
+
+/* ---- public API ---- */
+
+int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender **out)
+{
+    *out = NULL;
+    if (!loop || !o)
+        return -EINVAL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return -EIO;
+    http_sender *s = calloc(1, sizeof *s);
+    if (!s) {
+        curl_global_cleanup();
+        return -ENOMEM;
+    }
+    s->loop = loop;
+    s->o = *o;
+    if (o->allow)
+        s->allow = *o->allow;
+    s->o.allow = &s->allow;
+    if (s->o.excerpt_bytes > s->o.max_response_bytes)
+        s->o.excerpt_bytes = s->o.max_response_bytes;
+
+    s->multi = curl_multi_init();
+    if (!s->multi)
+        goto fail;
+    if (curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, socket_cb) != CURLM_OK ||
+        curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s) != CURLM_OK ||
+        curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, timer_cb) != CURLM_OK ||
+        curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s) != CURLM_OK ||
+        curl_multi_setopt(s->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, o->max_connections) !=
+            CURLM_OK ||
+        curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, o->max_host_connections) !=
+            CURLM_OK ||
+        curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX) != CURLM_OK)
+        goto fail;
+    if (uv_timer_init(loop, &s->timer) != 0)
+        goto fail;
+    s->timer.data = s;
+    s->open_handles = 1;
+    *out = s;
+    return 0;
+
+fail:
+    if (s->multi)
+        curl_multi_cleanup(s->multi);
+    free(s);
+    curl_global_cleanup();
+    return -ENOMEM;
+}
+
+size_t http_sender_in_flight(const http_sender *s)
+{
+    return s ? s->in_flight : 0;
+}
+
+/* Header values go on the wire verbatim: no CR/LF (header injection), no controls. */
+static bool header_safe(const char *v)
+{
+    if (!v || !*v)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x21 || *p > 0x7e)
+            return false;
+    return true;
+}
+
+static int append_header(struct curl_slist **list, const char *h)
+{
+    struct curl_slist *n = curl_slist_append(*list, h);
+    if (!n)
+        return -ENOMEM;
+    *list = n;
+    return 0;
+}
+
+/* Builds the Standard Webhooks headers onto r->headers. */
+static int build_headers(http_req *r, const http_request *req)
+{
+    char line[256];
+    int rc = append_header(&r->headers, "content-type: application/json");
+    if (rc < 0)
+        return rc;
+    snprintf(line, sizeof line, "webhook-id: %s", req->webhook_id);
+    if ((rc = append_header(&r->headers, line)) < 0)
+        return rc;
+    snprintf(line, sizeof line, "webhook-timestamp: %lld", (long long)req->timestamp_s);
+    if ((rc = append_header(&r->headers, line)) < 0)
+        return rc;
+
+    static const char prefix[] = "webhook-signature: ";
+    size_t cap = sizeof prefix + req->n_secrets * SECRET_SIGNATURE_MAX;
+    char *sigs = malloc(cap);
+    if (!sigs)
+        return -ENOMEM;
+    memcpy(sigs, prefix, sizeof prefix);
+    size_t len = sizeof prefix - 1;
+    for (size_t i = 0; i < req->n_secrets; i++) {
+        char sig[SECRET_SIGNATURE_MAX];
+        pgp_error err;
+        if (!req->secrets[i] || secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s,
+                                            r->body, req->body_len, sig, &err) != 0) {
+            free(sigs);
+            return -EINVAL;
+        }
+        size_t sl = strlen(sig);
+        if (i > 0)
+            sigs[len++] = ' ';
+        memcpy(sigs + len, sig, sl + 1);
+        len += sl;
+    }
+    rc = append_header(&r->headers, sigs);
+    free(sigs);
+    if (rc < 0)
+        return rc;
+    /* No "Expect: 100-continue" round trip for larger bodies. */
+    return append_header(&r->headers, "Expect:");
+}
+
+#define SETOPT(opt, val)                                                                           \
+    do {                                                                                           \
+        if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
+            goto fail;                                                                             \
+    } while (0)
+
+int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
+{
+    if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) || req->n_secrets == 0 ||
+        !req->secrets || (!req->body && req->body_len > 0) || req->total_timeout_ms <= 0 ||
+        req->connect_timeout_ms < 0)
+        return -EINVAL;
+    if (s->closing)
+        return -ESHUTDOWN;
+
+    CURL *e = NULL;
+    http_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->s = s;
+    r->cb = cb;
+    r->arg = arg;
+    int rc = -ENOMEM;
+    r->body = malloc(req->body_len ? req->body_len : 1);
+    if (!r->body)
+        goto fail_rc;
+    if (req->body_len)
+        memcpy(r->body, req->body, req->body_len);
+    if (s->o.excerpt_bytes) {
+        r->excerpt = malloc(s->o.excerpt_bytes);
+        if (!r->excerpt)
+            goto fail_rc;
+    }
+    if ((rc = build_headers(r, req)) < 0)
+        goto fail_rc;
+
+    rc = -ENOMEM;
+    e = r->easy = curl_easy_init();
+    if (!e)
+        goto fail_rc;
+    rc = -EINVAL;
+    SETOPT(CURLOPT_PRIVATE, (void *)r);
+    SETOPT(CURLOPT_URL, req->url);
+    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    SETOPT(CURLOPT_POSTFIELDS, r->body);
+    SETOPT(CURLOPT_HTTPHEADER, r->headers);
+    SETOPT(CURLOPT_USERAGENT, USER_AGENT);
+    SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+    SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    SETOPT(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    SETOPT(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    /* An environment proxy would make netcheck judge the proxy, not the destination. */
+    SETOPT(CURLOPT_PROXY, "");
+    SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+    SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
+    SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
+    SETOPT(CURLOPT_NOSIGNAL, 1L);
+    SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
+    SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+    SETOPT(CURLOPT_OPENSOCKETDATA, (void *)r);
+    SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+    SETOPT(CURLOPT_WRITEDATA, (void *)r);
+    SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
+    SETOPT(CURLOPT_HEADERDATA, (void *)r);
+    /* Not fatal: a libcurl without nghttp2 just speaks HTTP/1.1. */
+    (void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+
+    r->start_ns = uv_hrtime();
+    if (curl_multi_add_handle(s->multi, e) != CURLM_OK) {
+        rc = -EIO;
+        goto fail_rc;
+    }
+    r->next = s->reqs;
+    if (s->reqs)
+        s->reqs->prev = r;
+    s->reqs = r;
+    s->in_flight++;
+    return 0;
+
+fail:
+    rc = -EINVAL;
+fail_rc:
+    req_free(r);
+    return rc;
+}
+
+static void timer_closed_cb(uv_handle_t *h)
+{
+    handle_closed(h->data);
+}
+
+void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
+{
+    if (!s || s->closing)
+        return;
+    s->closing = true;
+    s->closed_cb = closed_cb;
+    s->closed_arg = arg;
+
+    /* Abort in-flight requests. Callbacks may call http_send (refused: closing) or close
+     * (a no-op now). */
+    while (s->reqs) {
+        http_req *r = s->reqs;
+        curl_multi_remove_handle(s->multi, r->easy);
+        http_result res = {.error_class = "aborted", .error = "sender closed"};
+        long status = 0;
+        if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK)
+            res.status = status;
+        req_finish(r, &res);
+    }
+    /* May still report REMOVE for cached connections' sockets: socket_cb handles that. */
+    curl_multi_cleanup(s->multi);
+    s->multi = NULL;
+    while (s->socks)
+        sock_close(s->socks);
+    uv_timer_stop(&s->timer);
+    uv_close((uv_handle_t *)&s->timer, timer_closed_cb);
+}

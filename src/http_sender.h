@@ -1,0 +1,79 @@
+/* http_sender.h - webhook POSTs over libcurl multi, driven by the libuv loop.
+ *
+ * Contract:
+ * - CURLMOPT_SOCKETFUNCTION/TIMERFUNCTION map curl's sockets onto uv_poll_t (one context per
+ *   socket, both directions for CURL_POLL_INOUT, poll errors passed as CURL_CSELECT_ERR) and
+ *   its timer onto one uv_timer_t. Nothing blocks the loop; DNS is asynchronous (curl's
+ *   threaded resolver).
+ * - Each request is a POST of the body as given with the Standard Webhooks headers:
+ *   webhook-id, webhook-timestamp, webhook-signature ("v1,<sig>" per active secret, space
+ *   separated, signed by secret.h), content-type: application/json, user-agent
+ *   "pgpace/<version>". No redirects, only http/https, TLS verification on, connect and total
+ *   timeouts per request, keep-alive reuse, total and per-host connection limits, HTTP/2 over
+ *   TLS where offered.
+ * - Every connect is checked against netcheck (CURLOPT_OPENSOCKETFUNCTION) on the address
+ *   actually connected to; a refused address fails the request with error_class "ssrf".
+ * - The response body is read up to max_response_bytes; the first bytes (excerpt) are kept.
+ * - The done callback runs exactly once per accepted request, from the loop, never from inside
+ *   http_send(). Secrets and bodies are never logged.
+ */
+#ifndef PGPACE_HTTP_SENDER_H
+#define PGPACE_HTTP_SENDER_H
+
+#include "common.h"
+#include "netcheck.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct http_sender http_sender;
+
+typedef struct http_sender_options {
+    long max_connections;      /* CURLMOPT_MAX_TOTAL_CONNECTIONS */
+    long max_host_connections; /* CURLMOPT_MAX_HOST_CONNECTIONS */
+    size_t max_response_bytes; /* body bytes read at most (rest: transfer ends, not an error) */
+    size_t excerpt_bytes;      /* body bytes kept for the attempt log (<= max_response_bytes) */
+    const netcheck_allow *allow; /* SSRF allow-list (copied); NULL = empty */
+} http_sender_options;
+
+typedef struct http_request {
+    const char *url;
+    const char *body; /* JSON text as stored (copied) */
+    size_t body_len;
+    const char *webhook_id; /* stable across retries of one item */
+    int64_t timestamp_s;    /* webhook-timestamp (epoch seconds) */
+    const char *const *secrets; /* whsec_ secrets, n_secrets of them, newest first */
+    size_t n_secrets;
+    long connect_timeout_ms;
+    long total_timeout_ms;
+} http_request;
+
+typedef struct http_result {
+    long status;             /* HTTP status, 0 when no response was received */
+    const char *error_class; /* NULL on a received response; else "dns", "connect", "timeout",
+                                "tls", "reset", "protocol", "ssrf", "too_large", "aborted",
+                                "internal" */
+    const char *error;       /* human-readable detail ("" when none) */
+    const char *excerpt;     /* response body excerpt (not NUL-terminated; excerpt_len bytes) */
+    size_t excerpt_len;
+    const char *retry_after; /* Retry-After header value, or NULL */
+    double duration_ms;      /* from send to completion */
+} http_result;
+
+/* The result and its strings are valid only during the callback. */
+typedef void (*http_done_cb)(const http_result *r, void *arg);
+
+int http_sender_new(uv_loop_t *loop, const http_sender_options *o,
+                    http_sender **out) PGP_MUST_CHECK;
+
+/* Starts a request. Returns 0 (cb will run once) or a negative error (cb will not run). */
+int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg) PGP_MUST_CHECK;
+
+size_t http_sender_in_flight(const http_sender *s);
+
+/* Aborts in-flight requests (their callbacks run with error_class "aborted"), closes every
+ * handle and frees the sender; closed_cb runs when done. */
+void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,32 @@
+/* strbuf.h - a growable NUL-terminated string, for building statement parameters such as
+ * PostgreSQL array literals.
+ *
+ * Contract: on allocation failure the buffer remembers it (sb->failed) and later appends are
+ * no-ops, so a caller checks once at the end. strbuf_free() releases the memory.
+ */
+#ifndef PGPACE_STRBUF_H
+#define PGPACE_STRBUF_H
+
+#include "common.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct strbuf {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool failed;
+} strbuf;
+
+void strbuf_reset(strbuf *sb);
+void strbuf_free(strbuf *sb);
+void strbuf_append(strbuf *sb, const char *s, size_t n);
+void strbuf_puts(strbuf *sb, const char *s);
+void strbuf_printf(strbuf *sb, const char *fmt, ...) PGP_PRINTF(2, 3);
+/* Appends s as a double-quoted PostgreSQL array element (backslash-escaping " and \). */
+void strbuf_array_text(strbuf *sb, const char *s);
+/* The string ("" when empty); NULL when an allocation failed. */
+const char *strbuf_str(strbuf *sb);
+
+#endif

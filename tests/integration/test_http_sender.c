@@ -1,0 +1,843 @@
+/* test_http_sender.c - webhook delivery over libcurl multi + libuv against the loopback
+ * receiver: headers and signatures, failure classes, SSRF refusals, keep-alive, concurrency and
+ * closing with requests in flight. Every test runs its loop under a deadline timer, no sleeps.
+ */
+#include "testlib.h"
+
+#include "http_sender.h"
+#include "netcheck.h"
+#include "pgpace_version.h"
+#include "receiver.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#define SECRET_A "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define SECRET_B "whsec_c2Vjb25kLXNlY3JldC1mb3Itcm90YXRpb24tdGVzdHM="
+#define BODY     "{\"event\":\"order.paid\",\"order\":42,\"note\":\"caf\xc3\xa9\"}"
+#define MSG_ID   "msg_2b9Xq7TestId"
+#define TS       1700000000
+
+typedef struct fixture {
+    uv_loop_t loop;
+    uv_timer_t deadline; /* bounds every wait; fires = test failure */
+    uv_timer_t probe;    /* polls the receiver from the loop where a test needs that */
+    bool timed_out;
+    bool in_send;   /* true while the test is inside http_send() */
+    bool reentered; /* a done callback ran inside http_send() */
+    receiver *rcv;
+    http_sender *s;
+    bool sender_closed;
+    size_t done;        /* callbacks seen */
+    size_t probe_ready; /* set by the probe */
+    const char *probe_prefix;
+    size_t probe_want;
+} fixture;
+
+/* What one done callback saw, copied out (the result is valid only during the callback). */
+typedef struct outcome {
+    fixture *fx;
+    int calls;
+    long status;
+    bool ok; /* error_class == NULL */
+    char error_class[32];
+    char error[512];
+    char excerpt[256];
+    size_t excerpt_len;
+    bool has_retry_after;
+    char retry_after[64];
+    double duration_ms;
+    int send_from_cb_rc; /* close test: what http_send returned from inside an aborted cb */
+} outcome;
+
+/* ---- loop helpers ---- */
+
+static void deadline_cb(uv_timer_t *t)
+{
+    fixture *fx = t->data;
+    fx->timed_out = true;
+    uv_stop(&fx->loop);
+}
+
+/* Runs the loop until *count reaches want; callbacks that change a count call uv_stop(). */
+static void run_until(fixture *fx, const size_t *count, size_t want, uint64_t ms)
+{
+    fx->timed_out = false;
+    uv_timer_start(&fx->deadline, deadline_cb, ms, 0);
+    while (*count < want && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    uv_timer_stop(&fx->deadline);
+    if (fx->timed_out)
+        fail_msg("deadline of %llu ms passed with %zu of %zu done", (unsigned long long)ms, *count,
+                 want);
+}
+
+static void probe_cb(uv_timer_t *t)
+{
+    fixture *fx = t->data;
+    if (receiver_count(fx->rcv, fx->probe_prefix) >= fx->probe_want) {
+        fx->probe_ready = 1;
+        uv_timer_stop(t);
+        uv_stop(&fx->loop);
+    }
+}
+
+static void closed_cb(void *arg)
+{
+    fixture *fx = arg;
+    fx->sender_closed = true;
+    uv_stop(&fx->loop);
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    assert_int_equal(uv_loop_init(&fx->loop), 0);
+    assert_int_equal(uv_timer_init(&fx->loop, &fx->deadline), 0);
+    assert_int_equal(uv_timer_init(&fx->loop, &fx->probe), 0);
+    fx->deadline.data = fx;
+    fx->probe.data = fx;
+    fx->rcv = receiver_start();
+    assert_non_null(fx->rcv);
+    *state = fx;
+    return 0;
+}
+
+static void close_sender(fixture *fx)
+{
+    if (!fx->s)
+        return;
+    http_sender_close(fx->s, closed_cb, fx);
+    fx->s = NULL;
+    fx->timed_out = false;
+    uv_timer_start(&fx->deadline, deadline_cb, 5000, 0);
+    while (!fx->sender_closed && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    uv_timer_stop(&fx->deadline);
+    assert_true(fx->sender_closed);
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    close_sender(fx);
+    uv_close((uv_handle_t *)&fx->deadline, NULL);
+    uv_close((uv_handle_t *)&fx->probe, NULL);
+    for (int i = 0; i < 10 && uv_run(&fx->loop, UV_RUN_NOWAIT) != 0; i++)
+        ;
+    int rc = uv_loop_close(&fx->loop);
+    if (rc != 0)
+        uv_print_all_handles(&fx->loop, stderr);
+    receiver_stop(fx->rcv);
+    free(fx);
+    assert_int_equal(rc, 0);
+    return 0;
+}
+
+/* ---- sender helpers ---- */
+
+static void new_sender(fixture *fx, const char *allow_list, size_t max_response, size_t excerpt,
+                       long max_conns, long max_host)
+{
+    netcheck_allow allow;
+    pgp_error err = {{0}};
+    if (netcheck_parse_allow(allow_list, &allow, &err) != 0)
+        fail_msg("allow-list: %s", err.msg);
+    http_sender_options o = {
+        .max_connections = max_conns,
+        .max_host_connections = max_host,
+        .max_response_bytes = max_response,
+        .excerpt_bytes = excerpt,
+        .allow = &allow,
+    };
+    /* The sender copies the allow-list: `allow` goes out of scope right after. */
+    assert_int_equal(http_sender_new(&fx->loop, &o, &fx->s), 0);
+}
+
+static void done_cb(const http_result *r, void *arg)
+{
+    outcome *o = arg;
+    if (o->fx->in_send)
+        o->fx->reentered = true;
+    o->calls++;
+    o->status = r->status;
+    o->ok = r->error_class == NULL;
+    snprintf(o->error_class, sizeof o->error_class, "%s", r->error_class ? r->error_class : "");
+    snprintf(o->error, sizeof o->error, "%s", r->error ? r->error : "(null)");
+    o->excerpt_len = r->excerpt_len;
+    size_t n = r->excerpt_len < sizeof o->excerpt - 1 ? r->excerpt_len : sizeof o->excerpt - 1;
+    memcpy(o->excerpt, r->excerpt, n);
+    o->excerpt[n] = '\0';
+    o->has_retry_after = r->retry_after != NULL;
+    snprintf(o->retry_after, sizeof o->retry_after, "%s", r->retry_after ? r->retry_after : "");
+    o->duration_ms = r->duration_ms;
+    o->fx->done++;
+    /* UV_RUN_ONCE runs timers before it blocks in poll: without this, a completion delivered
+     * from curl's timer would leave run_until() waiting for the next unrelated event. */
+    uv_stop(&o->fx->loop);
+}
+
+static const char *const one_secret[] = {SECRET_A};
+
+static http_request base_request(const char *url)
+{
+    return (http_request){
+        .url = url,
+        .body = BODY,
+        .body_len = strlen(BODY),
+        .webhook_id = MSG_ID,
+        .timestamp_s = TS,
+        .secrets = one_secret,
+        .n_secrets = 1,
+        .connect_timeout_ms = 2000,
+        .total_timeout_ms = 5000,
+    };
+}
+
+static void send_req(fixture *fx, const http_request *req, outcome *o)
+{
+    o->fx = fx;
+    fx->in_send = true;
+    int rc = http_send(fx->s, req, done_cb, o);
+    fx->in_send = false;
+    assert_int_equal(rc, 0);
+}
+
+/* Sends one request to the receiver path and runs the loop until its callback ran. */
+static void send_and_wait(fixture *fx, const char *url, const http_request *tmpl, outcome *o,
+                          uint64_t deadline_ms)
+{
+    http_request req = tmpl ? *tmpl : base_request(url);
+    req.url = url;
+    size_t before = fx->done;
+    send_req(fx, &req, o);
+    run_until(fx, &fx->done, before + 1, deadline_ms);
+    assert_int_equal(o->calls, 1);
+    assert_false(fx->reentered);
+}
+
+static void url_for(fixture *fx, const char *path, char *buf, size_t len)
+{
+    receiver_url(fx->rcv, path, buf, len);
+}
+
+/* ---- an independent Standard Webhooks verifier (OpenSSL HMAC, not secret.c) ---- */
+
+static bool verify_one(const char *secret, const char *id, const char *ts, const char *body,
+                       size_t body_len, const char *sig)
+{
+    if (strncmp(secret, "whsec_", 6) != 0 || strncmp(sig, "v1,", 3) != 0)
+        return false;
+    const char *b64 = secret + 6;
+    size_t blen = strlen(b64);
+    unsigned char key[128];
+    if (blen == 0 || blen % 4 != 0 || blen / 4 * 3 > sizeof key)
+        return false;
+    int klen = EVP_DecodeBlock(key, (const unsigned char *)b64, (int)blen);
+    if (klen < 0)
+        return false;
+    klen -= (b64[blen - 1] == '=') + (b64[blen - 2] == '=');
+
+    size_t mlen = strlen(id) + 1 + strlen(ts) + 1 + body_len;
+    unsigned char *msg = malloc(mlen);
+    assert_non_null(msg);
+    int off = sprintf((char *)msg, "%s.%s.", id, ts);
+    memcpy(msg + off, body, body_len);
+
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int maclen = 0;
+    unsigned char *res = HMAC(EVP_sha256(), key, klen, msg, mlen, mac, &maclen);
+    free(msg);
+    if (!res)
+        return false;
+    char expect[EVP_MAX_MD_SIZE * 2];
+    EVP_EncodeBlock((unsigned char *)expect, mac, (int)maclen);
+    return strcmp(sig + 3, expect) == 0;
+}
+
+static void verifier_matches_spec_vector(void **state)
+{
+    /* Standard Webhooks' published example: proves the verifier before we trust it. */
+    const char *body = "{\"test\": 2432232314}";
+    assert_true(verify_one(SECRET_A, "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", body,
+                           strlen(body), "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="));
+    assert_false(verify_one(SECRET_A, "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265331", body,
+                            strlen(body), "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="));
+}
+
+/* ---- delivery ---- */
+
+static void delivers_with_standard_webhooks_headers(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/ok/headers", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+
+    assert_true(o.ok);
+    assert_int_equal(o.status, 200);
+    assert_string_equal(o.error, "");
+    assert_string_equal(o.excerpt, "ok");
+    assert_false(o.has_retry_after);
+    assert_true(o.duration_ms > 0 && o.duration_ms < 5000);
+    assert_int_equal(http_sender_in_flight(fx->s), 0);
+
+    assert_int_equal(receiver_count(fx->rcv, "/ok"), 1);
+    receiver_request rq;
+    assert_int_equal(receiver_get(fx->rcv, 0, &rq), 0);
+    assert_string_equal(rq.path, "/ok/headers");
+    assert_string_equal(rq.webhook_id, MSG_ID);
+    assert_string_equal(rq.webhook_timestamp, "1700000000");
+    assert_string_equal(rq.content_type, "application/json");
+    assert_string_equal(rq.user_agent, "pgpace/" PGPACE_VERSION);
+    assert_int_equal(rq.body_len, strlen(BODY));
+    assert_memory_equal(rq.body, BODY, strlen(BODY));
+    /* Exactly one signature for one secret, and it verifies. */
+    assert_null(strchr(rq.webhook_signature, ' '));
+    assert_true(verify_one(SECRET_A, rq.webhook_id, rq.webhook_timestamp, rq.body, rq.body_len,
+                           rq.webhook_signature));
+    free(rq.body);
+}
+
+static void two_secrets_give_two_verifiable_signatures(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/ok/rotation", url, sizeof url);
+    const char *const secrets[] = {SECRET_B, SECRET_A}; /* newest first */
+    http_request req = base_request(url);
+    req.secrets = secrets;
+    req.n_secrets = 2;
+    outcome o = {0};
+    send_and_wait(fx, url, &req, &o, 5000);
+    assert_int_equal(o.status, 200);
+
+    receiver_request rq;
+    assert_int_equal(receiver_get(fx->rcv, 0, &rq), 0);
+    char sigs[512];
+    snprintf(sigs, sizeof sigs, "%s", rq.webhook_signature);
+    char *sp = strchr(sigs, ' ');
+    assert_non_null(sp);
+    *sp = '\0';
+    const char *first = sigs, *second = sp + 1;
+    assert_null(strchr(second, ' '));
+    const char *id = rq.webhook_id, *ts = rq.webhook_timestamp;
+    assert_true(verify_one(SECRET_B, id, ts, rq.body, rq.body_len, first));
+    assert_true(verify_one(SECRET_A, id, ts, rq.body, rq.body_len, second));
+    assert_false(verify_one(SECRET_A, id, ts, rq.body, rq.body_len, first));
+    assert_false(verify_one(SECRET_B, id, ts, rq.body, rq.body_len, second));
+    /* A tampered body fails verification. */
+    assert_false(verify_one(SECRET_B, id, ts, "{}", 2, first));
+    free(rq.body);
+}
+
+static void status_503_records_retry_after(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/busy",
+                                          .action = RECV_RESPOND,
+                                          .status = 503,
+                                          .body = "slow down",
+                                          .retry_after = "120"});
+    char url[256];
+    url_for(fx, "/busy", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_true(o.ok); /* a received response is not a transport error */
+    assert_int_equal(o.status, 503);
+    assert_true(o.has_retry_after);
+    assert_string_equal(o.retry_after, "120");
+    assert_string_equal(o.excerpt, "slow down");
+}
+
+static void excerpt_is_capped(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 4, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/long",
+                                          .action = RECV_RESPOND,
+                                          .status = 400,
+                                          .body = "invalid payload: field x"});
+    char url[256];
+    url_for(fx, "/long", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_true(o.ok);
+    assert_int_equal(o.status, 400);
+    assert_int_equal(o.excerpt_len, 4);
+    assert_string_equal(o.excerpt, "inva");
+}
+
+/* ---- failure classes ---- */
+
+static void hang_times_out_within_total_timeout(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    char url[256];
+    url_for(fx, "/hang", url, sizeof url);
+    http_request req = base_request(url);
+    req.total_timeout_ms = 600;
+    outcome o = {0};
+    send_and_wait(fx, url, &req, &o, 5000);
+    assert_string_equal(o.error_class, "timeout");
+    assert_int_equal(o.status, 0);
+    assert_true(o.duration_ms >= 590);
+    assert_true(o.duration_ms < 2000);
+    assert_int_equal(receiver_count(fx->rcv, "/hang"), 1);
+}
+
+static void reset_is_reset(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/rst", .action = RECV_RESET});
+    char url[256];
+    url_for(fx, "/rst", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_string_equal(o.error_class, "reset");
+    assert_int_equal(o.status, 0);
+    assert_true(o.error[0] != '\0');
+}
+
+static void close_without_answer_is_reset(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/fin", .action = RECV_CLOSE});
+    char url[256];
+    url_for(fx, "/fin", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_string_equal(o.error_class, "reset");
+}
+
+static void garbage_is_protocol(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/junk", .action = RECV_GARBAGE});
+    char url[256];
+    url_for(fx, "/junk", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_string_equal(o.error_class, "protocol");
+}
+
+static void huge_body_stops_early_with_status(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 64 * 1024, 100, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/huge", .action = RECV_TRICKLE_HUGE});
+    char url[256];
+    url_for(fx, "/huge", url, sizeof url);
+    http_request req = base_request(url);
+    req.total_timeout_ms = 20000;
+    outcome o = {0};
+    send_and_wait(fx, url, &req, &o, 15000);
+    /* 64 KiB at 1 KiB / 10 ms is ~0.65 s: far below the 20 s timeout. */
+    if (!o.ok)
+        fail_msg("expected success, got %s: %s", o.error_class, o.error);
+    assert_int_equal(o.status, 200);
+    assert_true(o.excerpt_len <= 100);
+    assert_true(o.excerpt_len > 0);
+    assert_true(o.duration_ms < 10000);
+}
+
+static void connection_refused_is_connect(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    outcome o = {0};
+    send_and_wait(fx, "http://127.0.0.1:1/", NULL, &o, 5000);
+    assert_string_equal(o.error_class, "connect");
+    assert_int_equal(o.status, 0);
+}
+
+static void dns_failure_is_dns(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "", 4096, 256, 8, 4);
+    outcome o = {0};
+    send_and_wait(fx, "http://pgpace-test.invalid/hook", NULL, &o, 10000);
+    assert_string_equal(o.error_class, "dns");
+}
+
+static void tls_to_plain_http_is_tls(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/tls", receiver_port(fx->rcv));
+    /* Loading the CA bundle is slow under valgrind and counts against the connect timeout. */
+    http_request req = base_request(url);
+    req.connect_timeout_ms = 20000;
+    req.total_timeout_ms = 20000;
+    outcome o = {0};
+    send_and_wait(fx, url, &req, &o, 25000);
+    assert_string_equal(o.error_class, "tls");
+}
+
+static void non_http_schemes_are_refused(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "0.0.0.0/0, ::/0", 4096, 256, 8, 4);
+    const char *urls[] = {"file:///etc/passwd", "ftp://127.0.0.1:1/x", "gopher://127.0.0.1:1/x",
+                          "dict://127.0.0.1:1/x"};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(urls); i++) {
+        outcome o = {0};
+        send_and_wait(fx, urls[i], NULL, &o, 5000);
+        if (strcmp(o.error_class, "protocol") != 0)
+            fail_msg("%s: class %s (%s)", urls[i], o.error_class, o.error);
+        assert_string_equal(o.excerpt, "");
+    }
+}
+
+/* ---- SSRF ---- */
+
+static void ssrf_refuses_loopback_by_default(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/ssrf", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_string_equal(o.error_class, "ssrf");
+    assert_string_equal(o.error, "refused destination 127.0.0.1: loopback address");
+    assert_int_equal(o.status, 0);
+    assert_int_equal(receiver_count(fx->rcv, NULL), 0);
+    assert_int_equal(receiver_accepted(fx->rcv), 0);
+}
+
+static void ssrf_checks_the_resolved_address_of_names(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "", 4096, 256, 8, 4);
+    char url[256];
+    snprintf(url, sizeof url, "http://localhost:%d/ssrf", receiver_port(fx->rcv));
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_string_equal(o.error_class, "ssrf");
+    tl_assert_contains(o.error, "refused destination ");
+    tl_assert_contains(o.error, "loopback address");
+    assert_int_equal(receiver_accepted(fx->rcv), 0);
+}
+
+static void allow_list_opens_loopback(void **state)
+{
+    fixture *fx = *state;
+    /* localhost may resolve to ::1 as well: only 127/8 is opened, so that attempt is refused
+     * and the IPv4 one carries the request. */
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    snprintf(url, sizeof url, "http://localhost:%d/allowed", receiver_port(fx->rcv));
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    if (!o.ok)
+        fail_msg("expected success, got %s: %s", o.error_class, o.error);
+    assert_int_equal(o.status, 200);
+    assert_int_equal(receiver_count(fx->rcv, "/allowed"), 1);
+}
+
+/* ---- connections ---- */
+
+typedef struct chain {
+    fixture *fx;
+    char url[256];
+    outcome o[20];
+    size_t sent;
+} chain;
+
+static void chain_cb(const http_result *r, void *arg);
+
+static void chain_next(chain *c)
+{
+    http_request req = base_request(c->url);
+    outcome *o = &c->o[c->sent++];
+    o->fx = c->fx;
+    c->fx->in_send = true;
+    int rc = http_send(c->fx->s, &req, chain_cb, c);
+    c->fx->in_send = false;
+    assert_int_equal(rc, 0);
+}
+
+static void chain_cb(const http_result *r, void *arg)
+{
+    chain *c = arg;
+    done_cb(r, &c->o[c->sent - 1]);
+    /* Sending from inside a done callback is allowed. */
+    if (c->sent < PGP_ARRAY_LEN(c->o))
+        chain_next(c);
+}
+
+static void keep_alive_reuses_one_connection(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    chain *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    c->fx = fx;
+    url_for(fx, "/seq", c->url, sizeof c->url);
+    chain_next(c);
+    run_until(fx, &fx->done, 20, 10000);
+    for (size_t i = 0; i < 20; i++) {
+        assert_int_equal(c->o[i].calls, 1);
+        assert_int_equal(c->o[i].status, 200);
+    }
+    assert_false(fx->reentered);
+    free(c);
+    assert_int_equal(receiver_count(fx->rcv, "/seq"), 20);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+}
+
+static void many_concurrent_requests_complete(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 200 };
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 16, 8);
+    outcome *o = calloc(N, sizeof *o);
+    assert_non_null(o);
+    char url[256];
+    url_for(fx, "/many", url, sizeof url);
+    http_request req = base_request(url);
+    for (size_t i = 0; i < N; i++)
+        send_req(fx, &req, &o[i]);
+    assert_int_equal(http_sender_in_flight(fx->s), N);
+    run_until(fx, &fx->done, N, 30000);
+    for (size_t i = 0; i < N; i++) {
+        if (o[i].calls != 1 || o[i].status != 200)
+            fail_msg("request %zu: %d calls, status %ld, %s %s", i, o[i].calls, o[i].status,
+                     o[i].error_class, o[i].error);
+    }
+    free(o);
+    assert_int_equal(http_sender_in_flight(fx->s), 0);
+    assert_int_equal(receiver_count(fx->rcv, "/many"), N);
+    /* The per-host limit held: at most 8 connections were ever opened. */
+    assert_true(receiver_accepted(fx->rcv) <= 8);
+}
+
+/* ---- closing ---- */
+
+typedef struct abort_ctx {
+    outcome o;
+    http_sender *s;
+} abort_ctx;
+
+static void abort_cb(const http_result *r, void *arg)
+{
+    abort_ctx *a = arg;
+    done_cb(r, &a->o);
+    /* The sender is closing: a new request is refused and its callback never runs. */
+    a->o.send_from_cb_rc = http_send(a->s,
+                                     &(http_request){.url = "http://127.0.0.1:1/",
+                                                     .body = "{}",
+                                                     .body_len = 2,
+                                                     .webhook_id = "msg_x",
+                                                     .secrets = one_secret,
+                                                     .n_secrets = 1,
+                                                     .total_timeout_ms = 1000},
+                                     done_cb, &a->o);
+}
+
+static void close_aborts_in_flight_requests(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 5 };
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 8);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    char url[256];
+    url_for(fx, "/hang", url, sizeof url);
+    http_request req = base_request(url);
+    req.total_timeout_ms = 30000;
+    abort_ctx a[N];
+    memset(a, 0, sizeof a);
+    for (size_t i = 0; i < N; i++) {
+        a[i].o.fx = fx;
+        a[i].s = fx->s;
+        assert_int_equal(http_send(fx->s, &req, abort_cb, &a[i]), 0);
+    }
+    /* Wait (from the loop) until the receiver holds all of them. */
+    fx->probe_prefix = "/hang";
+    fx->probe_want = N;
+    uv_timer_start(&fx->probe, probe_cb, 5, 5);
+    run_until(fx, &fx->probe_ready, 1, 5000);
+    assert_int_equal(fx->done, 0);
+    assert_int_equal(http_sender_in_flight(fx->s), N);
+
+    http_sender *s = fx->s;
+    fx->s = NULL;
+    http_sender_close(s, closed_cb, fx);
+    http_sender_close(s, closed_cb, fx); /* a second close is a no-op */
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(a[i].o.calls, 1);
+        assert_string_equal(a[i].o.error_class, "aborted");
+        assert_int_equal(a[i].o.send_from_cb_rc, -ESHUTDOWN);
+    }
+    /* closed_cb comes from the loop, after every handle closed; teardown then asserts
+     * uv_loop_close() == 0. */
+    assert_false(fx->sender_closed);
+    fx->timed_out = false;
+    uv_timer_start(&fx->deadline, deadline_cb, 5000, 0);
+    while (!fx->sender_closed && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    uv_timer_stop(&fx->deadline);
+    assert_true(fx->sender_closed);
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(a[i].o.calls, 1);
+}
+
+static void close_before_the_loop_ran(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 8);
+    char url[256];
+    url_for(fx, "/never", url, sizeof url);
+    http_request req = base_request(url);
+    outcome o[3] = {{0}};
+    for (size_t i = 0; i < 3; i++)
+        send_req(fx, &req, &o[i]);
+    close_sender(fx);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(o[i].calls, 1);
+        assert_string_equal(o[i].error_class, "aborted");
+    }
+    assert_int_equal(receiver_count(fx->rcv, NULL), 0);
+}
+
+typedef struct closer {
+    outcome o;
+    fixture *fx;
+    http_sender *s;
+} closer;
+
+static void close_from_cb(const http_result *r, void *arg)
+{
+    closer *c = arg;
+    done_cb(r, &c->o);
+    /* Closing from inside a done callback: the sender is in the middle of draining curl's
+     * completion queue and must stop touching the multi handle. */
+    http_sender_close(c->s, closed_cb, c->fx);
+}
+
+static void close_from_inside_a_done_callback(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 3 };
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 8);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    char hang[256], ok[256];
+    url_for(fx, "/hang", hang, sizeof hang);
+    url_for(fx, "/ok", ok, sizeof ok);
+    http_request req = base_request(hang);
+    req.total_timeout_ms = 30000;
+    outcome o[N] = {{0}};
+    for (size_t i = 0; i < N; i++)
+        send_req(fx, &req, &o[i]);
+    closer c = {.o = {.fx = fx}, .fx = fx, .s = fx->s};
+    req.url = ok;
+    assert_int_equal(http_send(fx->s, &req, close_from_cb, &c), 0);
+    fx->s = NULL; /* closed by close_from_cb */
+
+    fx->timed_out = false;
+    uv_timer_start(&fx->deadline, deadline_cb, 5000, 0);
+    while (!fx->sender_closed && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    uv_timer_stop(&fx->deadline);
+    assert_true(fx->sender_closed);
+    assert_int_equal(c.o.calls, 1);
+    assert_int_equal(c.o.status, 200);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(o[i].calls, 1);
+        assert_string_equal(o[i].error_class, "aborted");
+    }
+}
+
+static void bad_requests_are_refused_without_callback(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 8);
+    char url[256];
+    url_for(fx, "/bad", url, sizeof url);
+    outcome o = {.fx = fx};
+    const char *const bad_secret[] = {"whsec_!!!!"};
+
+    http_request req = base_request(url);
+    req.n_secrets = 0;
+    assert_int_equal(http_send(fx->s, &req, done_cb, &o), -EINVAL);
+    req = base_request(url);
+    req.secrets = bad_secret;
+    assert_int_equal(http_send(fx->s, &req, done_cb, &o), -EINVAL);
+    req = base_request(url);
+    req.webhook_id = "msg_1\r\nX-Injected: 1";
+    assert_int_equal(http_send(fx->s, &req, done_cb, &o), -EINVAL);
+    req = base_request(url);
+    req.webhook_id = "";
+    assert_int_equal(http_send(fx->s, &req, done_cb, &o), -EINVAL);
+    req = base_request(url);
+    req.total_timeout_ms = 0;
+    assert_int_equal(http_send(fx->s, &req, done_cb, &o), -EINVAL);
+    req = base_request(url);
+    req.url = NULL;
+    assert_int_equal(http_send(fx->s, &req, done_cb, &o), -EINVAL);
+    req = base_request(url);
+    assert_int_equal(http_send(fx->s, &req, NULL, &o), -EINVAL);
+
+    assert_int_equal(http_sender_in_flight(fx->s), 0);
+    /* Give the loop a chance to (wrongly) run a callback. */
+    uv_run(&fx->loop, UV_RUN_NOWAIT);
+    assert_int_equal(o.calls, 0);
+
+    /* An empty body is fine. */
+    req = base_request(url);
+    req.body = NULL;
+    req.body_len = 0;
+    outcome ok = {0};
+    send_and_wait(fx, url, &req, &ok, 5000);
+    assert_int_equal(ok.status, 200);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(verifier_matches_spec_vector),
+        T(delivers_with_standard_webhooks_headers),
+        T(two_secrets_give_two_verifiable_signatures),
+        T(status_503_records_retry_after),
+        T(excerpt_is_capped),
+        T(hang_times_out_within_total_timeout),
+        T(reset_is_reset),
+        T(close_without_answer_is_reset),
+        T(garbage_is_protocol),
+        T(huge_body_stops_early_with_status),
+        T(connection_refused_is_connect),
+        T(dns_failure_is_dns),
+        T(tls_to_plain_http_is_tls),
+        T(non_http_schemes_are_refused),
+        T(ssrf_refuses_loopback_by_default),
+        T(ssrf_checks_the_resolved_address_of_names),
+        T(allow_list_opens_loopback),
+        T(keep_alive_reuses_one_connection),
+        T(many_concurrent_requests_complete),
+        T(close_aborts_in_flight_requests),
+        T(close_before_the_loop_ran),
+        T(close_from_inside_a_done_callback),
+        T(bad_requests_are_refused_without_callback),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}

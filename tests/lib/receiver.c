@@ -1,0 +1,1146 @@
+/* receiver.c - a real HTTP/1.1 webhook receiver on loopback for tests (see receiver.h).
+ *
+ * One thread runs its own libuv loop; the test thread only touches the mutex-protected rules,
+ * records and counters, and wakes the loop through an async handle to stop it. Requests are
+ * parsed here (strictly enough to catch a misbehaving client, leniently about bare LF) from a
+ * per-connection input buffer; a connection answers its requests one at a time, so pipelined
+ * requests wait in the buffer while a delayed answer is pending.
+ *
+ * Closing: answers that end the connection (Connection: close, 400 / 413 / 431 / 501,
+ * RECV_GARBAGE, RECV_CLOSE) send FIN after the queued bytes and then keep reading and discarding
+ * until the client closes or LINGER_MS passes, so a client still sending does not get a RST that
+ * would destroy the answer before it reads it. RECV_RESET closes with SO_LINGER {1, 0}.
+ */
+#include "receiver.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <uv.h>
+
+#define MAX_HEADER_BYTES   (64 * 1024)        /* request line + headers (+ leading CRLFs) */
+#define MAX_BODY_BYTES     (64 * 1024 * 1024) /* decoded body; larger gets 413 */
+#define MAX_CHUNK_LINE     4096               /* chunk-size line with extensions */
+#define MAX_BUFFERED       (MAX_HEADER_BYTES + MAX_BODY_BYTES + 65536)
+#define LINGER_MS          2000
+#define TRICKLE_TOTAL      1073741824ULL
+#define TRICKLE_PIECE      1024
+#define TRICKLE_EVERY_MS   10
+#define TRICKLE_MAX_QUEUED (64 * 1024) /* skip a tick while the client is not reading */
+
+enum { P_MORE = 0, P_OK = 1 }; /* parser results; errors are HTTP status codes (>= 400) */
+
+typedef struct rule {
+    char *prefix;
+    receiver_action action;
+    int status;
+    char *body;
+    char *retry_after;
+    int delay_ms;
+    int remaining; /* requests left; 0 = forever */
+} rule;
+
+typedef enum conn_state {
+    ST_IDLE,    /* reading and answering requests */
+    ST_DELAY,   /* an answer waits on the timer; later requests stay buffered */
+    ST_HANG,    /* never answers again; input is discarded */
+    ST_TRICKLE, /* sending the endless body; input is discarded */
+    ST_LINGER,  /* FIN queued; input is discarded until EOF or the linger timer */
+} conn_state;
+
+typedef struct conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* delay, trickle or linger, depending on state */
+    receiver *r;
+    struct conn *prev, *next;
+    conn_state state;
+    bool closing;
+    bool peer_eof;
+    bool continue_sent; /* 100 Continue already sent for the request being received */
+    int open_handles;
+    char *in;
+    size_t in_len, in_cap;
+    int64_t read_at_us; /* CLOCK_REALTIME of the last read */
+    char *pending;      /* ST_DELAY: the answer to send */
+    size_t pending_len;
+    bool pending_close;
+    uint64_t trickle_sent;
+} conn;
+
+typedef struct write_req {
+    uv_write_t w;
+    char *owned; /* freed when the write completes; NULL for static data */
+} write_req;
+
+struct receiver {
+    /* Loop thread only (after start). */
+    uv_loop_t loop;
+    uv_tcp_t server;
+    uv_async_t wake;
+    uv_thread_t thread;
+    int port;
+    conn *conns;
+    char readbuf[65536];
+    char trickle_piece[TRICKLE_PIECE];
+
+    /* Shared: everything below is protected by mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* broadcast on each new record; CLOCK_MONOTONIC */
+    rule *rules;
+    size_t nrules, rules_cap;
+    receiver_request *reqs;
+    size_t nreqs, reqs_cap;
+    size_t open_conns, accepted;
+};
+
+static const char GARBAGE[] = "HTTP/9.9 abc\r\n\r\n";
+static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+/* ---- small helpers ---- */
+
+static int64_t realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void copy_field(char *dst, size_t cap, const char *src, size_t len)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* printf into a new buffer; *len gets the length. NULL on failure. */
+static char *fmt_alloc(size_t extra, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static char *fmt_alloc(size_t extra, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *s = malloc((size_t)n + extra + 1);
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    *len = (size_t)n;
+    return s;
+}
+
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static bool ieq(const char *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && strncasecmp(s, lit, len) == 0;
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Content Too Large";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Status";
+    }
+}
+
+/* ---- parsing ---- */
+
+typedef struct request_head {
+    bool http10;
+    bool head_method;
+    bool conn_close, conn_keepalive;
+    bool chunked;
+    bool has_cl;
+    uint64_t cl;
+    bool expect_continue;
+    size_t head_len; /* bytes up to and including the empty line */
+} request_head;
+
+/* Finds the line starting at pos: *end is where its content ends (before CR LF or LF), *next
+ * where the next line starts. false when no LF yet. */
+static bool find_line(const char *b, size_t len, size_t pos, size_t *end, size_t *next)
+{
+    const char *nl = memchr(b + pos, '\n', len - pos);
+    if (!nl)
+        return false;
+    size_t e = (size_t)(nl - b);
+    *next = e + 1;
+    if (e > pos && b[e - 1] == '\r')
+        e--;
+    *end = e;
+    return true;
+}
+
+static int parse_connection(request_head *h, const char *v, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        size_t s = i;
+        while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
+            i++;
+        if (ieq(v + s, i - s, "close"))
+            h->conn_close = true;
+        else if (ieq(v + s, i - s, "keep-alive"))
+            h->conn_keepalive = true;
+    }
+    return P_OK;
+}
+
+static int parse_header(request_head *h, receiver_request *rq, const char *name, size_t nlen,
+                        const char *v, size_t vlen)
+{
+    if (ieq(name, nlen, "content-length")) {
+        if (vlen == 0 || vlen > 19)
+            return 400;
+        uint64_t n = 0;
+        for (size_t i = 0; i < vlen; i++) {
+            if (v[i] < '0' || v[i] > '9')
+                return 400;
+            n = n * 10 + (uint64_t)(v[i] - '0');
+        }
+        if (h->has_cl && h->cl != n)
+            return 400;
+        h->has_cl = true;
+        h->cl = n;
+    } else if (ieq(name, nlen, "transfer-encoding")) {
+        if (!ieq(v, vlen, "chunked"))
+            return 501;
+        if (h->chunked)
+            return 400;
+        h->chunked = true;
+    } else if (ieq(name, nlen, "connection")) {
+        return parse_connection(h, v, vlen);
+    } else if (ieq(name, nlen, "expect")) {
+        if (ieq(v, vlen, "100-continue"))
+            h->expect_continue = true;
+    } else if (ieq(name, nlen, "webhook-id")) {
+        copy_field(rq->webhook_id, sizeof rq->webhook_id, v, vlen);
+    } else if (ieq(name, nlen, "webhook-timestamp")) {
+        copy_field(rq->webhook_timestamp, sizeof rq->webhook_timestamp, v, vlen);
+    } else if (ieq(name, nlen, "webhook-signature")) {
+        copy_field(rq->webhook_signature, sizeof rq->webhook_signature, v, vlen);
+    } else if (ieq(name, nlen, "content-type")) {
+        copy_field(rq->content_type, sizeof rq->content_type, v, vlen);
+    } else if (ieq(name, nlen, "user-agent")) {
+        copy_field(rq->user_agent, sizeof rq->user_agent, v, vlen);
+    }
+    return P_OK;
+}
+
+/* Parses the request line and headers at the start of b. */
+static int parse_head(const char *b, size_t len, request_head *h, receiver_request *rq)
+{
+    memset(h, 0, sizeof *h);
+    size_t pos = 0, end, next;
+
+    /* RFC 9112 2.2: empty lines before the request line are ignored. */
+    while (pos < len && (b[pos] == '\r' || b[pos] == '\n')) {
+        if (b[pos] == '\r' && pos + 1 == len)
+            return P_MORE;
+        if (b[pos] == '\r' && b[pos + 1] != '\n')
+            return 400;
+        pos += b[pos] == '\r' ? 2 : 1;
+    }
+    if (!find_line(b, len, pos, &end, &next))
+        return len > MAX_HEADER_BYTES ? 431 : P_MORE;
+    if (next > MAX_HEADER_BYTES)
+        return 431;
+
+    /* Request line: method SP target SP version. */
+    const char *line = b + pos;
+    size_t llen = end - pos;
+    const char *sp1 = memchr(line, ' ', llen);
+    if (!sp1 || sp1 == line || sp1 - line > 15)
+        return 400;
+    for (const char *p = line; p < sp1; p++)
+        if (!is_tchar((unsigned char)*p))
+            return 400;
+    h->head_method = sp1 - line == 4 && memcmp(line, "HEAD", 4) == 0;
+    const char *target = sp1 + 1;
+    const char *sp2 = memchr(target, ' ', (size_t)(line + llen - target));
+    if (!sp2 || sp2 == target)
+        return 400;
+    for (const char *p = target; p < sp2; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+            return 400;
+    size_t vlen = (size_t)(line + llen - (sp2 + 1));
+    if (vlen != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1'))
+        return 400;
+    h->http10 = sp2[8] == '0';
+    copy_field(rq->path, sizeof rq->path, target, (size_t)(sp2 - target));
+
+    /* Header fields until the empty line. */
+    for (pos = next;;) {
+        if (!find_line(b, len, pos, &end, &next))
+            return len > MAX_HEADER_BYTES ? 431 : P_MORE;
+        if (next > MAX_HEADER_BYTES)
+            return 431;
+        if (end == pos)
+            break;
+        line = b + pos;
+        llen = end - pos;
+        if (line[0] == ' ' || line[0] == '\t') /* obsolete line folding */
+            return 400;
+        const char *colon = memchr(line, ':', llen);
+        if (!colon || colon == line)
+            return 400;
+        for (const char *p = line; p < colon; p++)
+            if (!is_tchar((unsigned char)*p))
+                return 400;
+        const char *v = colon + 1, *ve = line + llen;
+        while (v < ve && (*v == ' ' || *v == '\t'))
+            v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+            ve--;
+        for (const char *p = v; p < ve; p++)
+            if (*p != '\t' && ((unsigned char)*p < 0x20 || *p == 0x7f))
+                return 400;
+        int rc = parse_header(h, rq, line, (size_t)(colon - line), v, (size_t)(ve - v));
+        if (rc != P_OK)
+            return rc;
+        pos = next;
+    }
+    if (h->chunked && h->has_cl)
+        return 400; /* ambiguous framing (request smuggling); refuse */
+    h->head_len = next;
+    return P_OK;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes a chunked body at the start of b into out (when not NULL; sized by a first pass with
+ * out == NULL). *body_len gets the decoded length, *consumed the bytes used. */
+static int parse_chunked(const char *b, size_t len, char *out, size_t *body_len, size_t *consumed)
+{
+    size_t pos = 0, total = 0, end, next;
+    for (;;) {
+        if (!find_line(b, len, pos, &end, &next))
+            return len - pos > MAX_CHUNK_LINE ? 400 : P_MORE;
+        if (next - pos > MAX_CHUNK_LINE)
+            return 400;
+        size_t i = pos;
+        uint64_t size = 0;
+        for (; i < end && hexval(b[i]) >= 0; i++) {
+            if (size > MAX_BODY_BYTES)
+                return 413;
+            size = size * 16 + (uint64_t)hexval(b[i]);
+        }
+        if (i == pos)
+            return 400;
+        while (i < end && (b[i] == ' ' || b[i] == '\t'))
+            i++;
+        if (i < end && b[i] != ';')
+            return 400;
+        pos = next;
+        if (size == 0)
+            break;
+        if (size > MAX_BODY_BYTES - total)
+            return 413;
+        if (len - pos < size)
+            return P_MORE;
+        if (out)
+            memcpy(out + total, b + pos, size);
+        total += size;
+        pos += size;
+        if (pos < len && b[pos] == '\r')
+            pos++;
+        if (pos >= len)
+            return P_MORE;
+        if (b[pos] != '\n')
+            return 400;
+        pos++;
+    }
+    /* Trailer fields until the empty line. */
+    size_t trailers = pos;
+    for (;;) {
+        if (!find_line(b, len, pos, &end, &next))
+            return len - trailers > MAX_HEADER_BYTES ? 431 : P_MORE;
+        if (next - trailers > MAX_HEADER_BYTES)
+            return 431;
+        if (end == pos)
+            break;
+        const char *colon = memchr(b + pos, ':', end - pos);
+        if (!colon || colon == b + pos)
+            return 400;
+        pos = next;
+    }
+    *body_len = total;
+    *consumed = next;
+    return P_OK;
+}
+
+/* ---- connections (loop thread) ---- */
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    if (--c->open_handles > 0)
+        return;
+    receiver *r = c->r;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        r->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    free(c->in);
+    free(c->pending);
+    free(c);
+    pthread_mutex_lock(&r->mu);
+    r->open_conns--;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void conn_close(conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+    uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+    write_req *req = (write_req *)w;
+    conn *c = w->handle->data;
+    free(req->owned);
+    free(req);
+    if (status < 0 && status != UV_ECANCELED)
+        conn_close(c);
+}
+
+/* Queues len bytes; takes ownership of `owned` (data itself when owned, else static data). */
+static void conn_write(conn *c, const char *data, size_t len, char *owned)
+{
+    write_req *req = malloc(sizeof *req);
+    if (!req || c->closing) {
+        free(req);
+        free(owned);
+        if (!req)
+            conn_close(c);
+        return;
+    }
+    req->owned = owned;
+    uv_buf_t buf = uv_buf_init((char *)(uintptr_t)data, (unsigned)len);
+    if (uv_write(&req->w, (uv_stream_t *)&c->tcp, &buf, 1, on_write) != 0) {
+        free(req->owned);
+        free(req);
+        conn_close(c);
+    }
+}
+
+static void on_linger_timeout(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    conn *c = req->handle->data;
+    free(req);
+    if (status == UV_ECANCELED)
+        return;
+    if (status < 0 || c->peer_eof)
+        conn_close(c);
+}
+
+/* Sends FIN after what is queued, then discards input until the client closes. */
+static void conn_linger(conn *c)
+{
+    if (c->closing || c->state == ST_LINGER)
+        return;
+    c->state = ST_LINGER;
+    c->in_len = 0;
+    uv_timer_stop(&c->timer);
+    uv_shutdown_t *req = malloc(sizeof *req);
+    if (!req || uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        free(req);
+        conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, on_linger_timeout, LINGER_MS, 0);
+}
+
+static void conn_reset(conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    conn_close(c);
+}
+
+static void conn_fail(conn *c, int status)
+{
+    const char *msg = status == 431   ? "request header fields too large\n"
+                      : status == 413 ? "content too large\n"
+                      : status == 501 ? "not implemented\n"
+                                      : "bad request\n";
+    size_t len;
+    char *resp = fmt_alloc(0, &len,
+                           "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                           "Connection: close\r\n\r\n%s",
+                           status, reason(status), strlen(msg), msg);
+    if (resp)
+        conn_write(c, resp, len, resp);
+    conn_linger(c);
+}
+
+/* Builds a full answer (r->mu held: the rule's strings are read here). */
+static char *build_response(int status, const char *body, const char *retry_after, bool head,
+                            bool close, size_t *len)
+{
+    if (status < 100 || status > 999)
+        status = 200;
+    bool no_body = status < 200 || status == 204 || status == 304;
+    size_t blen = body && !no_body ? strlen(body) : 0;
+    char cl[64] = "";
+    if (status >= 200 && status != 204)
+        snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", blen);
+    char *s = fmt_alloc(blen, len, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n%s%s%s%s%s\r\n",
+                        status, reason(status), cl, retry_after ? "Retry-After: " : "",
+                        retry_after ? retry_after : "", retry_after ? "\r\n" : "",
+                        close ? "Connection: close\r\n" : "");
+    if (s && !head && blen) {
+        memcpy(s + *len, body, blen);
+        *len += blen;
+        s[*len] = '\0';
+    }
+    return s;
+}
+
+static void conn_process(conn *c);
+
+static void send_answer(conn *c, char *resp, size_t len, bool close)
+{
+    if (resp)
+        conn_write(c, resp, len, resp);
+    else
+        close = true;
+    if (close)
+        conn_linger(c);
+}
+
+static void on_delay_done(uv_timer_t *t)
+{
+    conn *c = t->data;
+    char *resp = c->pending;
+    c->pending = NULL;
+    c->state = ST_IDLE;
+    send_answer(c, resp, c->pending_len, c->pending_close);
+    if (!c->closing && c->state == ST_IDLE) {
+        conn_process(c);
+        if (!c->closing && c->state == ST_IDLE && c->peer_eof)
+            conn_linger(c);
+    }
+}
+
+static void on_trickle_tick(uv_timer_t *t)
+{
+    conn *c = t->data;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > TRICKLE_MAX_QUEUED)
+        return;
+    uint64_t n = TRICKLE_TOTAL - c->trickle_sent;
+    if (n > TRICKLE_PIECE)
+        n = TRICKLE_PIECE;
+    c->trickle_sent += n;
+    conn_write(c, c->r->trickle_piece, (size_t)n, NULL);
+    if (!c->closing && c->trickle_sent == TRICKLE_TOTAL) {
+        /* The whole gigabyte went out (after about three hours): the answer is complete. */
+        uv_timer_stop(&c->timer);
+        c->state = ST_IDLE;
+    }
+}
+
+static void record_request(receiver *r, receiver_request *rq)
+{
+    if (r->nreqs == r->reqs_cap) {
+        size_t cap = r->reqs_cap ? r->reqs_cap * 2 : 64;
+        receiver_request *n = realloc(r->reqs, cap * sizeof *n);
+        if (!n) {
+            fprintf(stderr, "receiver: out of memory, request to %s not recorded\n", rq->path);
+            free(rq->body);
+            return;
+        }
+        r->reqs = n;
+        r->reqs_cap = cap;
+    }
+    r->reqs[r->nreqs++] = *rq;
+    pthread_cond_broadcast(&r->cond);
+}
+
+/* Records a complete request and carries out the matching rule. Takes rq->body. */
+static void handle_request(conn *c, receiver_request *rq, const request_head *h)
+{
+    receiver *r = c->r;
+    bool close = h->conn_close || (h->http10 && !h->conn_keepalive);
+    receiver_action action = RECV_RESPOND;
+    int delay_ms = 0;
+    size_t len = 0;
+    char *resp = NULL;
+
+    pthread_mutex_lock(&r->mu);
+    record_request(r, rq);
+    rule *m = NULL;
+    for (size_t i = r->nrules; i-- > 0;) {
+        if (strncmp(rq->path, r->rules[i].prefix, strlen(r->rules[i].prefix)) == 0) {
+            m = &r->rules[i];
+            break;
+        }
+    }
+    if (!m) {
+        resp = build_response(200, "ok", NULL, h->head_method, close, &len);
+    } else {
+        action = m->action;
+        delay_ms = m->delay_ms;
+        if (action == RECV_RESPOND)
+            resp = build_response(m->status, m->body, m->retry_after, h->head_method, close, &len);
+        if (m->remaining > 0 && --m->remaining == 0) {
+            free(m->prefix);
+            free(m->body);
+            free(m->retry_after);
+            size_t i = (size_t)(m - r->rules);
+            memmove(m, m + 1, (r->nrules - i - 1) * sizeof *m);
+            r->nrules--;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+
+    switch (action) {
+    case RECV_RESPOND:
+        if (delay_ms > 0 && resp) {
+            c->state = ST_DELAY;
+            c->pending = resp;
+            c->pending_len = len;
+            c->pending_close = close;
+            uv_timer_start(&c->timer, on_delay_done, (uint64_t)delay_ms, 0);
+        } else {
+            send_answer(c, resp, len, close);
+        }
+        break;
+    case RECV_HANG:
+        c->state = ST_HANG;
+        c->in_len = 0;
+        break;
+    case RECV_RESET:
+        conn_reset(c);
+        break;
+    case RECV_GARBAGE:
+        conn_write(c, GARBAGE, sizeof GARBAGE - 1, NULL);
+        conn_linger(c);
+        break;
+    case RECV_TRICKLE_HUGE: {
+        static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                                   "Content-Length: 1073741824\r\n\r\n";
+        conn_write(c, head, sizeof head - 1, NULL);
+        c->state = ST_TRICKLE;
+        c->in_len = 0;
+        c->trickle_sent = 0;
+        uv_timer_start(&c->timer, on_trickle_tick, TRICKLE_EVERY_MS, TRICKLE_EVERY_MS);
+        break;
+    }
+    case RECV_CLOSE:
+    default:
+        conn_linger(c);
+        break;
+    }
+}
+
+static void maybe_continue(conn *c, const request_head *h)
+{
+    if (h->expect_continue && !h->http10 && !c->continue_sent) {
+        c->continue_sent = true;
+        conn_write(c, CONTINUE, sizeof CONTINUE - 1, NULL);
+    }
+}
+
+/* Answers every complete request in the input buffer, in order, while the connection is idle. */
+static void conn_process(conn *c)
+{
+    while (!c->closing && c->state == ST_IDLE && c->in_len > 0) {
+        receiver_request rq;
+        memset(&rq, 0, sizeof rq);
+        request_head h;
+        int rc = parse_head(c->in, c->in_len, &h, &rq);
+        if (rc == P_MORE)
+            return;
+        if (rc != P_OK) {
+            conn_fail(c, rc);
+            return;
+        }
+        const char *b = c->in + h.head_len;
+        size_t avail = c->in_len - h.head_len, body_len = 0, used = 0;
+        if (h.chunked) {
+            rc = parse_chunked(b, avail, NULL, &body_len, &used);
+        } else if (h.cl > MAX_BODY_BYTES) {
+            rc = 413;
+        } else {
+            body_len = (size_t)h.cl;
+            used = body_len;
+            rc = avail >= body_len ? P_OK : P_MORE;
+        }
+        if (rc == P_MORE) {
+            maybe_continue(c, &h);
+            return;
+        }
+        if (rc != P_OK) {
+            conn_fail(c, rc);
+            return;
+        }
+        rq.body = malloc(body_len + 1);
+        if (!rq.body) {
+            conn_close(c);
+            return;
+        }
+        if (h.chunked)
+            parse_chunked(b, avail, rq.body, &body_len, &used);
+        else
+            memcpy(rq.body, b, body_len);
+        rq.body[body_len] = '\0';
+        rq.body_len = body_len;
+        rq.at_us = c->read_at_us;
+
+        size_t consumed = h.head_len + used;
+        memmove(c->in, c->in + consumed, c->in_len - consumed);
+        c->in_len -= consumed;
+        c->continue_sent = false;
+        handle_request(c, &rq, &h);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    conn *c = h->data;
+    *buf = uv_buf_init(c->r->readbuf, sizeof c->r->readbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn *c = s->data;
+    if (c->closing || nread == 0)
+        return;
+    if (nread < 0) {
+        if (nread != UV_EOF) {
+            conn_close(c); /* reset by the client, or another error */
+            return;
+        }
+        c->peer_eof = true;
+        uv_read_stop(s);
+        switch (c->state) {
+        case ST_DELAY:
+            break; /* answer first (and what is buffered behind it), then close */
+        case ST_IDLE:
+            conn_linger(c); /* flush what is queued, then close (on_shutdown) */
+            break;
+        default:
+            conn_close(c);
+            break;
+        }
+        return;
+    }
+    if (c->state == ST_HANG || c->state == ST_TRICKLE || c->state == ST_LINGER)
+        return; /* discarded */
+    size_t n = (size_t)nread;
+    if (c->in_len + n > MAX_BUFFERED) {
+        conn_close(c);
+        return;
+    }
+    if (c->in_len + n > c->in_cap) {
+        size_t cap = c->in_cap ? c->in_cap : 16384;
+        while (cap < c->in_len + n)
+            cap *= 2;
+        char *in = realloc(c->in, cap);
+        if (!in) {
+            conn_close(c);
+            return;
+        }
+        c->in = in;
+        c->in_cap = cap;
+    }
+    memcpy(c->in + c->in_len, buf->base, n);
+    c->in_len += n;
+    c->read_at_us = realtime_us();
+    if (c->state == ST_IDLE)
+        conn_process(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    receiver *r = server->data;
+    if (status < 0)
+        return;
+    conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "receiver: out of memory accepting a connection\n");
+        return;
+    }
+    c->r = r;
+    uv_tcp_init(&r->loop, &c->tcp);
+    uv_timer_init(&r->loop, &c->timer);
+    c->tcp.data = c;
+    c->timer.data = c;
+    c->open_handles = 2;
+    c->next = r->conns;
+    if (r->conns)
+        r->conns->prev = c;
+    r->conns = c;
+    pthread_mutex_lock(&r->mu);
+    r->open_conns++;
+    pthread_mutex_unlock(&r->mu);
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->accepted++;
+    pthread_mutex_unlock(&r->mu);
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
+        conn_close(c);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    receiver *r = a->data;
+    uv_close((uv_handle_t *)&r->server, NULL);
+    for (conn *c = r->conns; c; c = c->next)
+        conn_close(c);
+    uv_close((uv_handle_t *)&r->wake, NULL);
+}
+
+static void run_loop(void *arg)
+{
+    receiver *r = arg;
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+}
+
+static void report_handle(uv_handle_t *h, void *arg)
+{
+    fprintf(stderr, "receiver: handle still open: %s\n", uv_handle_type_name(h->type));
+}
+
+/* ---- public API (any thread) ---- */
+
+receiver *receiver_start(void)
+{
+    return receiver_start_port(0);
+}
+
+receiver *receiver_start_port(int port)
+{
+    receiver *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "receiver: out of memory\n");
+        return NULL;
+    }
+    memset(r->trickle_piece, 'x', sizeof r->trickle_piece);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&r->mu, NULL);
+
+    int rc = uv_loop_init(&r->loop);
+    if (rc != 0) {
+        fprintf(stderr, "receiver: uv_loop_init: %s\n", uv_strerror(rc));
+        pthread_cond_destroy(&r->cond);
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return NULL;
+    }
+    uv_tcp_init(&r->loop, &r->server);
+    r->server.data = r;
+    struct sockaddr_in addr;
+    const char *what = "uv_ip4_addr";
+    rc = uv_ip4_addr("127.0.0.1", port, &addr);
+    if (rc == 0) {
+        what = "bind";
+        rc = uv_tcp_bind(&r->server, (struct sockaddr *)&addr, 0);
+    }
+    if (rc == 0) {
+        what = "listen";
+        rc = uv_listen((uv_stream_t *)&r->server, 128, on_connection);
+    }
+    if (rc == 0) {
+        struct sockaddr_storage ss;
+        int len = sizeof ss;
+        what = "getsockname";
+        rc = uv_tcp_getsockname(&r->server, (struct sockaddr *)&ss, &len);
+        if (rc == 0)
+            r->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    }
+    if (rc == 0) {
+        what = "uv_async_init";
+        rc = uv_async_init(&r->loop, &r->wake, on_wake);
+        r->wake.data = r;
+    }
+    if (rc == 0) {
+        /* The loop thread takes no process signals: SIGPIPE from a write to a closed
+         * connection stays pending there (the write fails with EPIPE), and SIGINT / SIGTERM go
+         * to the program's own threads. */
+        sigset_t block, old;
+        sigemptyset(&block);
+        int sigs[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
+                      SIGUSR1, SIGUSR2, SIGCHLD, SIGALRM};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            sigaddset(&block, sigs[i]);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        what = "uv_thread_create";
+        rc = uv_thread_create(&r->thread, run_loop, r);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0)
+            uv_close((uv_handle_t *)&r->wake, NULL);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "receiver: %s on 127.0.0.1:%d: %s\n", what, port, uv_strerror(rc));
+        uv_close((uv_handle_t *)&r->server, NULL);
+        uv_run(&r->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&r->loop);
+        pthread_cond_destroy(&r->cond);
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void free_rule(rule *ru)
+{
+    free(ru->prefix);
+    free(ru->body);
+    free(ru->retry_after);
+}
+
+void receiver_stop(receiver *r)
+{
+    if (!r)
+        return;
+    uv_async_send(&r->wake);
+    uv_thread_join(&r->thread);
+    int rc = uv_loop_close(&r->loop);
+    if (rc != 0) {
+        uv_walk(&r->loop, report_handle, NULL);
+        fprintf(stderr, "receiver: uv_loop_close: %s\n", uv_strerror(rc));
+        abort();
+    }
+    for (size_t i = 0; i < r->nreqs; i++)
+        free(r->reqs[i].body);
+    free(r->reqs);
+    for (size_t i = 0; i < r->nrules; i++)
+        free_rule(&r->rules[i]);
+    free(r->rules);
+    pthread_cond_destroy(&r->cond);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+int receiver_port(const receiver *r)
+{
+    return r->port;
+}
+
+void receiver_url(const receiver *r, const char *path, char *buf, size_t len)
+{
+    snprintf(buf, len, "http://127.0.0.1:%d%s", r->port, path ? path : "");
+}
+
+void receiver_on(receiver *r, const receiver_rule *in)
+{
+    rule ru = {
+        .prefix = strdup(in->path_prefix ? in->path_prefix : ""),
+        .action = in->action,
+        .status = in->status,
+        .body = dup_or_null(in->body),
+        .retry_after = dup_or_null(in->retry_after),
+        .delay_ms = in->delay_ms,
+        .remaining = in->times > 0 ? in->times : 0,
+    };
+    if (!ru.prefix || (in->body && !ru.body) || (in->retry_after && !ru.retry_after)) {
+        fprintf(stderr, "receiver: out of memory adding a rule\n");
+        abort();
+    }
+    pthread_mutex_lock(&r->mu);
+    if (r->nrules == r->rules_cap) {
+        size_t cap = r->rules_cap ? r->rules_cap * 2 : 8;
+        rule *n = realloc(r->rules, cap * sizeof *n);
+        if (!n) {
+            fprintf(stderr, "receiver: out of memory adding a rule\n");
+            abort();
+        }
+        r->rules = n;
+        r->rules_cap = cap;
+    }
+    r->rules[r->nrules++] = ru;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void receiver_clear_rules(receiver *r)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nrules; i++)
+        free_rule(&r->rules[i]);
+    r->nrules = 0;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static size_t count_locked(receiver *r, const char *prefix)
+{
+    if (!prefix || !*prefix)
+        return r->nreqs;
+    size_t plen = strlen(prefix), n = 0;
+    for (size_t i = 0; i < r->nreqs; i++)
+        if (strncmp(r->reqs[i].path, prefix, plen) == 0)
+            n++;
+    return n;
+}
+
+size_t receiver_count(receiver *r, const char *path_prefix)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = count_locked(r, path_prefix);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int receiver_get(receiver *r, size_t i, receiver_request *out)
+{
+    pthread_mutex_lock(&r->mu);
+    if (i >= r->nreqs) {
+        pthread_mutex_unlock(&r->mu);
+        return -1;
+    }
+    *out = r->reqs[i];
+    out->body = malloc(out->body_len + 1);
+    if (out->body)
+        memcpy(out->body, r->reqs[i].body, out->body_len + 1);
+    pthread_mutex_unlock(&r->mu);
+    return out->body ? 0 : -1;
+}
+
+size_t receiver_wait(receiver *r, const char *path_prefix, size_t n, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    if (timeout_ms > 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&r->mu);
+    size_t got;
+    while ((got = count_locked(r, path_prefix)) < n) {
+        if (pthread_cond_timedwait(&r->cond, &r->mu, &deadline) == ETIMEDOUT) {
+            got = count_locked(r, path_prefix);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return got;
+}
+
+size_t receiver_connections(receiver *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->open_conns;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+size_t receiver_accepted(receiver *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->accepted;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}

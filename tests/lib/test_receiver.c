@@ -1,0 +1,905 @@
+/* test_receiver.c - the loopback webhook receiver used by the dispatcher tests, checked with
+ * plain blocking sockets (exact bytes on the wire) and libcurl (what the dispatcher uses). */
+#include "testlib.h"
+
+#include "receiver.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+/* (testlib.c is not linked into this self-test: a local substring assertion.) */
+#define assert_contains(haystack, needle)                                                          \
+    do {                                                                                           \
+        if (!strstr((haystack), (needle)))                                                         \
+            fail_msg("expected \"%s\" in:\n%s", (needle), (haystack));                             \
+    } while (0)
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int setup(void **state)
+{
+    receiver *r = receiver_start();
+    assert_non_null(r);
+    *state = r;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    receiver_stop(*state);
+    return 0;
+}
+
+/* A blocking client connection with a read buffer (responses may arrive back to back). */
+typedef struct client {
+    int fd;
+    char buf[65536];
+    size_t len;
+} client;
+
+typedef struct response {
+    int status;
+    char head[8192];
+    char body[8192];
+    size_t body_len;
+} response;
+
+static void set_timeout(client *cl, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    assert_int_equal(setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+}
+
+static client *client_open(receiver *r)
+{
+    client *cl = calloc(1, sizeof *cl);
+    assert_non_null(cl);
+    cl->fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(cl->fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)receiver_port(r))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(cl->fd, (struct sockaddr *)&a, sizeof a), 0);
+    set_timeout(cl, 5000);
+    return cl;
+}
+
+static void client_close(client *cl)
+{
+    close(cl->fd);
+    free(cl);
+}
+
+static void client_send_n(client *cl, const char *data, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(cl->fd, data, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        assert_true(w > 0);
+        data += w;
+        n -= (size_t)w;
+    }
+}
+
+static void client_send(client *cl, const char *s)
+{
+    client_send_n(cl, s, strlen(s));
+}
+
+/* Reads more into the buffer: > 0 bytes, 0 at EOF, -errno on error (-EAGAIN on timeout). */
+static ssize_t client_fill(client *cl)
+{
+    assert_true(cl->len < sizeof cl->buf);
+    ssize_t n;
+    do
+        n = recv(cl->fd, cl->buf + cl->len, sizeof cl->buf - cl->len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    cl->len += (size_t)n;
+    return n;
+}
+
+/* Reads one response with a Content-Length body. 0, or what client_fill said (<= 0). */
+static int client_response(client *cl, response *out)
+{
+    memset(out, 0, sizeof *out);
+    char *end;
+    for (;;) {
+        end = memmem(cl->buf, cl->len, "\r\n\r\n", 4);
+        if (end)
+            break;
+        ssize_t n = client_fill(cl);
+        if (n <= 0)
+            return (int)(n < 0 ? n : -1);
+    }
+    size_t hlen = (size_t)(end - cl->buf) + 4;
+    assert_true(hlen < sizeof out->head);
+    memcpy(out->head, cl->buf, hlen);
+    assert_int_equal(sscanf(out->head, "HTTP/1.1 %d", &out->status), 1);
+    size_t cl_len = 0;
+    for (char *p = out->head; (p = strstr(p, "\r\n")) != NULL; p += 2)
+        if (strncasecmp(p + 2, "content-length:", 15) == 0)
+            cl_len = strtoul(p + 17, NULL, 10);
+    assert_true(cl_len < sizeof out->body);
+    while (cl->len < hlen + cl_len) {
+        ssize_t n = client_fill(cl);
+        if (n <= 0)
+            return (int)(n < 0 ? n : -1);
+    }
+    memcpy(out->body, cl->buf + hlen, cl_len);
+    out->body_len = cl_len;
+    memmove(cl->buf, cl->buf + hlen + cl_len, cl->len - hlen - cl_len);
+    cl->len -= hlen + cl_len;
+    return 0;
+}
+
+/* Reads until EOF: 0, or -errno. What was read stays in cl->buf. */
+static int client_until_eof(client *cl)
+{
+    for (;;) {
+        ssize_t n = client_fill(cl);
+        if (n <= 0)
+            return (int)n;
+    }
+}
+
+/* Waits (polling; test side only) until the receiver has n open connections. */
+static void wait_connections(receiver *r, size_t n)
+{
+    int64_t until = now_ms() + 5000;
+    while (receiver_connections(r) != n && now_ms() < until)
+        sleep_ms(5);
+    assert_int_equal(receiver_connections(r), n);
+}
+
+static size_t discard_cb(char *p, size_t size, size_t n, void *arg)
+{
+    size_t *got = arg;
+    *got += size * n;
+    return size * n;
+}
+
+typedef struct sink {
+    char data[4096];
+    size_t len;
+} sink;
+
+static size_t sink_cb(char *p, size_t size, size_t n, void *arg)
+{
+    sink *s = arg;
+    size_t k = size * n;
+    if (k > sizeof s->data - 1 - s->len)
+        k = sizeof s->data - 1 - s->len;
+    memcpy(s->data + s->len, p, k);
+    s->len += k;
+    s->data[s->len] = '\0';
+    return size * n;
+}
+
+/* One request with curl; body NULL means GET. */
+static CURLcode curl_do(CURL *h, receiver *r, const char *path, const char *body,
+                        struct curl_slist *headers, int timeout_ms, long *status, sink *out)
+{
+    char url[512];
+    receiver_url(r, path, url, sizeof url);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    else
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    CURLcode rc = curl_easy_perform(h);
+    *status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    return rc;
+}
+
+static CURLcode curl_once(receiver *r, const char *path, const char *body, int timeout_ms,
+                          long *status, sink *out)
+{
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    CURLcode rc = curl_do(h, r, path, body, NULL, timeout_ms, status, out);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+#define GET(path) "GET " path " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+/* ---- tests ---- */
+
+static void post_with_webhook_headers_is_recorded(void **state)
+{
+    receiver *r = *state;
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    struct curl_slist *hd = NULL;
+    hd = curl_slist_append(hd, "Webhook-Id: msg_2KWPBgLlAfxdpx2AI54pPJ85f4W");
+    hd = curl_slist_append(hd, "WEBHOOK-TIMESTAMP: 1674087231");
+    hd =
+        curl_slist_append(hd, "webhook-signature: v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=");
+    hd = curl_slist_append(hd, "Content-Type: application/json");
+    hd = curl_slist_append(hd, "User-Agent: pgpace/0.1.0");
+    long status;
+    sink out = {0};
+    const char *body = "{\"type\":\"invoice.paid\",\"amount\":42}";
+    assert_int_equal(curl_do(h, r, "/c/acme/hook?x=1", body, hd, 5000, &status, &out), CURLE_OK);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    assert_int_equal(status, 200);
+    assert_string_equal(out.data, "ok");
+
+    assert_int_equal(receiver_count(r, NULL), 1);
+    assert_int_equal(receiver_count(r, "/c/acme"), 1);
+    assert_int_equal(receiver_count(r, "/c/other"), 0);
+    receiver_request rq;
+    assert_int_equal(receiver_get(r, 0, &rq), 0);
+    assert_string_equal(rq.path, "/c/acme/hook?x=1");
+    assert_string_equal(rq.webhook_id, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W");
+    assert_string_equal(rq.webhook_timestamp, "1674087231");
+    assert_string_equal(rq.webhook_signature, "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=");
+    assert_string_equal(rq.content_type, "application/json");
+    assert_string_equal(rq.user_agent, "pgpace/0.1.0");
+    assert_int_equal(rq.body_len, strlen(body));
+    assert_string_equal(rq.body, body);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    assert_true(rq.at_us <= now_us && rq.at_us > now_us - 10 * 1000000);
+    free(rq.body);
+    assert_int_equal(receiver_get(r, 1, &rq), -1);
+}
+
+static void body_with_nul_and_binary_is_kept(void **state)
+{
+    receiver *r = *state;
+    client *cl = client_open(r);
+    static const char req[] = "PUT /bin HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\na\0b\xff\n";
+    client_send_n(cl, req, sizeof req - 1);
+    response resp;
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    client_close(cl);
+    receiver_request rq;
+    assert_int_equal(receiver_get(r, 0, &rq), 0);
+    assert_int_equal(rq.body_len, 5);
+    assert_memory_equal(rq.body, "a\0b\xff\n", 6);
+    assert_string_equal(rq.webhook_id, "");
+    free(rq.body);
+}
+
+static void keep_alive_serves_two_requests_on_one_connection(void **state)
+{
+    receiver *r = *state;
+    /* curl reuses its connection. */
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    long status;
+    sink out = {0};
+    assert_int_equal(curl_do(h, r, "/ka/1", "one", NULL, 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 200);
+    assert_int_equal(curl_do(h, r, "/ka/2", "two", NULL, 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 200);
+    assert_int_equal(receiver_accepted(r), 1);
+    assert_int_equal(receiver_count(r, "/ka/"), 2);
+    assert_int_equal(receiver_connections(r), 1);
+    curl_easy_cleanup(h);
+    wait_connections(r, 0);
+
+    /* Raw: one request, its answer, another; then three pipelined in one write. */
+    client *cl = client_open(r);
+    response resp;
+    client_send(cl, "POST /p/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_contains(resp.head, "Content-Length: 2\r\n");
+    assert_null(strstr(resp.head, "Connection: close"));
+    client_send(cl, GET("/p/2"));
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    client_send(cl, "POST /p/3 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nA" GET(
+                        "/p/4") "POST /p/5 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nBC");
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(client_response(cl, &resp), 0);
+        assert_int_equal(resp.status, 200);
+        assert_memory_equal(resp.body, "ok", 2);
+    }
+    assert_int_equal(receiver_accepted(r), 2);
+    assert_int_equal(receiver_count(r, "/p/"), 5);
+    receiver_request rq;
+    assert_int_equal(receiver_get(r, 6, &rq), 0);
+    assert_string_equal(rq.path, "/p/5");
+    assert_string_equal(rq.body, "BC");
+    free(rq.body);
+    client_close(cl);
+}
+
+static void connection_close_and_http10_end_the_connection(void **state)
+{
+    receiver *r = *state;
+    response resp;
+    client *cl = client_open(r);
+    client_send(cl, "GET /cc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_contains(resp.head, "Connection: close\r\n");
+    assert_int_equal(client_until_eof(cl), 0);
+    client_close(cl);
+
+    cl = client_open(r);
+    client_send(cl, "GET /10 HTTP/1.0\r\n\r\n");
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(client_until_eof(cl), 0);
+    client_close(cl);
+
+    cl = client_open(r);
+    client_send(cl, "GET /10ka HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n" GET("/10ka/2"));
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(client_response(cl, &resp), 0);
+    client_close(cl);
+    assert_int_equal(receiver_count(r, NULL), 4);
+}
+
+static void rules_match_by_prefix_last_wins_and_expire(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/c/acme",
+                                    .action = RECV_RESPOND,
+                                    .status = 503,
+                                    .body = "busy",
+                                    .retry_after = "7",
+                                    .times = 1});
+    long status;
+    sink out = {0};
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    assert_int_equal(curl_do(h, r, "/c/acme/1", "{}", NULL, 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 503);
+    assert_string_equal(out.data, "busy");
+    curl_off_t retry = 0;
+    curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &retry);
+    assert_int_equal(retry, 7);
+    out.len = 0;
+    assert_int_equal(curl_do(h, r, "/c/acme/2", "{}", NULL, 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 200);
+    assert_string_equal(out.data, "ok");
+    curl_easy_cleanup(h);
+
+    /* Raw, for the exact header. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/ra", .status = 429, .retry_after = "120"});
+    client *cl = client_open(r);
+    response resp;
+    client_send(cl, GET("/ra"));
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 429);
+    assert_contains(resp.head, "\r\nRetry-After: 120\r\n");
+    assert_int_equal(resp.body_len, 0);
+
+    /* Last added matching rule wins; a more specific rule added earlier loses. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/a/b", .status = 202});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/a", .status = 500, .times = 2});
+    client_send(cl, GET("/a/b/c") GET("/a/x") GET("/a/b/c") GET("/b"));
+    int want[] = {500, 500, 202, 200};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(client_response(cl, &resp), 0);
+        assert_int_equal(resp.status, want[i]);
+    }
+    assert_contains(resp.head, "HTTP/1.1 200 OK\r\n");
+    assert_null(strstr(resp.head, "Retry-After"));
+
+    receiver_clear_rules(r);
+    client_send(cl, GET("/a/b") GET("/ra"));
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    client_close(cl);
+
+    /* A forever rule with 204 has no body and no Content-Length. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/nc", .status = 204, .body = "ignored"});
+    cl = client_open(r);
+    for (int i = 0; i < 3; i++) {
+        client_send(cl, GET("/nc"));
+        assert_int_equal(client_response(cl, &resp), 0);
+        assert_int_equal(resp.status, 204);
+        assert_null(strstr(resp.head, "Content-Length"));
+    }
+    client_close(cl);
+}
+
+static void delay_is_honoured(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/slow", .status = 201, .delay_ms = 250});
+    long status;
+    sink out = {0};
+    int64_t t0 = now_ms();
+    assert_int_equal(curl_once(r, "/slow", "x", 5000, &status, &out), CURLE_OK);
+    assert_true(now_ms() - t0 >= 250);
+    assert_int_equal(status, 201);
+
+    /* Pipelined behind a delayed answer: served in order, after it. */
+    client *cl = client_open(r);
+    t0 = now_ms();
+    client_send(cl, GET("/slow/1") GET("/fast") GET("/slow/2"));
+    response resp;
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 201);
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 201);
+    assert_true(now_ms() - t0 >= 500);
+    client_close(cl);
+    assert_int_equal(receiver_count(r, NULL), 4);
+}
+
+static void hang_never_answers(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    long status;
+    sink out = {0};
+    int64_t t0 = now_ms();
+    assert_int_equal(curl_once(r, "/hang", "{}", 300, &status, &out), CURLE_OPERATION_TIMEDOUT);
+    assert_true(now_ms() - t0 >= 290);
+    assert_int_equal(status, 0);
+    assert_int_equal(receiver_count(r, "/hang"), 1);
+
+    client *cl = client_open(r);
+    set_timeout(cl, 300);
+    client_send(cl, GET("/hang/raw"));
+    assert_int_equal(client_fill(cl), -EAGAIN);
+    assert_int_equal(receiver_wait(r, "/hang", 2, 1000), 2);
+    /* Still open, still silent, even when the client sends more. */
+    client_send(cl, GET("/other"));
+    assert_int_equal(client_fill(cl), -EAGAIN);
+    assert_int_equal(receiver_count(r, "/other"), 0);
+    wait_connections(r, 1);
+    client_close(cl);
+    wait_connections(r, 0);
+}
+
+static void reset_sends_rst(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/rst", .action = RECV_RESET});
+    client *cl = client_open(r);
+    client_send(cl, GET("/rst"));
+    assert_int_equal(client_fill(cl), -ECONNRESET);
+    client_close(cl);
+
+    long status;
+    sink out = {0};
+    assert_int_equal(curl_once(r, "/rst", "{}", 5000, &status, &out), CURLE_RECV_ERROR);
+    assert_int_equal(receiver_count(r, "/rst"), 2);
+}
+
+static void garbage_is_not_http(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/junk", .action = RECV_GARBAGE});
+    client *cl = client_open(r);
+    client_send(cl, GET("/junk"));
+    assert_int_equal(client_until_eof(cl), 0);
+    assert_int_equal(cl->len, strlen("HTTP/9.9 abc\r\n\r\n"));
+    assert_memory_equal(cl->buf, "HTTP/9.9 abc\r\n\r\n", cl->len);
+    client_close(cl);
+
+    long status;
+    sink out = {0};
+    CURLcode rc = curl_once(r, "/junk", "{}", 5000, &status, &out);
+    assert_true(rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_WEIRD_SERVER_REPLY);
+}
+
+static void close_sends_fin_without_answer(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/fin", .action = RECV_CLOSE});
+    client *cl = client_open(r);
+    client_send(cl, GET("/fin"));
+    assert_int_equal(client_until_eof(cl), 0);
+    assert_int_equal(cl->len, 0);
+    client_close(cl);
+
+    long status;
+    sink out = {0};
+    assert_int_equal(curl_once(r, "/fin", "{}", 5000, &status, &out), CURLE_GOT_NOTHING);
+    assert_int_equal(receiver_count(r, "/fin"), 2);
+    wait_connections(r, 0);
+}
+
+static void trickle_huge_then_still_serving(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/huge", .action = RECV_TRICKLE_HUGE});
+    client *cl = client_open(r);
+    client_send(cl, GET("/huge"));
+    while (!memmem(cl->buf, cl->len, "\r\n\r\n", 4))
+        assert_true(client_fill(cl) > 0);
+    assert_contains(cl->buf, "HTTP/1.1 200 OK\r\n");
+    assert_contains(cl->buf, "Content-Length: 1073741824\r\n");
+    int64_t t0 = now_ms();
+    size_t hlen = (size_t)((char *)memmem(cl->buf, cl->len, "\r\n\r\n", 4) - cl->buf) + 4;
+    while (cl->len - hlen < 5 * 1024)
+        assert_true(client_fill(cl) > 0);
+    assert_true(now_ms() - t0 >= 30); /* it trickles: 1 KiB per 10 ms */
+    client_close(cl);
+    wait_connections(r, 0);
+
+    /* curl gives up by its timeout, having received some of it. */
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    char url[512];
+    receiver_url(r, "/huge/curl", url, sizeof url);
+    size_t got = 0;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 300L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &got);
+    assert_int_equal(curl_easy_perform(h), CURLE_OPERATION_TIMEDOUT);
+    curl_easy_cleanup(h);
+    assert_true(got >= 1024 && got < 1024 * 1024);
+    wait_connections(r, 0);
+
+    long status;
+    sink out = {0};
+    assert_int_equal(curl_once(r, "/next", "{}", 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 200);
+    assert_int_equal(receiver_count(r, NULL), 3);
+}
+
+static void chunked_request_body(void **state)
+{
+    receiver *r = *state;
+    client *cl = client_open(r);
+    /* In pieces, with an extension, upper-case hex, and a trailer; then a normal request. */
+    const char *parts[] = {
+        "POST /chunk HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n",
+        "Webhook-Id: msg_1\r\n\r\n5\r\nhel",
+        "lo\r\n1;ext=1\r\n,\r\nA\r\n 0123456",
+        "78\r\n0\r\nX-Trailer: t\r\n\r\n",
+    };
+    for (size_t i = 0; i < 4; i++) {
+        client_send(cl, parts[i]);
+        if (i < 3)
+            assert_int_equal(receiver_wait(r, NULL, 1, 20), 0);
+    }
+    response resp;
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    receiver_request rq;
+    assert_int_equal(receiver_get(r, 0, &rq), 0);
+    assert_string_equal(rq.webhook_id, "msg_1");
+    assert_int_equal(rq.body_len, 16);
+    assert_string_equal(rq.body, "hello, 012345678");
+    free(rq.body);
+
+    /* Keep-alive after it; an empty chunked body. */
+    client_send(cl,
+                "POST /chunk/2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\n");
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(receiver_get(r, 1, &rq), 0);
+    assert_int_equal(rq.body_len, 0);
+    assert_string_equal(rq.body, "");
+    free(rq.body);
+    client_close(cl);
+
+    /* curl streams an unknown-length body as chunked. */
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    struct curl_slist *hd = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+    long status;
+    sink out = {0};
+    assert_int_equal(curl_do(h, r, "/chunk/curl", "streamed", hd, 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 200);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    assert_int_equal(receiver_get(r, 2, &rq), 0);
+    assert_string_equal(rq.body, "streamed");
+    free(rq.body);
+}
+
+static void expect_100_continue(void **state)
+{
+    receiver *r = *state;
+    client *cl = client_open(r);
+    client_send(cl,
+                "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n");
+    response resp;
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 100);
+    client_send(cl, "data");
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    client_close(cl);
+
+    /* curl waits for the 100 before sending a large body. */
+    size_t n = 2 * 1024 * 1024;
+    char *big = malloc(n + 1);
+    assert_non_null(big);
+    memset(big, 'b', n);
+    big[n] = '\0';
+    struct curl_slist *hd = curl_slist_append(NULL, "Expect: 100-continue");
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    long status;
+    sink out = {0};
+    int64_t t0 = now_ms();
+    assert_int_equal(curl_do(h, r, "/e/big", big, hd, 10000, &status, &out), CURLE_OK);
+    assert_true(now_ms() - t0 < 900); /* curl's own Expect wait is 1 s */
+    assert_int_equal(status, 200);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    receiver_request rq;
+    assert_int_equal(receiver_get(r, 1, &rq), 0);
+    assert_int_equal(rq.body_len, n);
+    assert_memory_equal(rq.body, big, n);
+    free(rq.body);
+    free(big);
+}
+
+/* Sends `req` on a new connection; expects `status`, Connection: close and then EOF. */
+static void expect_refused(receiver *r, const char *req, size_t len, int status)
+{
+    client *cl = client_open(r);
+    client_send_n(cl, req, len);
+    response resp;
+    int rc = client_response(cl, &resp);
+    if (rc != 0)
+        fail_msg("no answer to %.60s: %d", req, rc);
+    if (resp.status != status)
+        fail_msg("%.60s: got %d, want %d", req, resp.status, status);
+    assert_contains(resp.head, "Connection: close\r\n");
+    assert_int_equal(client_until_eof(cl), 0);
+    client_close(cl);
+}
+
+#define REFUSED(r, lit, status) expect_refused(r, lit, sizeof lit - 1, status)
+
+static void malformed_requests_get_400_and_close(void **state)
+{
+    receiver *r = *state;
+    REFUSED(r, "GARBAGE\r\n\r\n", 400);
+    REFUSED(r, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400); /* TLS hello */
+    REFUSED(r, "GET / HTTP/2.0\r\n\r\n", 400);
+    REFUSED(r, "GET  / HTTP/1.1\r\n\r\n", 400);
+    REFUSED(r, "GET /a b HTTP/1.1\r\n\r\n", 400);
+    REFUSED(r, "G(T / HTTP/1.1\r\n\r\n", 400);
+    REFUSED(r, "GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400);
+    REFUSED(r, "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400);
+    REFUSED(r, "GET / HTTP/1.1\r\nX: a\r\n folded\r\n\r\n", 400);
+    REFUSED(r, "GET / HTTP/1.1\r\nX: a\x01z\r\n\r\n", 400);
+    REFUSED(r, "POST / HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400);
+    REFUSED(r, "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400);
+    REFUSED(r, "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400);
+    REFUSED(r,
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400);
+    REFUSED(r, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400);
+    REFUSED(r, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", 400);
+    REFUSED(r, "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+    REFUSED(r, "POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413);
+    /* A good request and then a bad one on the same connection: the first is answered. */
+    client *cl = client_open(r);
+    client_send(cl, GET("/good") "BAD\r\n\r\n");
+    response resp;
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 400);
+    assert_int_equal(client_until_eof(cl), 0);
+    client_close(cl);
+    assert_int_equal(receiver_count(r, NULL), 1);
+    wait_connections(r, 0);
+}
+
+static void huge_headers_get_431_and_close(void **state)
+{
+    receiver *r = *state;
+    size_t n = 80 * 1024;
+    char *req = malloc(n + 64);
+    assert_non_null(req);
+    int k = snprintf(req, 64, "GET /big HTTP/1.1\r\nX-Big: ");
+    memset(req + k, 'a', n);
+    memcpy(req + k + n, "\r\n\r\n", 5);
+    expect_refused(r, req, strlen(req), 431);
+    /* Without ever ending the headers. */
+    req[k + n] = '\0';
+    expect_refused(r, req, strlen(req), 431);
+    free(req);
+    assert_int_equal(receiver_count(r, NULL), 0);
+}
+
+static void client_disconnects_mid_request(void **state)
+{
+    receiver *r = *state;
+    const char *partial[] = {
+        "GE",
+        "GET /x HTTP/1.1\r\nHost: x\r\n",
+        "POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\nonly part",
+        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc",
+    };
+    for (size_t i = 0; i < 4; i++) {
+        client *cl = client_open(r);
+        client_send(cl, partial[i]);
+        client_close(cl);
+        /* And once with RST. */
+        cl = client_open(r);
+        client_send(cl, partial[i]);
+        struct linger lg = {1, 0};
+        setsockopt(cl->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        client_close(cl);
+    }
+    /* Half-close after a complete request: still answered. */
+    client *cl = client_open(r);
+    client_send(cl, GET("/half"));
+    shutdown(cl->fd, SHUT_WR);
+    response resp;
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(client_until_eof(cl), 0);
+    client_close(cl);
+    /* Disconnect while a delayed answer is pending. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/d", .status = 200, .delay_ms = 100});
+    cl = client_open(r);
+    client_send(cl, GET("/d"));
+    assert_int_equal(receiver_wait(r, "/d", 1, 2000), 1);
+    client_close(cl);
+    wait_connections(r, 0);
+    assert_int_equal(receiver_count(r, NULL), 2);
+
+    long status;
+    sink out = {0};
+    assert_int_equal(curl_once(r, "/alive", "{}", 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 200);
+}
+
+typedef struct late_arg {
+    receiver *r;
+    int delay_ms;
+} late_arg;
+
+static void *send_late(void *p)
+{
+    late_arg *a = p;
+    sleep_ms(a->delay_ms);
+    long status;
+    sink out = {0};
+    CURL *h = curl_easy_init();
+    if (h) {
+        curl_do(h, a->r, "/late", "{}", NULL, 5000, &status, &out);
+        curl_easy_cleanup(h);
+    }
+    return NULL;
+}
+
+static void wait_returns_on_count_or_timeout(void **state)
+{
+    receiver *r = *state;
+    int64_t t0 = now_ms();
+    assert_int_equal(receiver_wait(r, NULL, 1, 200), 0);
+    int64_t took = now_ms() - t0;
+    assert_true(took >= 199 && took < 2000);
+    assert_int_equal(receiver_wait(r, NULL, 0, 0), 0);
+
+    late_arg a = {r, 150};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, send_late, &a), 0);
+    t0 = now_ms();
+    assert_int_equal(receiver_wait(r, "/late", 1, 10000), 1);
+    took = now_ms() - t0;
+    assert_true(took >= 100 && took < 5000);
+    pthread_join(th, NULL);
+
+    t0 = now_ms();
+    assert_int_equal(receiver_wait(r, "/late", 2, 150), 1);
+    assert_true(now_ms() - t0 >= 149);
+    assert_int_equal(receiver_wait(r, "/other", 1, 0), 0);
+}
+
+static void stop_with_open_connections_is_clean(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/huge", .action = RECV_TRICKLE_HUGE});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/slow", .delay_ms = 60000});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/fin", .action = RECV_CLOSE});
+    const char *reqs[] = {"",           GET("/hang"),
+                          GET("/huge"), GET("/slow"),
+                          GET("/fin"),  "POST /p HTTP/1.1\r\nContent-Length: 9\r\n\r\nab"};
+    enum { N = sizeof reqs / sizeof reqs[0] };
+    client *cl[N];
+    for (size_t i = 0; i < N; i++) {
+        cl[i] = client_open(r);
+        client_send(cl[i], reqs[i]);
+    }
+    assert_int_equal(receiver_wait(r, NULL, 4, 5000), 4);
+    wait_connections(r, N);
+    receiver_stop(r);
+    *state = NULL;
+    for (size_t i = 0; i < N; i++) {
+        int rc = client_until_eof(cl[i]);
+        assert_true(rc == 0 || rc == -ECONNRESET);
+        client_close(cl[i]);
+    }
+}
+
+static void two_receivers_and_fixed_port(void **state)
+{
+    receiver *a = *state;
+    receiver *b = receiver_start();
+    assert_non_null(b);
+    assert_true(receiver_port(a) != receiver_port(b));
+    char url[64];
+    receiver_url(b, "/x", url, sizeof url);
+    char want[64];
+    snprintf(want, sizeof want, "http://127.0.0.1:%d/x", receiver_port(b));
+    assert_string_equal(url, want);
+    /* A port in use is refused (NULL, message on stderr). */
+    assert_null(receiver_start_port(receiver_port(b)));
+    receiver_stop(b);
+    receiver_stop(NULL);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    atexit(curl_global_cleanup);
+    const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+        T(post_with_webhook_headers_is_recorded),
+        T(body_with_nul_and_binary_is_kept),
+        T(keep_alive_serves_two_requests_on_one_connection),
+        T(connection_close_and_http10_end_the_connection),
+        T(rules_match_by_prefix_last_wins_and_expire),
+        T(delay_is_honoured),
+        T(hang_never_answers),
+        T(reset_sends_rst),
+        T(garbage_is_not_http),
+        T(close_sends_fin_without_answer),
+        T(trickle_huge_then_still_serving),
+        T(chunked_request_body),
+        T(expect_100_continue),
+        T(malformed_requests_get_400_and_close),
+        T(huge_headers_get_431_and_close),
+        T(client_disconnects_mid_request),
+        T(wait_returns_on_count_or_timeout),
+        T(stop_with_open_connections_is_clean),
+        T(two_receivers_and_fixed_port),
+#undef T
+    };
+    return TL_RUN(tests, NULL, NULL);
+}
