@@ -616,6 +616,7 @@ static void on_db_state(pgconn *conn, pgconn_state state, void *arg)
         return;
     }
     LOG_INFO("db_ready", LOG_S("instance", d->instance));
+    query_or_log(d, sql_q_run_session, 0, NULL, on_ignored, NULL, "session settings");
     if (d->shutting_down) {
         arm_flush(d);
         return;
@@ -902,15 +903,16 @@ static int add_customer(dispatcher *d, claim_params *p, hmap *touched, customer 
         pair *pr = &c->pairs[i];
         if (pr->next_us > now)
             continue;
-        carrier_state *cs = carrier_get(d, pr->carrier);
-        if (!cs)
+        /* Items without a carrier are not subject to carrier caps. */
+        carrier_state *cs = pr->carrier[0] ? carrier_get(d, pr->carrier) : NULL;
+        if (pr->carrier[0] && !cs)
             continue;
-        int budget = carrier_budget(d, cs);
+        int budget = cs ? carrier_budget(d, cs) : n;
         if (budget <= 0) {
             c->recheck = true; /* held back: goes first in a later claim_round */
             continue;
         }
-        if (hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
+        if (cs && hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
             continue;
         sep(&p->pair_cust);
         strbuf_printf(&p->pair_cust, "%" PRId64, c->id);

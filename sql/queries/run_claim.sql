@@ -37,25 +37,28 @@ WITH pair AS (
 ), carrier_budget AS (
     SELECT k.carrier, k.budget FROM unnest($6::text[], $7::integer[]) AS k(carrier, budget)
 ), within_customer AS (
+    -- Items without a carrier ('') are not subject to carrier caps.
     SELECT w.*, row_number() OVER (PARTITION BY w.customer_id ORDER BY w.priority DESC, w.next_action_at) AS rc
       FROM within_carrier w
       LEFT JOIN carrier_budget b ON b.carrier = w.carrier
-     WHERE w.rk <= coalesce(b.budget, $8::integer)
+     WHERE w.carrier = '' OR w.rk <= coalesce(b.budget, $8::integer)
 ), chosen AS (
     SELECT w.item_id, w.claim_token AS old_token
       FROM within_customer w JOIN cust ON cust.customer_id = w.customer_id
      WHERE w.rc <= cust.n
 ), claimed AS (
+    -- = ANY(ARRAY(...)) keeps this a primary-key probe per chosen row; a join here was planned
+    -- as a hash join over the whole queue (measured: a sequential scan of 1M rows per round).
     UPDATE pgpace.queue q
        SET next_action_at = now() + make_interval(secs => $9::integer),
            claim_token = $10::bigint, claimed_by = $11::text, claimed_at = now(),
            attempt = q.attempt + 1
-      FROM chosen
-     WHERE q.item_id = chosen.item_id
-    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt, q.max_attempts,
-              chosen.old_token IS NOT NULL AS stale
+     WHERE q.item_id = ANY (ARRAY(SELECT item_id FROM chosen))
+    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt, q.max_attempts
 ), per_customer AS (
     SELECT c.customer_id, count(*) AS k FROM claimed c GROUP BY c.customer_id
+), per_pair AS (
+    SELECT c.customer_id, c.carrier, count(*) AS k FROM cand c GROUP BY c.customer_id, c.carrier
 ), frontier_new AS (
     INSERT INTO pgpace.frontier AS f (customer_id, tat, batch_credit, last_tick)
     SELECT s.customer_id,
@@ -73,12 +76,16 @@ WITH pair AS (
            last_tick = coalesce(EXCLUDED.last_tick, f.last_tick)
     RETURNING f.customer_id
 )
-SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attempts, c.stale,
-       i.payload::text AS payload,
+SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attempts,
+       ch.old_token IS NOT NULL AS stale, i.payload::text AS payload,
        (extract(epoch FROM i.created_at) * 1000000)::bigint AS created_us,
        NULL::bigint AS next_us,
        (SELECT count(*) FROM frontier_new) AS frontier_rows
-  FROM claimed c JOIN pgpace.item i ON i.id = c.item_id
+  FROM claimed c
+  JOIN chosen ch ON ch.item_id = c.item_id
+  -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
+ CROSS JOIN LATERAL (SELECT it.payload, it.created_at FROM pgpace.item it
+                      WHERE it.id = c.item_id LIMIT 1) i
 UNION ALL
 SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
        (SELECT (extract(epoch FROM q.next_action_at) * 1000000)::bigint
@@ -88,5 +95,6 @@ SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
        NULL
   FROM pair p
- WHERE p.customer_id IN (SELECT customer_id FROM cust)
-   AND (SELECT count(*) FROM cand WHERE cand.customer_id = p.customer_id AND cand.carrier = p.carrier) < p.n
+  JOIN cust ON cust.customer_id = p.customer_id
+  LEFT JOIN per_pair pp ON pp.customer_id = p.customer_id AND pp.carrier = p.carrier
+ WHERE coalesce(pp.k, 0) < p.n

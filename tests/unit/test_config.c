@@ -135,7 +135,7 @@ static void test_dump(void **state)
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 27); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 28); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -261,7 +261,7 @@ static void test_unknown_key(void **state)
     expect_error("[dispatcher]\nlease = 5\n",
                  "t.ini:2: [dispatcher] unknown key 'lease' (known keys: instance_name, "
                  "lease_seconds, standby_retry_ms, batch_tick_ms, backstop_scan_ms, "
-                 "claim_batch_max, carrier_max_per_round, carrier_max_in_flight, "
+                 "claim_batch_max, max_in_flight, carrier_max_per_round, carrier_max_in_flight, "
                  "drain_timeout_ms, retry_base_ms, retry_cap_ms, reconnect_max_ms, "
                  "keepalive_idle_s)");
     /* A key of another section is unknown here. */

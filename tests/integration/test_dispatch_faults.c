@@ -1,0 +1,842 @@
+/* test_dispatch_faults.c - `pgpace run` against a real receiver when things go wrong (DESIGN §3,
+ * §5): retries with backoff then a dead letter, Retry-After, permanent 4xx, 410 pausing the
+ * customer, stale leases recovered, late finalisations that change nothing, a delivery that
+ * outlives its lease, draining and releasing on SIGTERM, a second signal, and two instances
+ * electing one leader and failing over (kill -9 and clean stop).
+ *
+ * Every test gets a fresh migrated database and its own loopback receiver; customer NAME posts
+ * to /c/NAME so receiver rules and counts are per customer. Waits are conditions with deadlines
+ * (receiver_wait, tl_wait_until, tl_wait_query_at_least), never sleeps. */
+#include "testlib.h"
+
+#include "receiver.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- fixture ------------------------------------------------------------------------------- */
+
+typedef struct fx {
+    tl_db *db;
+    receiver *rx;
+    tl_service svc[2];
+    char *cfg[2];
+} fx;
+
+static fx *current; /* for dumping service logs when a check fails */
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->db = tl_fresh_db(1);
+    f->rx = receiver_start();
+    assert_non_null(f->rx);
+    current = f;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    for (int i = 0; i < 2; i++) {
+        tl_service_stop(&f->svc[i]);
+        if (f->cfg[i]) {
+            unlink(f->cfg[i]);
+            free(f->cfg[i]);
+        }
+    }
+    receiver_stop(f->rx);
+    tl_drop_db(f->db);
+    free(f);
+    current = NULL;
+    return 0;
+}
+
+/* Prints the tail of every running service's log to stderr (TAP reads stdout only). */
+static void dump_logs(void)
+{
+    if (!current)
+        return;
+    for (int i = 0; i < 2; i++) {
+        if (!current->svc[i].log_path[0])
+            continue;
+        char *log = tl_service_log(&current->svc[i]);
+        size_t len = strlen(log);
+        const char *from = len > 6000 ? log + len - 6000 : log;
+        fprintf(stderr, "---- log of service %d (%s), last %zu bytes ----\n%s\n", i,
+                current->svc[i].log_path, strlen(from), from);
+        free(log);
+    }
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            dump_logs();                                                                           \
+            fail_msg(__VA_ARGS__);                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* ---- the service --------------------------------------------------------------------------- */
+
+typedef struct run_opts {
+    const char *instance;
+    int lease_seconds;
+    int drain_timeout_ms;
+    int request_timeout_ms;
+    int max_in_flight;   /* 0: the default */
+    int claim_batch_max; /* 0: the default */
+} run_opts;
+
+static void start_service(fx *f, int slot, const run_opts *o)
+{
+    char extra[128] = "";
+    size_t n = 0;
+    if (o->max_in_flight > 0)
+        n +=
+            (size_t)snprintf(extra + n, sizeof extra - n, "max_in_flight = %d\n", o->max_in_flight);
+    if (o->claim_batch_max > 0)
+        snprintf(extra + n, sizeof extra - n, "claim_batch_max = %d\n", o->claim_batch_max);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "[database]\nconninfo = dbname=%s\n"
+             "[dispatcher]\ninstance_name = %s\nlease_seconds = %d\nstandby_retry_ms = 200\n"
+             "batch_tick_ms = 1000\nbackstop_scan_ms = 1000\nretry_base_ms = 100\n"
+             "retry_cap_ms = 1000\ndrain_timeout_ms = %d\nreconnect_max_ms = 1000\n%s"
+             "[delivery]\nallow_cidrs = 127.0.0.0/8\nrequest_timeout_ms = %d\n"
+             "[log]\nlevel = debug\n",
+             f->db->name, o->instance, o->lease_seconds, o->drain_timeout_ms, extra,
+             o->request_timeout_ms);
+    assert_null(f->cfg[slot]);
+    f->cfg[slot] = tl_temp_file(cfg);
+    f->svc[slot] = tl_service_start(TL_ARGV("--config", f->cfg[slot], "run"), NULL);
+    assert_true(f->svc[slot].pid > 0);
+}
+
+/* Number of log lines with event=NAME exactly. */
+static int count_event(const char *log, const char *name)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "event=%s", name);
+    size_t len = strlen(needle);
+    int n = 0;
+    for (const char *p = strstr(log, needle); p; p = strstr(p + len, needle)) {
+        char after = p[len];
+        if (after == ' ' || after == '\n' || after == '\0')
+            n++;
+    }
+    return n;
+}
+
+static int service_events(const tl_service *s, const char *name)
+{
+    char *log = tl_service_log(s);
+    int n = count_event(log, name);
+    free(log);
+    return n;
+}
+
+typedef struct event_wait {
+    const tl_service *s;
+    const char *name;
+    int n;
+} event_wait;
+
+static int event_cond(void *arg)
+{
+    event_wait *w = arg;
+    return service_events(w->s, w->name) >= w->n;
+}
+
+/* Waits until the service logged event NAME at least n times. */
+static bool wait_event(const tl_service *s, const char *name, int n, int timeout_ms)
+{
+    event_wait w = {s, name, n};
+    return tl_wait_until(event_cond, &w, timeout_ms) != 0;
+}
+
+/* Whether the child is still running (without reaping anything but it). */
+static bool alive(const tl_service *s)
+{
+    if (s->pid <= 0)
+        return false;
+    return waitpid(s->pid, NULL, WNOHANG) == 0;
+}
+
+/* ---- customers, items, receiver records ---------------------------------------------------- */
+
+static void customer_set(fx *f, const char *name, const char *rate, const char *const *extra)
+{
+    char path[160], url[256];
+    snprintf(path, sizeof path, "/c/%s", name);
+    receiver_url(f->rx, path, url, sizeof url);
+    const char *argv[40] = {"--db", f->db->conninfo, "customer", "set", name, "--rate",
+                            rate,   "--url",         url};
+    size_t n = 9;
+    for (; extra && *extra && n < 39; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+    tl_proc p = tl_pgpace(argv, NULL, NULL);
+    CHECK(p.status == 0, "customer set %s failed (%d): %s", name, p.status, p.err);
+    tl_proc_free(&p);
+}
+
+static long long enqueue_one(fx *f, const char *customer)
+{
+    return tl_query_int(f->db->conn, "SELECT pgpace.enqueue('%s', '{\"order\": 1}')", customer);
+}
+
+static void enqueue_n(fx *f, const char *customer, int n)
+{
+    long long got = tl_query_int(f->db->conn,
+                                 "SELECT count(pgpace.enqueue('%s', jsonb_build_object('n', g))) "
+                                 "FROM generate_series(1, %d) g",
+                                 customer, n);
+    assert_int_equal(got, n);
+}
+
+static long long q_int(fx *f, const char *sql)
+{
+    return tl_query_int(f->db->conn, "%s", sql);
+}
+
+static void rule(fx *f, const char *customer, receiver_action action, int status, const char *body,
+                 const char *retry_after, int delay_ms, int times)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    receiver_rule r = {.path_prefix = path,
+                       .action = action,
+                       .status = status,
+                       .body = body,
+                       .retry_after = retry_after,
+                       .delay_ms = delay_ms,
+                       .times = times};
+    receiver_on(f->rx, &r);
+}
+
+static size_t rx_count(fx *f, const char *customer)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    return receiver_count(f->rx, path);
+}
+
+static size_t rx_wait(fx *f, const char *customer, size_t n, int timeout_ms)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    return receiver_wait(f->rx, path, n, timeout_ms);
+}
+
+/* The requests of one customer, in arrival order (bodies dropped). */
+typedef struct req_list {
+    receiver_request *v;
+    size_t n;
+} req_list;
+
+static req_list requests_of(fx *f, const char *customer)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    size_t total = receiver_count(f->rx, NULL);
+    req_list l = {calloc(total + 1, sizeof(receiver_request)), 0};
+    assert_non_null(l.v);
+    for (size_t i = 0; i < total; i++) {
+        receiver_request rq;
+        if (receiver_get(f->rx, i, &rq) != 0)
+            break;
+        free(rq.body);
+        rq.body = NULL;
+        if (strncmp(rq.path, path, strlen(path)) == 0)
+            l.v[l.n++] = rq;
+    }
+    return l;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    return strcmp(((const receiver_request *)a)->webhook_id,
+                  ((const receiver_request *)b)->webhook_id);
+}
+
+/* Distinct webhook-ids among the customer's requests; *total gets the number of requests. */
+static size_t distinct_ids(fx *f, const char *customer, size_t *total)
+{
+    req_list l = requests_of(f, customer);
+    qsort(l.v, l.n, sizeof *l.v, cmp_id);
+    size_t distinct = 0;
+    for (size_t i = 0; i < l.n; i++)
+        if (i == 0 || strcmp(l.v[i].webhook_id, l.v[i - 1].webhook_id) != 0)
+            distinct++;
+    *total = l.n;
+    free(l.v);
+    return distinct;
+}
+
+typedef struct query_wait {
+    fx *f;
+    const char *sql;
+    long long want;
+} query_wait;
+
+static int query_eq_cond(void *arg)
+{
+    query_wait *w = arg;
+    return q_int(w->f, w->sql) == w->want;
+}
+
+/* Waits until an integer query equals `want`. */
+static bool wait_query_eq(fx *f, const char *sql, long long want, int timeout_ms)
+{
+    query_wait w = {f, sql, want};
+    return tl_wait_until(query_eq_cond, &w, timeout_ms) != 0;
+}
+
+#define QUEUE_EMPTY "SELECT count(*) FROM pgpace.queue"
+
+/* ---- 1. retries, then a dead letter -------------------------------------------------------- */
+
+static void retries_then_dead_letter(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "flaky", "600", TL_ARGV("--max-attempts", "3"));
+    rule(f, "flaky", RECV_RESPOND, 500, "oops", NULL, 0, 0);
+    long long item = enqueue_one(f, "flaky");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(tl_wait_query_at_least(f->db->conn, 1, 15000,
+                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
+          "no dead letter after 3 failed attempts");
+    char *dl = tl_query_str(f->db->conn, "SELECT item_id || ' ' || attempts || ' ' || last_status "
+                                         "FROM pgpace.dead_letter");
+    char want[64];
+    snprintf(want, sizeof want, "%lld 3 500", item);
+    assert_string_equal(dl, want);
+    free(dl);
+    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+
+    char *outcomes = tl_query_str(
+        f->db->conn,
+        "SELECT string_agg(attempt || ':' || outcome || ':' || coalesce(http_status, 0), ' ' "
+        "ORDER BY attempt) FROM pgpace.delivery_attempt WHERE item_id = %lld",
+        item);
+    assert_string_equal(outcomes, "1:retry:500 2:retry:500 3:dead:500");
+    free(outcomes);
+
+    req_list l = requests_of(f, "flaky");
+    CHECK(l.n == 3, "receiver saw %zu requests, expected 3", l.n);
+    char id[64];
+    snprintf(id, sizeof id, "msg_%lld", item);
+    for (size_t i = 0; i < l.n; i++)
+        assert_string_equal(l.v[i].webhook_id, id);
+    /* Backoff: the k-th retry waits min(cap, base * 2^(k-1)) * (0.5 + jitter), jitter in [0, 1):
+     * at least 50 ms, then 100 ms (base 100 ms). */
+    int64_t gap1 = l.v[1].at_us - l.v[0].at_us, gap2 = l.v[2].at_us - l.v[1].at_us;
+    printf("# backoff gaps: %.1f ms, %.1f ms\n", gap1 / 1000.0, gap2 / 1000.0);
+    CHECK(gap1 >= 50000, "first retry after %.1f ms, expected >= 50", gap1 / 1000.0);
+    CHECK(gap2 >= 100000, "second retry after %.1f ms, expected >= 100", gap2 / 1000.0);
+    free(l.v);
+
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
+/* ---- 2. Retry-After ------------------------------------------------------------------------ */
+
+static void retry_after_is_honoured(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "busy", "600", NULL);
+    rule(f, "busy", RECV_RESPOND, 429, "slow down", "2", 0, 1);
+    long long item = enqueue_one(f, "busy");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(rx_wait(f, "busy", 2, 15000) == 2, "no second request after a 429");
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000), "item not delivered after the 429");
+    req_list l = requests_of(f, "busy");
+    assert_int_equal(l.n, 2);
+    int64_t gap = l.v[1].at_us - l.v[0].at_us;
+    printf("# retry after 429 with Retry-After 2: %.1f ms\n", gap / 1000.0);
+    CHECK(gap >= 1900000, "second request %.1f ms after the 429, expected >= 1900", gap / 1000.0);
+    assert_string_equal(l.v[0].webhook_id, l.v[1].webhook_id);
+    free(l.v);
+    char *outcomes = tl_query_str(
+        f->db->conn,
+        "SELECT string_agg(attempt || ':' || outcome || ':' || coalesce(http_status, 0), ' ' "
+        "ORDER BY attempt) FROM pgpace.delivery_attempt WHERE item_id = %lld",
+        item);
+    assert_string_equal(outcomes, "1:retry:429 2:success:200");
+    free(outcomes);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
+/* ---- 3. a permanent 4xx --------------------------------------------------------------------- */
+
+static void client_error_dead_letters_at_once(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "strict", "600", NULL);
+    rule(f, "strict", RECV_RESPOND, 400, "missing field: order_ref", NULL, 0, 0);
+    long long item = enqueue_one(f, "strict");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(tl_wait_query_at_least(f->db->conn, 1, 10000,
+                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
+          "no dead letter after a 400");
+    char *dl = tl_query_str(f->db->conn, "SELECT item_id || ' ' || attempts || ' ' || last_status "
+                                         "FROM pgpace.dead_letter");
+    char want[64];
+    snprintf(want, sizeof want, "%lld 1 400", item);
+    assert_string_equal(dl, want);
+    free(dl);
+    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT outcome || '|' || http_status || '|' || "
+                             "coalesce(response_excerpt, '<null>') FROM pgpace.delivery_attempt "
+                             "WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, "dead|400|missing field: order_ref");
+    free(att);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
+    assert_int_equal(rx_count(f, "strict"), 1);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+    assert_int_equal(rx_count(f, "strict"), 1); /* nothing more, even at shutdown */
+}
+
+/* ---- 4. 410 Gone pauses the customer ------------------------------------------------------- */
+
+static void gone_pauses_the_customer(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "gone", "600", NULL);
+    rule(f, "gone", RECV_RESPOND, 410, "gone", NULL, 0, 0);
+    long long item = enqueue_one(f, "gone");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(rx_wait(f, "gone", 1, 10000) == 1, "no request to the customer");
+    CHECK(wait_query_eq(f, "SELECT paused::int FROM pgpace.customer WHERE name = 'gone'", 1, 2000),
+          "customer not paused within 2 s of a 410");
+    CHECK(wait_event(&f->svc[0], "customer_paused", 1, 2000), "no customer_paused in the log");
+    /* Nothing dropped: the item waits in the queue, released (not charged an attempt). */
+    CHECK(wait_query_eq(f,
+                        "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NULL "
+                        "AND attempt = 0 AND next_action_at <= now()",
+                        1, 5000),
+          "the item is not back in the queue, released");
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+    assert_int_equal(rx_count(f, "gone"), 1);
+
+    receiver_clear_rules(f->rx);
+    tl_proc p =
+        tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "resume", "gone"), NULL, NULL);
+    CHECK(p.status == 0, "customer resume failed (%d): %s", p.status, p.err);
+    tl_proc_free(&p);
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000), "item not delivered after resume");
+    assert_int_equal(rx_count(f, "gone"), 2);
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT string_agg(attempt || ':' || outcome, ' ' ORDER BY attempt) "
+                             "FROM pgpace.delivery_attempt WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, "1:success");
+    free(att);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
+/* ---- 5. a dead worker's lease -------------------------------------------------------------- */
+
+static void stale_lease_is_recovered(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "stale", "600", NULL);
+    long long item = enqueue_one(f, "stale");
+    tl_exec(f->db->conn,
+            "UPDATE pgpace.queue SET claim_token = 7, claimed_by = 'ghost', claimed_at = now() - "
+            "interval '1 min', next_action_at = now() - interval '1 s', attempt = 1 "
+            "WHERE item_id = %lld",
+            item);
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 10000), "stale item not delivered");
+    CHECK(wait_event(&f->svc[0], "stale_recovered", 1, 2000), "no stale_recovered in the log");
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT string_agg(attempt || ':' || outcome, ' ' ORDER BY attempt) "
+                             "FROM pgpace.delivery_attempt WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, "2:success");
+    free(att);
+    assert_int_equal(rx_count(f, "stale"), 1);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
+/* ---- 6. the finalisation's compare-and-swap, at SQL level ---------------------------------- */
+
+static char *read_source(const char *rel)
+{
+    const char *root = getenv("PGPACE_SOURCE_ROOT");
+    if (!root)
+        fail_msg("PGPACE_SOURCE_ROOT is not set (run the tests through meson test)");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        fail_msg("cannot open %s: %s", path, strerror(errno));
+    size_t cap = 65536, len = 0, n;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    while ((n = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+    }
+    fclose(fp);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Runs run_finalize.sql for one item; returns the ids it reports as not owned, as text. */
+static char *finalize(fx *f, const char *sql, long long item, long long token, const char *outcome)
+{
+    char ids[32], tokens[32], outcomes[32], started[32];
+    snprintf(ids, sizeof ids, "{%lld}", item);
+    snprintf(tokens, sizeof tokens, "{%lld}", token);
+    snprintf(outcomes, sizeof outcomes, "{%s}", outcome);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(started, sizeof started, "{%lld}", (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+    const char *params[10] = {ids,      tokens,   outcomes, "{250}",  "{200}",
+                              "{http}", "{boom}", started,  "{12.5}", "{late body}"};
+    PGresult *res = PQexecParams(f->db->conn, sql, 10, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("run_finalize.sql failed: %s", PQerrorMessage(f->db->conn));
+    char out[256] = "";
+    size_t n = 0;
+    for (int r = 0; r < PQntuples(res) && n < sizeof out - 24; r++)
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%s", r ? "," : "", PQgetvalue(res, r, 0));
+    PQclear(res);
+    char *s = strdup(out);
+    assert_non_null(s);
+    return s;
+}
+
+static void late_finaliser_changes_nothing(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "late", "600", TL_ARGV("--max-attempts", "1"));
+    long long item = enqueue_one(f, "late");
+    /* Claimed by someone else (token 111), on its last attempt: a retry would dead-letter. */
+    tl_exec(f->db->conn,
+            "UPDATE pgpace.queue SET claim_token = 111, claimed_by = 'other', claimed_at = now(), "
+            "next_action_at = now() + interval '30 s', attempt = 1 WHERE item_id = %lld",
+            item);
+    char *sql = read_source("sql/queries/run_finalize.sql");
+    char row_sql[256];
+    snprintf(row_sql, sizeof row_sql,
+             "SELECT coalesce((SELECT row_to_json(q)::text FROM pgpace.queue q "
+             "WHERE item_id = %lld), '<gone>')",
+             item);
+    char *before = tl_query_str(f->db->conn, "%s", row_sql);
+    char id_text[32];
+    snprintf(id_text, sizeof id_text, "%lld", item);
+
+    const char *outcomes[] = {"success", "retry", "dead", "release"};
+    for (size_t i = 0; i < sizeof outcomes / sizeof *outcomes; i++) {
+        char *lost = finalize(f, sql, item, 999, outcomes[i]);
+        if (strcmp(lost, id_text) != 0)
+            fail_msg("outcome %s with a wrong token: reported '%s', expected '%s'", outcomes[i],
+                     lost, id_text);
+        free(lost);
+        char *after = tl_query_str(f->db->conn, "%s", row_sql);
+        if (strcmp(before, after) != 0)
+            fail_msg("outcome %s with a wrong token changed the row:\n  before %s\n  after  %s",
+                     outcomes[i], before, after);
+        free(after);
+        assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+        assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 0);
+    }
+    tl_assert_contains(before, "\"claim_token\":111");
+
+    /* The owner's success deletes it and logs the attempt. */
+    char *lost = finalize(f, sql, item, 111, "success");
+    assert_string_equal(lost, "");
+    free(lost);
+    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+    char *att = tl_query_str(f->db->conn, "SELECT attempt || ':' || outcome || ':' || http_status "
+                                          "FROM pgpace.delivery_attempt");
+    assert_string_equal(att, "1:success:200");
+    free(att);
+    /* A second, late success for the same item: not owned any more, nothing written. */
+    lost = finalize(f, sql, item, 111, "success");
+    assert_string_equal(lost, id_text);
+    free(lost);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
+    free(before);
+    free(sql);
+}
+
+/* ---- 7. a delivery slower than its lease --------------------------------------------------- */
+
+static void long_delivery_outlives_lease(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "slow", "600", TL_ARGV("--mode", "unlimited"));
+    rule(f, "slow", RECV_RESPOND, 200, "late ok", NULL, 2500, 1);
+    long long item = enqueue_one(f, "slow");
+    start_service(f, 0, &(run_opts){"a", 1, 3000, 5000, 0, 0});
+
+    CHECK(rx_wait(f, "slow", 2, 10000) == 2, "the item was not claimed again after its lease");
+    CHECK(wait_event(&f->svc[0], "lost_ownership", 1, 10000),
+          "the late finalisation did not log lost_ownership");
+    CHECK(wait_event(&f->svc[0], "stale_recovered", 1, 1000), "no stale_recovered in the log");
+    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT string_agg(attempt || ':' || outcome, ' ' ORDER BY attempt) "
+                             "FROM pgpace.delivery_attempt WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, "2:success"); /* only the owner's finalisation counted */
+    free(att);
+    size_t total = 0;
+    size_t distinct = distinct_ids(f, "slow", &total);
+    assert_int_equal(total, 2);
+    assert_int_equal(distinct, 1);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+    assert_int_equal(rx_count(f, "slow"), 2);
+}
+
+/* ---- 8. SIGTERM drains, then releases ------------------------------------------------------ */
+
+static void sigterm_drains_then_releases(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "hang", "600", TL_ARGV("--mode", "unlimited"));
+    rule(f, "hang", RECV_HANG, 0, NULL, NULL, 0, 0);
+    enqueue_n(f, "hang", 5);
+    start_service(f, 0, &(run_opts){"a", 30, 3000, 60000, 0, 0});
+
+    CHECK(rx_wait(f, "hang", 5, 10000) == 5, "5 deliveries did not reach the receiver");
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NOT NULL "
+                              "AND next_action_at > now() AND attempt = 1"),
+                     5);
+    long long t0 = tl_now_ms();
+    int status = tl_service_signal(&f->svc[0], SIGTERM, 1, 3000 + 5000);
+    long long took = tl_now_ms() - t0;
+    printf("# SIGTERM with 5 hanging deliveries: exit %d after %lld ms\n", status, took);
+    CHECK(status == 0, "exit status %d after SIGTERM (-1: still running after 8 s)", status);
+    CHECK(took >= 2900, "exited after %lld ms: did not wait drain_timeout_ms (3000)", took);
+    char *log = tl_service_log(&f->svc[0]);
+    CHECK(count_event(log, "drain_timeout") == 1, "no drain_timeout in the log");
+    CHECK(count_event(log, "unfinalised_at_exit") == 0, "releases were not written before exit");
+    free(log);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NULL "
+                              "AND next_action_at <= now() AND attempt = 0"),
+                     5);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 0);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+}
+
+/* ---- 9. a second SIGTERM ------------------------------------------------------------------- */
+
+static void second_sigterm_exits_at_once(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "hang", "600", TL_ARGV("--mode", "unlimited"));
+    rule(f, "hang", RECV_HANG, 0, NULL, NULL, 0, 0);
+    enqueue_n(f, "hang", 3);
+    start_service(f, 0, &(run_opts){"a", 60, 30000, 60000, 0, 0});
+
+    CHECK(rx_wait(f, "hang", 3, 10000) == 3, "3 deliveries did not reach the receiver");
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 0, 0), 0);
+    CHECK(wait_event(&f->svc[0], "shutting_down", 1, 5000), "no shutting_down after SIGTERM");
+    CHECK(alive(&f->svc[0]), "exited after the first SIGTERM despite hanging deliveries");
+    long long t0 = tl_now_ms();
+    int status = tl_service_signal(&f->svc[0], SIGTERM, 1, 1000);
+    long long took = tl_now_ms() - t0;
+    printf("# second SIGTERM: exit %d after %lld ms\n", status, took);
+    CHECK(status >= 0, "still running 1 s after the second SIGTERM");
+    assert_int_not_equal(status, 0); /* not a clean drain */
+}
+
+/* ---- 10. two instances: one leader, kill -9, failover -------------------------------------- */
+
+/* Index of the one service whose log has leader_elected, -1 if none or both. */
+static int elected(fx *f)
+{
+    int a = service_events(&f->svc[0], "leader_elected");
+    int b = service_events(&f->svc[1], "leader_elected");
+    return a > 0 && b == 0 ? 0 : b > 0 && a == 0 ? 1 : -1;
+}
+
+static int one_leader_one_standby(void *arg)
+{
+    fx *f = arg;
+    int l = elected(f);
+    return l >= 0 && service_events(&f->svc[1 - l], "standby") > 0;
+}
+
+static int status_leaders(fx *f, const char *expect_a, const char *expect_b)
+{
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "status"), NULL, NULL);
+    CHECK(p.status == 0, "status failed (%d): %s", p.status, p.err);
+    int leaders = 0;
+    char *save = NULL;
+    bool saw_a = false, saw_b = false;
+    for (char *line = strtok_r(p.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char inst[64] = "", role[32] = "";
+        if (sscanf(line, "%63s %31s", inst, role) != 2)
+            continue;
+        leaders += strcmp(role, "leader") == 0;
+        saw_a = saw_a || strcmp(inst, expect_a) == 0;
+        saw_b = saw_b || strcmp(inst, expect_b) == 0;
+    }
+    CHECK(saw_a && saw_b, "status does not list both instances");
+    tl_proc_free(&p);
+    return leaders;
+}
+
+static void two_instances_one_leader_and_failover(void **state)
+{
+    fx *f = *state;
+    const int total_items = 3000;
+    customer_set(f, "bulk", "60", TL_ARGV("--mode", "unlimited"));
+    rule(f, "bulk", RECV_RESPOND, 200, "ok", NULL, 5, 0);
+    enqueue_n(f, "bulk", total_items);
+    run_opts oa = {"a", 3, 3000, 2000, 256, 100};
+    run_opts ob = {"b", 3, 3000, 2000, 256, 100};
+    start_service(f, 0, &oa);
+    start_service(f, 1, &ob);
+    const char *names[2] = {"a", "b"};
+
+    CHECK(tl_wait_until(one_leader_one_standby, f, 10000),
+          "expected exactly one leader_elected and one standby");
+    int leader = elected(f);
+    printf("# first leader: %s\n", names[leader]);
+    assert_int_equal(status_leaders(f, "a", "b"), 1);
+
+    CHECK(rx_wait(f, "bulk", 500, 30000) >= 500, "500 deliveries did not happen");
+    char *who = tl_query_str(f->db->conn, "SELECT string_agg(instance, ',') FROM pgpace.leader");
+    CHECK(strcmp(who, names[leader]) == 0, "pgpace.leader says '%s', the logs say %s", who,
+          names[leader]);
+    free(who);
+    int standby = 1 - leader;
+
+    /* The standby never led nor claimed before the kill. */
+    char *before_log = tl_service_log(&f->svc[standby]);
+    CHECK(count_event(before_log, "leader_elected") == 0 && count_event(before_log, "claimed") == 0,
+          "the standby led or claimed while the leader was alive");
+    free(before_log);
+
+    long long in_flight_before =
+        q_int(f, "SELECT count(*) FROM pgpace.queue "
+                 "WHERE claim_token IS NOT NULL AND next_action_at > now()");
+    long long t_kill = tl_now_ms();
+    CHECK(tl_service_signal(&f->svc[leader], SIGKILL, 1, 5000) == 128 + SIGKILL,
+          "the leader did not die of SIGKILL");
+    size_t delivered_at_kill = rx_count(f, "bulk");
+    /* Rows the dead leader had claimed and not finalised: the only items that can be delivered
+     * twice. Read before their lease (3 s) can pass and the new leader re-claims them. */
+    long long orphaned = tl_query_int(f->db->conn,
+                                      "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NOT "
+                                      "NULL AND claimed_by = '%s' AND next_action_at > now()",
+                                      names[leader]);
+    long long t_orphans = tl_now_ms() - t_kill;
+
+    CHECK(wait_event(&f->svc[standby], "leader_elected", 1, 10000),
+          "the standby did not take over within 10 s");
+    long long takeover_ms = tl_now_ms() - t_kill;
+    size_t at_takeover = rx_count(f, "bulk");
+    CHECK(rx_wait(f, "bulk", at_takeover + 1, 15000) > at_takeover,
+          "no delivery after the takeover");
+    long long resume_ms = tl_now_ms() - t_kill;
+
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 60000), "the queue did not drain after the failover");
+    size_t total = 0;
+    size_t distinct = distinct_ids(f, "bulk", &total);
+    long long duplicates = (long long)total - total_items;
+    printf("# failover takeover_ms=%lld resume_ms=%lld (delivered before kill %zu, in flight "
+           "before kill %lld, orphaned at kill %lld read %lld ms after)\n",
+           takeover_ms, resume_ms, delivered_at_kill, in_flight_before, orphaned, t_orphans);
+    printf("# failover duplicates=%lld (requests %zu, distinct webhook-ids %zu)\n", duplicates,
+           total, distinct);
+    CHECK(distinct == (size_t)total_items, "%zu distinct webhook-ids delivered, expected %d",
+          distinct, total_items);
+    CHECK(duplicates <= orphaned, "%lld duplicates but only %lld items were in flight at the kill",
+          duplicates, orphaned);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+    /* Each item finalised as delivered exactly once (the CAS drops the second success). */
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt "
+                              "WHERE outcome = 'success'"),
+                     total_items);
+    assert_int_equal(q_int(f, "SELECT count(DISTINCT item_id) FROM pgpace.delivery_attempt"),
+                     total_items);
+    if (duplicates > 0)
+        CHECK(service_events(&f->svc[standby], "stale_recovered") > 0,
+              "duplicates without a stale recovery by the new leader");
+    char *now_leader = tl_query_str(f->db->conn, "SELECT string_agg(instance, ',') FROM "
+                                                 "pgpace.leader");
+    assert_string_equal(now_leader, names[standby]);
+    free(now_leader);
+    assert_int_equal(tl_service_signal(&f->svc[standby], SIGTERM, 1, 10000), 0);
+}
+
+/* ---- 11. clean stop: the standby takes over ------------------------------------------------ */
+
+static void standby_takes_over_after_clean_stop(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "calm", "600", NULL);
+    run_opts oa = {"a", 3, 3000, 2000, 0, 0};
+    run_opts ob = {"b", 3, 3000, 2000, 0, 0};
+    start_service(f, 0, &oa);
+    start_service(f, 1, &ob);
+    CHECK(tl_wait_until(one_leader_one_standby, f, 10000),
+          "expected exactly one leader_elected and one standby");
+    int leader = elected(f), standby = 1 - leader;
+    enqueue_one(f, "calm");
+    CHECK(rx_wait(f, "calm", 1, 10000) == 1, "the leader delivered nothing");
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000), "first item not finalised");
+
+    long long t0 = tl_now_ms();
+    assert_int_equal(tl_service_signal(&f->svc[leader], SIGTERM, 1, 10000), 0);
+    CHECK(wait_event(&f->svc[standby], "leader_elected", 1, 5000),
+          "the standby did not take over within 5 s of a clean stop");
+    long long took = tl_now_ms() - t0;
+    printf("# clean stop: standby leads after %lld ms\n", took);
+    CHECK(took <= 2500, "the standby took %lld ms to lead (standby_retry_ms 200)", took);
+
+    enqueue_one(f, "calm");
+    CHECK(rx_wait(f, "calm", 2, 10000) == 2, "the new leader delivered nothing");
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000), "second item not finalised");
+    assert_int_equal(tl_service_signal(&f->svc[standby], SIGTERM, 1, 10000), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(retries_then_dead_letter, setup, teardown),
+        cmocka_unit_test_setup_teardown(retry_after_is_honoured, setup, teardown),
+        cmocka_unit_test_setup_teardown(client_error_dead_letters_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(gone_pauses_the_customer, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_lease_is_recovered, setup, teardown),
+        cmocka_unit_test_setup_teardown(late_finaliser_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(long_delivery_outlives_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(sigterm_drains_then_releases, setup, teardown),
+        cmocka_unit_test_setup_teardown(second_sigterm_exits_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(two_instances_one_leader_and_failover, setup, teardown),
+        cmocka_unit_test_setup_teardown(standby_takes_over_after_clean_stop, setup, teardown),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}
