@@ -36,6 +36,9 @@ enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
 /* Most customers handled by one claim round. */
 #define ROUND_MAX_CUSTOMERS 4096
 #define PARTITIONS_EVERY_US (3600LL * 1000000)
+/* Spaced customers are claimed this much before their slot and sent from a timer exactly at
+ * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
+#define LOOKAHEAD_US 20000
 
 /* A (customer, carrier) pair that may have due work from next_us on. */
 typedef struct pair {
@@ -78,6 +81,11 @@ typedef struct carrier_state {
 
 typedef struct delivery {
     struct dispatcher *d;
+    uv_timer_t send_timer; /* used when the send waits for its GCRA slot */
+    bool timer_used;
+    char *url_copy; /* set while waiting: the customer may change meanwhile */
+    char *body;     /* payload copy while waiting */
+    size_t body_len;
     int64_t item_id, token, customer_id;
     char *carrier;
     int attempt, max_attempts;
@@ -693,6 +701,19 @@ static bool retryable_status(long status)
     return status == 408 || status == 425 || status == 429 || status >= 500;
 }
 
+static void free_delivery(delivery *dl)
+{
+    free(dl->carrier);
+    free(dl->url_copy);
+    free(dl->body);
+    free(dl);
+}
+
+static void on_send_timer_closed(uv_handle_t *h)
+{
+    free_delivery(h->data);
+}
+
 static void on_delivery_done(const http_result *r, void *arg)
 {
     delivery *dl = arg;
@@ -791,14 +812,55 @@ static void on_delivery_done(const http_result *r, void *arg)
             pair_note(c, dl->carrier, now_us() + delay_ms * 1000);
         schedule_customer(d, c);
     }
-    free(dl->carrier);
-    free(dl);
+    if (dl->timer_used)
+        uv_close((uv_handle_t *)&dl->send_timer, on_send_timer_closed);
+    else
+        free_delivery(dl);
     arm_flush(d);
     arm_claim_timer(d);
     maybe_finish_shutdown(d);
 }
 
-static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token)
+/* Sends now; on a failure to start, completes the delivery at once as a failed attempt. */
+static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t body_len)
+{
+    customer *c = customer_get(d, dl->customer_id);
+    dl->started_us = now_us();
+    int rc = -ENOENT;
+    if (c && d->http && !d->draining_aborted) {
+        char webhook_id[40];
+        snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64, dl->item_id);
+        http_request req = {.url = c->url,
+                            .body = body,
+                            .body_len = body_len,
+                            .webhook_id = webhook_id,
+                            .timestamp_s = dl->started_us / 1000000,
+                            .secrets = (const char *const *)c->secrets,
+                            .n_secrets = c->n_secrets,
+                            .connect_timeout_ms = d->cfg.connect_timeout_ms,
+                            .total_timeout_ms = d->cfg.request_timeout_ms};
+        rc = http_send(d->http, &req, on_delivery_done, dl);
+    }
+    if (rc != 0) {
+        bool gone = !c || !d->http || d->draining_aborted;
+        http_result fake = {.error_class = gone ? "aborted" : "internal",
+                            .error = gone ? "not sent (customer deleted or shutting down)"
+                                          : "could not start the request"};
+        on_delivery_done(&fake, dl);
+    }
+}
+
+static void on_send_timer(uv_timer_t *t)
+{
+    delivery *dl = t->data;
+    char *body = dl->body;
+    size_t len = dl->body_len;
+    dl->body = NULL;
+    send_delivery(dl->d, dl, body, len);
+    free(body);
+}
+
+static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token, int64_t send_at)
 {
     delivery *dl = calloc(1, sizeof *dl);
     if (!dl || !(dl->carrier = strdup(PQgetvalue(res, r, 3)))) {
@@ -812,7 +874,6 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token)
     dl->attempt = atoi(PQgetvalue(res, r, 4));
     dl->max_attempts = atoi(PQgetvalue(res, r, 5));
     dl->token = token;
-    dl->started_us = now_us();
     customer *c = customer_get(d, dl->customer_id);
 
     /* Count it in flight before sending: a synchronous failure path still decrements once. */
@@ -827,27 +888,22 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token)
     if (c)
         c->in_flight++;
 
-    int rc = -ENOENT;
-    if (c) {
-        char webhook_id[40];
-        snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64, dl->item_id);
-        const char *body = PQgetvalue(res, r, 7);
-        http_request req = {.url = c->url,
-                            .body = body,
-                            .body_len = (size_t)PQgetlength(res, r, 7),
-                            .webhook_id = webhook_id,
-                            .timestamp_s = dl->started_us / 1000000,
-                            .secrets = (const char *const *)c->secrets,
-                            .n_secrets = c->n_secrets,
-                            .connect_timeout_ms = d->cfg.connect_timeout_ms,
-                            .total_timeout_ms = d->cfg.request_timeout_ms};
-        rc = http_send(d->http, &req, on_delivery_done, dl);
+    int64_t wait_us = send_at - now_us();
+    if (wait_us >= 1000 && c) {
+        dl->body_len = (size_t)PQgetlength(res, r, 7);
+        dl->body = malloc(dl->body_len + 1);
+        if (dl->body && uv_timer_init(d->loop, &dl->send_timer) == 0) {
+            memcpy(dl->body, PQgetvalue(res, r, 7), dl->body_len + 1);
+            dl->timer_used = true;
+            dl->send_timer.data = dl;
+            uv_update_time(d->loop);
+            uv_timer_start(&dl->send_timer, on_send_timer, (uint64_t)(wait_us / 1000), 0);
+            return;
+        }
+        free(dl->body);
+        dl->body = NULL;
     }
-    if (rc != 0) {
-        http_result fake = {.error_class = c ? "internal" : "aborted",
-                            .error = c ? "could not start the request" : "customer deleted"};
-        on_delivery_done(&fake, dl);
-    }
+    send_delivery(d, dl, PQgetvalue(res, r, 7), (size_t)PQgetlength(res, r, 7));
 }
 
 /* ---- claim rounds -------------------------------------------------------------------------- */
@@ -868,7 +924,7 @@ static void arm_claim_timer(dispatcher *d)
         uv_timer_stop(&d->claim_timer);
         return;
     }
-    int64_t wait_us = due - now_us();
+    int64_t wait_us = due - LOOKAHEAD_US - now_us();
     uint64_t delay_ms = wait_us <= 0 ? 0 : (uint64_t)((wait_us + 999) / 1000);
     uv_update_time(d->loop);
     uv_timer_start(&d->claim_timer, on_claim_timer, delay_ms, 0);
@@ -985,7 +1041,7 @@ static void run_claim_round(dispatcher *d)
         return;
     int64_t now = now_us();
     int64_t ids[ROUND_MAX_CUSTOMERS];
-    size_t n_ids = sched_heap_pop_due(&d->heap, now, ids, ROUND_MAX_CUSTOMERS);
+    size_t n_ids = sched_heap_pop_due(&d->heap, now + LOOKAHEAD_US, ids, ROUND_MAX_CUSTOMERS);
     if (n_ids == 0) {
         arm_claim_timer(d);
         return;
@@ -1009,7 +1065,7 @@ static void run_claim_round(dispatcher *d)
         if (c->mode == MODE_SPACED) {
             /* How many conform now; tat itself moves only by what the claim really got. */
             int64_t probe = c->tat;
-            n = gcra_take(&probe, now, c->period_us, c->burst, c->burst);
+            n = gcra_take(&probe, now + LOOKAHEAD_US, c->period_us, c->burst, c->burst);
             base = c->tat == GCRA_TAT_NONE || c->tat < now ? now : c->tat;
         } else {
             n = d->cfg.claim_batch_max;
@@ -1018,7 +1074,8 @@ static void run_claim_round(dispatcher *d)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
             n = room;
-        if (n <= 0 || add_customer(d, &p, &touched, c, n, now) == 0) {
+        int64_t horizon = c->mode == MODE_SPACED ? now + LOOKAHEAD_US : now;
+        if (n <= 0 || add_customer(d, &p, &touched, c, n, horizon) == 0) {
             schedule_customer(d, c);
             continue;
         }
@@ -1149,8 +1206,10 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
 
     int claimed = 0, stale = 0;
     if (ok) {
-        /* Per customer of the round: how many items came back. */
+        /* Per customer of the round: how many items came back, and how late the latest went
+         * out compared with its slot (a cold start sends after the claim's round trip). */
         int counts[ROUND_MAX_CUSTOMERS] = {0};
+        int64_t late[ROUND_MAX_CUSTOMERS] = {0};
         for (int i = 0; i < PQntuples(res); i++) {
             int64_t cid = strtoll(PQgetvalue(res, i, 2), NULL, 10);
             customer *c = customer_get(d, cid);
@@ -1180,14 +1239,28 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
                                          .outcome = "release"});
                 continue;
             }
-            start_delivery(d, res, i, r->token);
+            /* Spaced: the j-th item of this customer goes at its GCRA slot (never before now);
+             * tat then steps from base by one period per item. */
+            int64_t send_at = now;
+            if (c && c->mode == MODE_SPACED && c->round_slot >= 0) {
+                int slot = c->round_slot;
+                int64_t at = r->base[slot] + (int64_t)(counts[slot] - 1) * c->period_us -
+                             gcra_tolerance_us(c->period_us, c->burst);
+                if (at > send_at)
+                    send_at = at;
+                else if (now - at > late[slot])
+                    late[slot] = now - at;
+            }
+            start_delivery(d, res, i, r->token, send_at);
         }
         for (size_t k = 0; k < r->n; k++) {
             customer *c = customer_get(d, r->ids[k]);
             if (!c)
                 continue;
+            /* Sent late: the next slot moves by as much, so no gap the receiver sees is shorter
+             * than the period. On time (the normal case) the schedule does not drift. */
             if (c->mode == MODE_SPACED && counts[k] > 0)
-                c->tat = r->base[k] + (int64_t)counts[k] * c->period_us;
+                c->tat = r->base[k] + (int64_t)counts[k] * c->period_us + late[k];
             if (r->tick >= 0) {
                 c->credit = r->credit[k];
                 c->last_tick = r->tick;
