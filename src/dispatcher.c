@@ -787,8 +787,9 @@ static void on_delivery_done(const http_result *r, void *arg)
         LOG_INFO("delivery_failed", LOG_I("item", dl->item_id),
                  LOG_S("customer", c ? c->name : "?"), LOG_S("carrier", dl->carrier),
                  LOG_I("attempt", dl->attempt), LOG_I("status", r->status),
-                 LOG_S("error_class", cls ? cls : "http"), LOG_S("outcome", e.outcome),
-                 LOG_I("retry_in_ms", e.delay_ms), LOG_D("duration_ms", r->duration_ms));
+                 LOG_S("error_class", cls ? cls : "http"), LOG_S("error", e.error ? e.error : ""),
+                 LOG_S("outcome", e.outcome), LOG_I("retry_in_ms", e.delay_ms),
+                 LOG_D("duration_ms", r->duration_ms));
     const char *outcome = e.outcome;
     int64_t delay_ms = e.delay_ms;
     final_push(&d->pending, e);
