@@ -37,10 +37,27 @@ static const char set_usage[] =
     "  --retire-old-secrets  keep only the newest secret\n"
     "  --max-in-flight N     most outstanding deliveries for this customer, or 'none'\n"
     "  --max-attempts N      attempts before an item is dead-lettered (1-1000, default 12)\n"
-    "  --paused / --active   pause or resume (same as customer pause / resume)\n";
+    "  --paused / --active   pause or resume (same as customer pause / resume)\n"
+    "  --connect-timeout-ms N|default  TCP/TLS connect timeout for this customer's webhooks\n"
+    "  --request-timeout-ms N|default  total time allowed per webhook request\n";
 
-enum { OPT_RATE = 1, OPT_MODE, OPT_BURST, OPT_URL, OPT_SECRET, OPT_ROTATE, OPT_RETIRE,
-       OPT_MAX_IN_FLIGHT, OPT_MAX_ATTEMPTS, OPT_PAUSED, OPT_ACTIVE, OPT_SHOW, OPT_FORCE };
+enum {
+    OPT_RATE = 1,
+    OPT_MODE,
+    OPT_BURST,
+    OPT_URL,
+    OPT_SECRET,
+    OPT_ROTATE,
+    OPT_RETIRE,
+    OPT_MAX_IN_FLIGHT,
+    OPT_MAX_ATTEMPTS,
+    OPT_PAUSED,
+    OPT_ACTIVE,
+    OPT_SHOW,
+    OPT_FORCE,
+    OPT_CONNECT_TIMEOUT,
+    OPT_REQUEST_TIMEOUT
+};
 
 /* Parses options common to every customer subcommand that takes only a NAME and flags. */
 static int parse_name_and_flags(cli_ctx *ctx, int argc, char **argv, const char *usage_text,
@@ -76,21 +93,25 @@ static int parse_name_and_flags(cli_ctx *ctx, int argc, char **argv, const char 
 
 static int customer_set(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {CLI_COMMON_OPTIONS,
-                                         {"rate", required_argument, NULL, OPT_RATE},
-                                         {"mode", required_argument, NULL, OPT_MODE},
-                                         {"burst", required_argument, NULL, OPT_BURST},
-                                         {"url", required_argument, NULL, OPT_URL},
-                                         {"secret", required_argument, NULL, OPT_SECRET},
-                                         {"rotate-secret", no_argument, NULL, OPT_ROTATE},
-                                         {"retire-old-secrets", no_argument, NULL, OPT_RETIRE},
-                                         {"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
-                                         {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
-                                         {"paused", no_argument, NULL, OPT_PAUSED},
-                                         {"active", no_argument, NULL, OPT_ACTIVE},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        CLI_COMMON_OPTIONS,
+        {"rate", required_argument, NULL, OPT_RATE},
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"burst", required_argument, NULL, OPT_BURST},
+        {"url", required_argument, NULL, OPT_URL},
+        {"secret", required_argument, NULL, OPT_SECRET},
+        {"rotate-secret", no_argument, NULL, OPT_ROTATE},
+        {"retire-old-secrets", no_argument, NULL, OPT_RETIRE},
+        {"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+        {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+        {"paused", no_argument, NULL, OPT_PAUSED},
+        {"active", no_argument, NULL, OPT_ACTIVE},
+        {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+        {"request-timeout-ms", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+        {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
+    const char *connect_timeout = NULL, *request_timeout = NULL;
     bool rotate = false, retire = false, clear_max_in_flight = false;
     pgp_error err;
     double rate_value;
@@ -150,6 +171,23 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         case OPT_PAUSED:
             paused = "true";
             break;
+        case OPT_CONNECT_TIMEOUT:
+        case OPT_REQUEST_TIMEOUT: {
+            bool is_connect = opt == OPT_CONNECT_TIMEOUT;
+            const char *what = is_connect ? "--connect-timeout-ms" : "--request-timeout-ms";
+            const char *value = "0"; /* "default" */
+            if (strcmp(optarg, "default") != 0) {
+                if (validate_int(what, optarg, 100, is_connect ? 600000 : 3600000, &int_value,
+                                 &err) != 0)
+                    return cli_usage_error(ctx, "%s (or 'default')", err.msg);
+                value = optarg;
+            }
+            if (is_connect)
+                connect_timeout = value;
+            else
+                request_timeout = value;
+            break;
+        }
         case OPT_ACTIVE:
             paused = "false";
             break;
@@ -229,8 +267,10 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             max_in_flight,
                             max_attempts,
                             paused,
-                            clear_max_in_flight ? "true" : "false"};
-    PGresult *res = cli_query(ctx, sql_q_customer_set, 10, params);
+                            clear_max_in_flight ? "true" : "false",
+                            connect_timeout,
+                            request_timeout};
+    PGresult *res = cli_query(ctx, sql_q_customer_set, 12, params);
     if (!res)
         return CLI_FAILED;
     bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -278,8 +318,8 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
 static int customer_list(cli_ctx *ctx, int argc, char **argv)
 {
     int flags = 0;
-    int rc = parse_name_and_flags(ctx, argc, argv, "usage: pgpace customer list\n", NULL, &flags,
-                                  NULL);
+    int rc =
+        parse_name_and_flags(ctx, argc, argv, "usage: pgpace customer list\n", NULL, &flags, NULL);
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     int status = cli_connect(ctx);

@@ -78,6 +78,7 @@ static const config_key keys[] = {
     INT("delivery", retry_after_max_s, 3600, 0, 604800, "largest Retry-After honoured, s"),
     STR("delivery", allow_cidrs, "", "comma-separated CIDRs webhooks may reach"),
     BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
+    INT("delivery", attempt_retention_days, 7, 1, 3650, "days of attempt log kept"),
     INT("delivery", breaker_failures, 5, 1, 1000, "consecutive failures opening the breaker"),
     INT("delivery", breaker_cooldown_ms, 30000, 100, 86400000, "first breaker cooldown, ms"),
     INT("delivery", breaker_cooldown_max_ms, 600000, 100, 86400000, "largest breaker cooldown, ms"),

@@ -26,6 +26,8 @@
 #include <openssl/rand.h>
 
 enum customer_mode { MODE_SPACED, MODE_BATCH, MODE_UNLIMITED };
+enum breaker_state { BREAKER_CLOSED, BREAKER_OPEN, BREAKER_HALF_OPEN };
+static const char *const breaker_names[] = {"closed", "open", "half_open"};
 enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
 
 /* When a claim or finalisation statement fails (not a lost connection), wait this long before
@@ -59,6 +61,16 @@ typedef struct customer {
     size_t n_secrets;
     int max_in_flight; /* 0 = unlimited */
     bool paused;
+    int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
+
+    /* Circuit breaker (DESIGN §5): after breaker_failures consecutive failures no claims until
+     * open_until; then one probe (half open); success closes it, failure reopens it with the
+     * cooldown doubled. Expressed as a later eligible time for the scheduler. */
+    enum breaker_state breaker;
+    int failures;
+    int trips;
+    int64_t open_until;
+    bool probe_in_flight;
 
     int in_flight;
     int64_t tat; /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
@@ -90,6 +102,7 @@ typedef struct delivery {
     char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
+    bool probe; /* the one delivery a half-open breaker lets through */
     struct delivery *prev, *next;
 } delivery;
 
@@ -281,7 +294,8 @@ static void schedule_customer(dispatcher *d, customer *c)
     if (d->role != ROLE_LEADER)
         return;
     bool eligible = !c->paused && c->n_pairs > 0 && c->mode != MODE_BATCH &&
-                    !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight);
+                    !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
+                    !(c->breaker == BREAKER_HALF_OPEN && c->probe_in_flight);
     if (!eligible) {
         sched_heap_remove(&d->heap, c->id);
         return;
@@ -296,6 +310,8 @@ static void schedule_customer(dispatcher *d, customer *c)
         if (eligible_at > due)
             due = eligible_at;
     }
+    if (c->breaker == BREAKER_OPEN && c->open_until > due)
+        due = c->open_until;
     if (c->recheck) {
         int64_t recheck = now_us() + CARRIER_RECHECK_US;
         if (recheck > due)
@@ -355,6 +371,19 @@ static customer *customer_apply_row(dispatcher *d, PGresult *res, int r)
     c->period_us = period > 0 ? period : 60000000;
     c->max_in_flight = atoi(PQgetvalue(res, r, 7));
     c->paused = strcmp(PQgetvalue(res, r, 8), "t") == 0;
+    c->connect_timeout_ms = atoi(PQgetvalue(res, r, 9));
+    c->request_timeout_ms = atoi(PQgetvalue(res, r, 10));
+    if (fresh) { /* afterwards the leader's memory is the authority; the table is its record */
+        const char *state = PQgetvalue(res, r, 11);
+        c->breaker = strcmp(state, "open") == 0        ? BREAKER_OPEN
+                     : strcmp(state, "half_open") == 0 ? BREAKER_HALF_OPEN
+                                                       : BREAKER_CLOSED;
+        c->failures = atoi(PQgetvalue(res, r, 12));
+        c->trips = atoi(PQgetvalue(res, r, 13));
+        c->open_until = PQgetisnull(res, r, 14) ? 0 : strtoll(PQgetvalue(res, r, 14), NULL, 10);
+        if (c->breaker == BREAKER_HALF_OPEN) /* its probe died with the old leader */
+            c->breaker = BREAKER_OPEN;
+    }
     return c;
 }
 
@@ -521,6 +550,10 @@ static void on_backstop_timer(uv_timer_t *t)
     if (now_us() - d->partitions_at_us > PARTITIONS_EVERY_US) {
         d->partitions_at_us = now_us();
         query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
+        char days[16];
+        snprintf(days, sizeof days, "%d", d->cfg.attempt_retention_days);
+        const char *params[] = {days};
+        query_or_log(d, sql_q_run_retention, 1, params, on_ignored, NULL, "retention");
     }
 }
 
@@ -663,6 +696,79 @@ static void on_notify(pgconn *conn, const char *channel, const char *payload, vo
     arm_claim_timer(d);
 }
 
+/* ---- circuit breaker ----------------------------------------------------------------------- */
+
+static void breaker_record(dispatcher *d, customer *c, const char *error)
+{
+    char id[24], failures[16], trips[16], until[24];
+    snprintf(id, sizeof id, "%" PRId64, c->id);
+    snprintf(failures, sizeof failures, "%d", c->failures);
+    snprintf(trips, sizeof trips, "%d", c->trips);
+    snprintf(until, sizeof until, "%" PRId64, c->open_until);
+    const char *params[] = {id,
+                            breaker_names[c->breaker],
+                            failures,
+                            trips,
+                            c->breaker == BREAKER_CLOSED ? NULL : until,
+                            error};
+    query_or_log(d, sql_q_run_breaker, 6, params, on_ignored, NULL, "breaker state");
+}
+
+static void breaker_open(dispatcher *d, customer *c, const char *error)
+{
+    c->trips++;
+    int64_t cooldown = (int64_t)d->cfg.breaker_cooldown_ms * 1000;
+    for (int i = 1; i < c->trips && cooldown < (int64_t)d->cfg.breaker_cooldown_max_ms * 1000; i++)
+        cooldown *= 2;
+    if (cooldown > (int64_t)d->cfg.breaker_cooldown_max_ms * 1000)
+        cooldown = (int64_t)d->cfg.breaker_cooldown_max_ms * 1000;
+    c->breaker = BREAKER_OPEN;
+    c->open_until = now_us() + cooldown;
+    LOG_WARN("breaker_opened", LOG_S("customer", c->name), LOG_I("failures", c->failures),
+             LOG_I("trips", c->trips), LOG_I("cooldown_ms", cooldown / 1000),
+             LOG_S("last_error", error ? error : ""));
+    breaker_record(d, c, error);
+}
+
+/* Called with every delivery outcome that says something about the receiver's health. */
+static void breaker_note(dispatcher *d, customer *c, bool failed, const char *error)
+{
+    if (!failed) {
+        bool was_open = c->breaker != BREAKER_CLOSED;
+        c->failures = 0;
+        if (was_open) {
+            c->breaker = BREAKER_CLOSED;
+            c->trips = 0;
+            c->open_until = 0;
+            LOG_INFO("breaker_closed", LOG_S("customer", c->name));
+            breaker_record(d, c, NULL);
+        }
+        return;
+    }
+    c->failures++;
+    if (c->breaker == BREAKER_HALF_OPEN)
+        breaker_open(d, c, error); /* the probe failed: longer cooldown */
+    else if (c->breaker == BREAKER_CLOSED && c->failures >= d->cfg.breaker_failures)
+        breaker_open(d, c, error);
+    /* Already open: failures of deliveries that were in flight when it opened add nothing. */
+}
+
+/* At claim time: an open breaker whose cooldown passed lets one probe through. Returns the
+ * most items the customer may get now. */
+static int breaker_allowance(dispatcher *d, customer *c, int n, int64_t now)
+{
+    if (c->breaker == BREAKER_CLOSED)
+        return n;
+    if (c->breaker == BREAKER_OPEN) {
+        if (now < c->open_until)
+            return 0;
+        c->breaker = BREAKER_HALF_OPEN;
+        LOG_INFO("breaker_half_open", LOG_S("customer", c->name), LOG_I("trips", c->trips));
+        breaker_record(d, c, NULL);
+    }
+    return c->probe_in_flight ? 0 : (n > 0 ? 1 : 0);
+}
+
 /* ---- deliveries ---------------------------------------------------------------------------- */
 
 static void final_push(final_list *l, final_entry e)
@@ -792,6 +898,8 @@ static void on_delivery_done(const http_result *r, void *arg)
                  LOG_D("duration_ms", r->duration_ms));
     const char *outcome = e.outcome;
     int64_t delay_ms = e.delay_ms;
+    char breaker_error[128];
+    snprintf(breaker_error, sizeof breaker_error, "%s", e.error ? e.error : "");
     final_push(&d->pending, e);
 
     /* Unlink and release capacity. */
@@ -807,6 +915,14 @@ static void on_delivery_done(const http_result *r, void *arg)
         cs->in_flight--;
     if (c) {
         c->in_flight--;
+        if (dl->probe)
+            c->probe_in_flight = false;
+        /* Health: a response or a network failure; a shutdown abort or a refused destination
+         * says nothing about the receiver. */
+        if (strcmp(outcome, "success") == 0)
+            breaker_note(d, c, false, NULL);
+        else if (strcmp(outcome, "retry") == 0 && !(cls && strcmp(cls, "ssrf") == 0))
+            breaker_note(d, c, true, breaker_error);
         /* A retried or released item is due again at a known time: wake its pair then (a
          * dead-lettered or delivered one needs nothing). */
         if (strcmp(outcome, "retry") == 0 || strcmp(outcome, "release") == 0)
@@ -831,15 +947,18 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
     if (c && d->http && !d->draining_aborted) {
         char webhook_id[40];
         snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64, dl->item_id);
-        http_request req = {.url = c->url,
-                            .body = body,
-                            .body_len = body_len,
-                            .webhook_id = webhook_id,
-                            .timestamp_s = dl->started_us / 1000000,
-                            .secrets = (const char *const *)c->secrets,
-                            .n_secrets = c->n_secrets,
-                            .connect_timeout_ms = d->cfg.connect_timeout_ms,
-                            .total_timeout_ms = d->cfg.request_timeout_ms};
+        http_request req = {
+            .url = c->url,
+            .body = body,
+            .body_len = body_len,
+            .webhook_id = webhook_id,
+            .timestamp_s = dl->started_us / 1000000,
+            .secrets = (const char *const *)c->secrets,
+            .n_secrets = c->n_secrets,
+            .connect_timeout_ms =
+                c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
+            .total_timeout_ms =
+                c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms};
         rc = http_send(d->http, &req, on_delivery_done, dl);
     }
     if (rc != 0) {
@@ -886,8 +1005,13 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token, i
     carrier_state *cs = carrier_get(d, dl->carrier);
     if (cs)
         cs->in_flight++;
-    if (c)
+    if (c) {
         c->in_flight++;
+        if (c->breaker == BREAKER_HALF_OPEN && !c->probe_in_flight) {
+            c->probe_in_flight = true;
+            dl->probe = true;
+        }
+    }
 
     int64_t wait_us = send_at - now_us();
     if (wait_us >= 1000 && c) {
@@ -1075,6 +1199,7 @@ static void run_claim_round(dispatcher *d)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
             n = room;
+        n = breaker_allowance(d, c, n, now);
         int64_t horizon = c->mode == MODE_SPACED ? now + LOOKAHEAD_US : now;
         if (n <= 0 || add_customer(d, &p, &touched, c, n, horizon) == 0) {
             schedule_customer(d, c);
@@ -1149,6 +1274,7 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
             n = room < 0 ? 0 : room;
+        n = breaker_allowance(d, c, n, now);
         batch_refund(&credit, 0);
         if (n > 0)
             add_customer(d, &p, &touched, c, n, now);

@@ -515,17 +515,18 @@ static void stats_counts_due_in_flight_delayed_and_dead(void **state)
 
     tl_proc p = RUN_OK(db, "stats");
     char line[512], *f[16];
-    /* customer mode rate paused due in_flight delayed dead oldest_due_s */
+    /* customer mode rate paused due in_flight delayed dead oldest_due_s breaker */
     tl_assert_contains(p.out, "due");
     tl_assert_contains(p.out, "in_flight");
-    assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 9);
+    assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 10);
+    assert_string_equal(f[9], "closed");
     assert_string_equal(f[1], "spaced");
     assert_string_equal(f[4], "2");
     assert_string_equal(f[5], "1");
     assert_string_equal(f[6], "2");
     assert_string_equal(f[7], "1");
     assert_string_not_equal(f[8], "-");
-    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 9);
+    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 10);
     assert_string_equal(f[4], "0");
     assert_string_equal(f[5], "0");
     assert_string_equal(f[6], "0");
@@ -535,7 +536,7 @@ static void stats_counts_due_in_flight_delayed_and_dead(void **state)
 
     p = RUN_OK(db, "stats", "--customer", "beta");
     assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 0);
-    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 9);
+    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 10);
     tl_proc_free(&p);
 
     p = RUN(db, "stats", "--customer", "ghost");
