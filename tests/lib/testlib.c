@@ -384,8 +384,13 @@ int tl_wait_until(int (*cond)(void *arg), void *arg, int timeout_ms)
     return v;
 }
 
-long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, const char *sql)
+long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, const char *fmt, ...)
 {
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
     long long deadline = tl_now_ms() + timeout_ms;
     long long v;
     while ((v = tl_query_int(conn, "%s", sql)) < want && tl_now_ms() < deadline) {

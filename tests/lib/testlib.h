@@ -16,6 +16,8 @@
 #include <cmocka.h>
 #include <libpq-fe.h>
 
+#define PGP_TEST_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+
 /* Runs a cmocka group with TAP output (tests/run counts `ok` / `not ok` lines). */
 #define TL_RUN(tests, setup, teardown)                                                             \
     (cmocka_set_message_output(CM_OUTPUT_TAP),                                                     \
@@ -78,8 +80,10 @@ void tl_service_stop(tl_service *s);
 /* Polls `cond` every 20 ms until it returns non-zero or timeout_ms passes; returns its last
  * value. The condition-with-deadline replacement for sleeps. */
 int tl_wait_until(int (*cond)(void *arg), void *arg, int timeout_ms);
-/* Polls an integer query until it reaches at least `want`; returns the last value. */
-long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, const char *sql);
+/* Polls an integer query (printf-style) until it reaches at least `want`; returns the last
+ * value. */
+long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, const char *sql, ...)
+    PGP_TEST_PRINTF(4, 5);
 
 /* Monotonic / wall-clock milliseconds. */
 long long tl_now_ms(void);

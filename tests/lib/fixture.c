@@ -1,0 +1,145 @@
+/* fixture.c - a running dispatcher for integration tests. */
+#include "fixture.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+fx *fx_start(void)
+{
+    fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->db = tl_fresh_db(1);
+    f->recv = receiver_start();
+    assert_non_null(f->recv);
+    return f;
+}
+
+void fx_run(fx *f, const char *extra_ini)
+{
+    /* Test defaults: short lease, ticks and backoff so behaviour shows within seconds; the
+     * loopback receiver allowed explicitly (SSRF protection is on by default). Keys given in
+     * extra_ini replace these (the parser refuses a key set twice, so we merge here). */
+    static const char *const defaults[][3] = {
+        {"dispatcher", "lease_seconds", "5"},       {"dispatcher", "standby_retry_ms", "200"},
+        {"dispatcher", "batch_tick_ms", "1000"},    {"dispatcher", "backstop_scan_ms", "1000"},
+        {"dispatcher", "retry_base_ms", "100"},     {"dispatcher", "retry_cap_ms", "1000"},
+        {"dispatcher", "drain_timeout_ms", "3000"}, {"delivery", "allow_cidrs", "127.0.0.0/8"},
+        {"delivery", "request_timeout_ms", "3000"}, {"log", "level", "debug"},
+    };
+    const char *extra = extra_ini ? extra_ini : "";
+    char ini[4096];
+    size_t len = (size_t)snprintf(ini, sizeof ini, "[database]\nconninfo = %s\n", f->db->conninfo);
+    const char *sections[] = {"dispatcher", "delivery", "log"};
+    for (size_t s = 0; s < 3; s++) {
+        len += (size_t)snprintf(ini + len, sizeof ini - len, "[%s]\n", sections[s]);
+        for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+            if (strcmp(defaults[i][0], sections[s]) != 0)
+                continue;
+            char key[80];
+            snprintf(key, sizeof key, "%s =", defaults[i][1]);
+            if (!strstr(extra, key))
+                len += (size_t)snprintf(ini + len, sizeof ini - len, "%s = %s\n", defaults[i][1],
+                                        defaults[i][2]);
+        }
+        /* Lines of extra_ini that belong to this section: "section.key = value". */
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "%s.", sections[s]);
+        for (const char *line = extra; *line;) {
+            const char *end = strchr(line, '\n');
+            size_t n = end ? (size_t)(end - line) : strlen(line);
+            if (strncmp(line, prefix, strlen(prefix)) == 0)
+                len += (size_t)snprintf(ini + len, sizeof ini - len, "%.*s\n",
+                                        (int)(n - strlen(prefix)), line + strlen(prefix));
+            line += n + (end ? 1 : 0);
+        }
+    }
+    assert_true(len < sizeof ini);
+    char *path = tl_temp_file(ini);
+    snprintf(f->config_path, sizeof f->config_path, "%s", path);
+    free(path);
+    f->svc = tl_service_start(TL_ARGV("--config", f->config_path, "run"), NULL);
+    f->running = true;
+}
+
+void fx_stop_service(fx *f, int timeout_ms)
+{
+    if (!f->running)
+        return;
+    int status = tl_service_signal(&f->svc, SIGTERM, 1, timeout_ms);
+    f->running = false;
+    if (status != 0) {
+        char *log = tl_service_log(&f->svc);
+        print_error("pgpace run exited %d; log:\n%s\n", status, log);
+        free(log);
+        fail();
+    }
+}
+
+void fx_finish(fx *f)
+{
+    if (!f)
+        return;
+    tl_service_stop(&f->svc); /* kills it if still running; removes the log file */
+    if (f->config_path[0])
+        unlink(f->config_path);
+    receiver_stop(f->recv);
+    tl_drop_db(f->db);
+    free(f);
+}
+
+void fx_customer(fx *f, const char *name, const char *const *args)
+{
+    char url[256], path[160];
+    snprintf(path, sizeof path, "/c/%s", name);
+    receiver_url(f->recv, path, url, sizeof url);
+    const char *argv[40] = {"--db", f->db->conninfo, "customer", "set", name, "--url", url};
+    size_t n = 7;
+    for (; args && *args && n < 39; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    tl_proc p = tl_pgpace(argv, NULL, NULL);
+    if (p.status != 0)
+        fail_msg("customer set %s failed: %s", name, p.err);
+    tl_proc_free(&p);
+}
+
+long long fx_enqueue(fx *f, const char *customer, const char *carrier, int n)
+{
+    long long first = 0;
+    for (int i = 0; i < n; i++) {
+        long long id = tl_query_int(
+            f->db->conn, "SELECT pgpace.enqueue('%s', '{\"n\": %d}', carrier => %s%s%s)", customer,
+            i, carrier ? "'" : "", carrier ? carrier : "NULL", carrier ? "'" : "");
+        if (i == 0)
+            first = id;
+    }
+    return first;
+}
+
+char *fx_log(fx *f)
+{
+    return tl_service_log(&f->svc);
+}
+
+typedef struct log_wait {
+    fx *f;
+    const char *needle;
+} log_wait;
+
+static int log_has(void *arg)
+{
+    log_wait *w = arg;
+    char *log = tl_service_log(&w->f->svc);
+    int found = strstr(log, w->needle) != NULL;
+    free(log);
+    return found;
+}
+
+int fx_wait_log(fx *f, const char *needle, int timeout_ms)
+{
+    log_wait w = {f, needle};
+    return tl_wait_until(log_has, &w, timeout_ms);
+}

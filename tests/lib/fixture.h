@@ -1,0 +1,42 @@
+/* fixture.h - a running pgpace dispatcher for integration tests: fresh database, loopback
+ * receiver, config file, customers, items, and the service's log.
+ *
+ * fx_start() makes all of it; fx_run() starts `pgpace run` with the config plus extra INI
+ * lines; fx_finish() stops the service (asserting a clean SIGTERM exit when it still runs),
+ * the receiver and the database.
+ */
+#ifndef PGPACE_FIXTURE_H
+#define PGPACE_FIXTURE_H
+
+#include "receiver.h"
+#include "testlib.h"
+
+#include <stdbool.h>
+
+typedef struct fx {
+    tl_db *db;
+    receiver *recv;
+    char config_path[64];
+    tl_service svc;
+    bool running;
+} fx;
+
+/* Fresh migrated database and receiver. */
+fx *fx_start(void);
+/* Starts `pgpace run` with the test defaults (fixture.c) and `extra_ini`: lines of the form
+ * "section.key = value" that override or add to them, e.g. "delivery.breaker_failures = 3\n". */
+void fx_run(fx *f, const char *extra_ini);
+/* SIGTERM, asserts exit status 0 within timeout_ms. */
+void fx_stop_service(fx *f, int timeout_ms);
+void fx_finish(fx *f);
+
+/* `pgpace customer set NAME --url <receiver>/c/NAME <args...>`; asserts success. */
+void fx_customer(fx *f, const char *name, const char *const *args);
+/* Enqueues n items for a customer with payload {"n": i}; returns the first item id. */
+long long fx_enqueue(fx *f, const char *customer, const char *carrier, int n);
+/* The service log so far (owned). */
+char *fx_log(fx *f);
+/* Waits until the log contains `needle` (deadline in ms); returns whether it did. */
+int fx_wait_log(fx *f, const char *needle, int timeout_ms);
+
+#endif
