@@ -48,6 +48,14 @@ typedef struct pair {
     int64_t next_us;
 } pair;
 
+/* A receiver host ("scheme://authority" of webhook URLs). libcurl opens at most
+ * max_host_connections to one, so claiming more than that for a host would only make items
+ * wait locally while their lease runs. */
+typedef struct host_state {
+    char *key;
+    int in_flight;
+} host_state;
+
 typedef struct customer {
     int64_t id;
     char *name;
@@ -62,6 +70,7 @@ typedef struct customer {
     int max_in_flight; /* 0 = unlimited */
     bool paused;
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
+    host_state *host;                           /* owned by dispatcher.hosts */
 
     /* Circuit breaker (DESIGN §5): after breaker_failures consecutive failures no claims until
      * open_until; then one probe (half open); success closes it, failure reopens it with the
@@ -102,7 +111,8 @@ typedef struct delivery {
     char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
-    bool probe; /* the one delivery a half-open breaker lets through */
+    bool probe;       /* the one delivery a half-open breaker lets through */
+    host_state *host; /* counted in flight here (the customer's URL may change meanwhile) */
     struct delivery *prev, *next;
 } delivery;
 
@@ -114,6 +124,7 @@ typedef struct final_entry {
     char *error_class, *error, *excerpt;
     int64_t started_us;
     double duration_ms;
+    int failures; /* finalisation statements that failed with this entry in them */
 } final_entry;
 
 typedef struct final_list {
@@ -144,6 +155,7 @@ struct dispatcher {
     bool loaded;
     hmap customers; /* int64 id -> customer* */
     hmap carriers;  /* name -> carrier_state* */
+    hmap hosts;     /* "scheme://authority" -> host_state* */
     sched_heap heap;
     uint64_t rng;
 
@@ -156,6 +168,7 @@ struct dispatcher {
     final_list pending; /* outcomes waiting for a finalisation statement */
     final_list sending; /* outcomes of the statement in flight */
     bool flushing;
+    size_t solo_left;     /* after a failed batch: send this many entries one per statement */
     delivery *deliveries; /* in flight */
     int in_flight;
 
@@ -231,6 +244,37 @@ static carrier_state *carrier_get(dispatcher *d, const char *name)
         return NULL;
     }
     return cs;
+}
+
+static host_state *host_for_url(dispatcher *d, const char *url)
+{
+    const char *auth = strstr(url, "://");
+    size_t len = auth ? (size_t)(auth + 3 - url) + strcspn(auth + 3, "/?#") : strlen(url);
+    char key[512];
+    if (len >= sizeof key)
+        len = sizeof key - 1;
+    for (size_t i = 0; i < len; i++)
+        key[i] = (char)((url[i] >= 'A' && url[i] <= 'Z') ? url[i] + 32 : url[i]);
+    key[len] = '\0';
+    host_state *h = hmap_get(&d->hosts, key, len);
+    if (h)
+        return h;
+    h = calloc(1, sizeof *h);
+    if (!h || !(h->key = strdup(key)) || hmap_put(&d->hosts, key, len, h) != 0) {
+        if (h)
+            free(h->key);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static int host_room(const dispatcher *d, const customer *c)
+{
+    if (!c->host)
+        return d->cfg.max_host_connections;
+    int room = d->cfg.max_host_connections - c->host->in_flight;
+    return room < 0 ? 0 : room;
 }
 
 static int carrier_per_round(const dispatcher *d, const carrier_state *cs)
@@ -371,6 +415,7 @@ static customer *customer_apply_row(dispatcher *d, PGresult *res, int r)
     c->period_us = period > 0 ? period : 60000000;
     c->max_in_flight = atoi(PQgetvalue(res, r, 7));
     c->paused = strcmp(PQgetvalue(res, r, 8), "t") == 0;
+    c->host = host_for_url(d, c->url);
     c->connect_timeout_ms = atoi(PQgetvalue(res, r, 9));
     c->request_timeout_ms = atoi(PQgetvalue(res, r, 10));
     if (fresh) { /* afterwards the leader's memory is the authority; the table is its record */
@@ -797,9 +842,55 @@ static void final_entry_free(final_entry *e)
     free(e->excerpt);
 }
 
-static char *strndup_or_null(const char *s, size_t n)
+/* A copy of a receiver's bytes that PostgreSQL will accept as text: valid UTF-8 only (invalid
+ * sequences become '?', NUL bytes are dropped, a character cut by the excerpt limit is left
+ * out). A peer's bad bytes must never block a finalisation. */
+static char *text_excerpt(const char *s, size_t n)
 {
-    return s ? strndup(s, n) : NULL;
+    if (!s)
+        return NULL;
+    char *out = malloc(n + 1);
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xe0) == 0xc0 ? 2
+                     : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4
+                                          : 0;
+        if (c == 0) {
+            i++;
+            continue;
+        }
+        if (len == 0 || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4)) {
+            out[o++] = '?';
+            i++;
+            continue;
+        }
+        if (i + len > n)
+            break; /* cut by the limit */
+        bool ok = true;
+        for (size_t k = 1; k < len; k++)
+            ok = ok && (p[i + k] & 0xc0) == 0x80;
+        /* Overlong 3/4-byte forms, UTF-16 surrogates and code points above U+10FFFF. */
+        if (ok && len == 3)
+            ok = !(c == 0xe0 && p[i + 1] < 0xa0) && !(c == 0xed && p[i + 1] >= 0xa0);
+        if (ok && len == 4)
+            ok = !(c == 0xf0 && p[i + 1] < 0x90) && !(c == 0xf4 && p[i + 1] >= 0x90);
+        if (!ok) {
+            out[o++] = '?';
+            i++;
+            continue;
+        }
+        memcpy(out + o, p + i, len);
+        o += len;
+        i += len;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 static bool retryable_status(long status)
@@ -831,7 +922,7 @@ static void on_delivery_done(const http_result *r, void *arg)
                      .http_status = (int)r->status,
                      .started_us = dl->started_us,
                      .duration_ms = r->duration_ms};
-    e.excerpt = strndup_or_null(r->excerpt, r->excerpt_len);
+    e.excerpt = text_excerpt(r->excerpt, r->excerpt_len);
     const char *cls = r->error_class;
     bool retry = false;
     if (!cls && r->status >= 200 && r->status < 300) {
@@ -910,6 +1001,8 @@ static void on_delivery_done(const http_result *r, void *arg)
     if (dl->next)
         dl->next->prev = dl->prev;
     d->in_flight--;
+    if (dl->host)
+        dl->host->in_flight--;
     carrier_state *cs = hmap_get(&d->carriers, dl->carrier, strlen(dl->carrier));
     if (cs)
         cs->in_flight--;
@@ -1005,6 +1098,10 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token, i
     carrier_state *cs = carrier_get(d, dl->carrier);
     if (cs)
         cs->in_flight++;
+    if (c && c->host) {
+        dl->host = c->host;
+        dl->host->in_flight++;
+    }
     if (c) {
         c->in_flight++;
         if (c->breaker == BREAKER_HALF_OPEN && !c->probe_in_flight) {
@@ -1199,6 +1296,10 @@ static void run_claim_round(dispatcher *d)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
             n = room;
+        if (n > host_room(d, c)) {
+            n = host_room(d, c);
+            c->recheck = n == 0; /* host full: look again shortly */
+        }
         n = breaker_allowance(d, c, n, now);
         int64_t horizon = c->mode == MODE_SPACED ? now + LOOKAHEAD_US : now;
         if (n <= 0 || add_customer(d, &p, &touched, c, n, horizon) == 0) {
@@ -1274,6 +1375,8 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
             n = room < 0 ? 0 : room;
+        if (n > host_room(d, c))
+            n = host_room(d, c);
         n = breaker_allowance(d, c, n, now);
         batch_refund(&credit, 0);
         if (n > 0)
@@ -1434,7 +1537,8 @@ static void on_flush_timer(uv_timer_t *t)
     if (d->flushing || d->pending.n == 0 || !pgconn_ready(d->db))
         return;
     strbuf a[10] = {{0}};
-    for (size_t i = 0; i < d->pending.n; i++) {
+    size_t take = d->solo_left > 0 ? 1 : d->pending.n;
+    for (size_t i = 0; i < take; i++) {
         final_entry *e = &d->pending.v[i];
         for (int k = 0; k < 10; k++)
             sep(&a[k]);
@@ -1470,8 +1574,17 @@ static void on_flush_timer(uv_timer_t *t)
     }
     if (ok && pgconn_query(d->db, sql_q_run_finalize, 10, params, on_finalize, d) == 0) {
         d->flushing = true;
-        d->sending = d->pending;
-        d->pending = (final_list){0};
+        if (take == d->pending.n) {
+            d->sending = d->pending;
+            d->pending = (final_list){0};
+            d->solo_left = 0;
+        } else {
+            /* The first entry alone; the rest wait for the next statement. */
+            final_push(&d->sending, d->pending.v[0]);
+            memmove(d->pending.v, d->pending.v + 1, (d->pending.n - 1) * sizeof *d->pending.v);
+            d->pending.n--;
+            d->solo_left--;
+        }
     }
     for (int k = 0; k < 10; k++)
         strbuf_free(&a[k]);
@@ -1492,9 +1605,30 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
         if (res)
             LOG_ERROR("finalize_failed", LOG_S("error", PQresultErrorMessage(res)),
                       LOG_I("items", (long long)d->sending.n));
-        /* Keep them: sent again after reconnecting (or after a pause on errors). */
-        for (size_t i = 0; i < d->sending.n; i++)
-            final_push(&d->pending, d->sending.v[i]);
+        /* Lost connection: keep them all for after the reconnect. A statement error: split the
+         * batch so one bad entry cannot hold back the others; an entry failing on its own is
+         * retried once without its attempt-log text, then given up (its lease expires and the
+         * item is delivered again: at-least-once still holds). */
+        size_t n = d->sending.n;
+        for (size_t i = 0; i < n; i++) {
+            final_entry *e = &d->sending.v[i];
+            if (res && n == 1 && ++e->failures > 1) {
+                LOG_ERROR("finalize_dropped", LOG_I("item", e->item_id),
+                          LOG_S("outcome", e->outcome),
+                          LOG_S("meaning", "the lease expires and the item is delivered again"));
+                final_entry_free(e);
+                continue;
+            }
+            if (res && n == 1) {
+                free(e->excerpt);
+                free(e->error);
+                e->excerpt = NULL;
+                e->error = strdup("(attempt text not storable)");
+            }
+            final_push(&d->pending, *e);
+        }
+        if (res && n > 1)
+            d->solo_left = n;
         free(d->sending.v);
         d->sending = (final_list){0};
         if (res && !d->closing)
@@ -1541,6 +1675,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         d->rng = (uint64_t)now_us() | 1;
     hmap_init(&d->customers);
     hmap_init(&d->carriers);
+    hmap_init(&d->hosts);
     sched_heap_init(&d->heap);
 
     static const char *const channels[] = {"pgpace_enqueue", "pgpace_customer", "pgpace_carrier",
@@ -1583,6 +1718,13 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
 
 void dispatcher_start(dispatcher *d)
 {
+    if ((int64_t)d->cfg.lease_seconds * 1000 <=
+        (int64_t)d->cfg.connect_timeout_ms + d->cfg.request_timeout_ms)
+        LOG_WARN("lease_shorter_than_request",
+                 LOG_I("lease_ms", (long long)d->cfg.lease_seconds * 1000),
+                 LOG_I("request_timeout_ms", d->cfg.request_timeout_ms),
+                 LOG_S("meaning", "a slow but successful delivery may be claimed and sent again; "
+                                  "raise [dispatcher] lease_seconds"));
     LOG_INFO("starting", LOG_S("instance", d->instance), LOG_I("lease_s", d->cfg.lease_seconds),
              LOG_I("batch_tick_ms", d->cfg.batch_tick_ms));
     pgconn_start(d->db);
@@ -1608,6 +1750,13 @@ static void free_everything(dispatcher *d)
         free(cs);
     }
     hmap_free(&d->carriers);
+    pos = 0;
+    host_state *h;
+    while ((h = hmap_next(&d->hosts, &pos)) != NULL) {
+        free(h->key);
+        free(h);
+    }
+    hmap_free(&d->hosts);
     sched_heap_free(&d->heap);
     for (size_t i = 0; i < d->pending.n; i++)
         final_entry_free(&d->pending.v[i]);

@@ -1,8 +1,9 @@
 /* test_dispatch_faults.c - `pgpace run` against a real receiver when things go wrong (DESIGN §3,
- * §5): retries with backoff then a dead letter, Retry-After, permanent 4xx, 410 pausing the
- * customer, stale leases recovered, late finalisations that change nothing, a delivery that
- * outlives its lease, draining and releasing on SIGTERM, a second signal, and two instances
- * electing one leader and failing over (kill -9 and clean stop).
+ * §5): retries with backoff then a dead letter, network errors, Retry-After, permanent 4xx,
+ * response bodies that are not UTF-8, 410 pausing the customer, stale leases recovered, late
+ * finalisations that change nothing, a delivery that outlives its lease, draining and releasing
+ * on SIGTERM, a second signal, and two instances electing one leader and failing over (kill -9
+ * and clean stop).
  *
  * Every test gets a fresh migrated database and its own loopback receiver; customer NAME posts
  * to /c/NAME so receiver rules and counts are per customer. Waits are conditions with deadlines
@@ -351,6 +352,33 @@ static void retries_then_dead_letter(void **state)
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
 }
 
+/* ---- 1b. network errors are retried -------------------------------------------------------- */
+
+static void network_errors_are_retried(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "shaky", "600", NULL);
+    /* Rules: the last matching one wins, each expires after one request. */
+    rule(f, "shaky", RECV_CLOSE, 0, NULL, NULL, 0, 1);
+    rule(f, "shaky", RECV_RESET, 0, NULL, NULL, 0, 1);
+    long long item = enqueue_one(f, "shaky");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 10000), "item not delivered after two network errors");
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT string_agg(attempt || ':' || outcome || ':' || "
+                             "coalesce(http_status::text, '-') || ':' || "
+                             "(error_class IS NOT NULL)::text, ' ' ORDER BY attempt) "
+                             "FROM pgpace.delivery_attempt WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, "1:retry:-:true 2:retry:-:true 3:success:200:false");
+    free(att);
+    size_t total = 0;
+    assert_int_equal(distinct_ids(f, "shaky", &total), 1);
+    assert_int_equal(total, 3);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
 /* ---- 2. Retry-After ------------------------------------------------------------------------ */
 
 static void retry_after_is_honoured(void **state)
@@ -411,6 +439,49 @@ static void client_error_dead_letters_at_once(void **state)
     assert_int_equal(rx_count(f, "strict"), 1);
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
     assert_int_equal(rx_count(f, "strict"), 1); /* nothing more, even at shutdown */
+}
+
+/* ---- 3b. response bodies that are not UTF-8 ------------------------------------------------ */
+
+/* Receivers answer arbitrary bytes. The excerpt kept for the attempt log must not stop the
+ * finalisation (a text parameter with invalid UTF-8 fails the whole batched statement). */
+static void invalid_utf8_response_is_finalised(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "latin1", "600", TL_ARGV("--mode", "unlimited"));
+    customer_set(f, "cut", "600", TL_ARGV("--mode", "unlimited"));
+    customer_set(f, "fine", "600", TL_ARGV("--mode", "unlimited"));
+    /* ISO-8859-1 text; and valid UTF-8 whose 512-byte excerpt ends inside a character. */
+    rule(f, "latin1", RECV_RESPOND, 400, "caf\xe9 cr\xe8me \xff", NULL, 0, 0);
+    char cut_body[600];
+    memset(cut_body, 'a', 511);
+    strcpy(cut_body + 511, "\xc3\xa9 and more");
+    rule(f, "cut", RECV_RESPOND, 400, cut_body, NULL, 0, 0);
+    long long latin1 = enqueue_one(f, "latin1");
+    long long cut = enqueue_one(f, "cut");
+    enqueue_n(f, "fine", 3);
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+
+    CHECK(rx_wait(f, "latin1", 1, 10000) == 1 && rx_wait(f, "cut", 1, 10000) == 1 &&
+              rx_wait(f, "fine", 3, 10000) == 3,
+          "the deliveries did not reach the receiver");
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000),
+          "%lld item(s) not finalised 5 s after their deliveries", q_int(f, QUEUE_EMPTY));
+    char *dl =
+        tl_query_str(f->db->conn, "SELECT string_agg(item_id || ':' || last_status, ' ' ORDER BY "
+                                  "item_id) FROM pgpace.dead_letter");
+    char want[64];
+    snprintf(want, sizeof want, "%lld:400 %lld:400", latin1, cut);
+    assert_string_equal(dl, want);
+    free(dl);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt "
+                              "WHERE outcome = 'success'"),
+                     3);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt WHERE outcome = "
+                              "'dead' AND response_excerpt LIKE 'caf%'"),
+                     1);
+    assert_int_equal(rx_count(f, "latin1") + rx_count(f, "cut") + rx_count(f, "fine"), 5);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
 }
 
 /* ---- 4. 410 Gone pauses the customer ------------------------------------------------------- */
@@ -593,9 +664,9 @@ static void long_delivery_outlives_lease(void **state)
 {
     fx *f = *state;
     customer_set(f, "slow", "600", TL_ARGV("--mode", "unlimited"));
-    rule(f, "slow", RECV_RESPOND, 200, "late ok", NULL, 2500, 1);
+    rule(f, "slow", RECV_RESPOND, 200, "late ok", NULL, 3000, 1);
     long long item = enqueue_one(f, "slow");
-    start_service(f, 0, &(run_opts){"a", 1, 3000, 5000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 1, 3000, 6000, 0, 0});
 
     CHECK(rx_wait(f, "slow", 2, 10000) == 2, "the item was not claimed again after its lease");
     CHECK(wait_event(&f->svc[0], "lost_ownership", 1, 10000),
@@ -622,29 +693,59 @@ static void long_delivery_outlives_lease(void **state)
 static void sigterm_drains_then_releases(void **state)
 {
     fx *f = *state;
+    /* "hang" never answers, "slowok" answers after 1 s (within the 3 s drain), "later" gets an
+     * item only once the stop has begun. */
     customer_set(f, "hang", "600", TL_ARGV("--mode", "unlimited"));
+    customer_set(f, "slowok", "600", TL_ARGV("--mode", "unlimited"));
+    customer_set(f, "later", "600", TL_ARGV("--mode", "unlimited"));
     rule(f, "hang", RECV_HANG, 0, NULL, NULL, 0, 0);
+    rule(f, "slowok", RECV_RESPOND, 200, "ok", NULL, 1000, 0);
     enqueue_n(f, "hang", 5);
+    enqueue_n(f, "slowok", 3);
     start_service(f, 0, &(run_opts){"a", 30, 3000, 60000, 0, 0});
 
     CHECK(rx_wait(f, "hang", 5, 10000) == 5, "5 deliveries did not reach the receiver");
+    CHECK(rx_wait(f, "slowok", 3, 10000) == 3, "3 slow deliveries did not reach the receiver");
+    long long t0 = tl_now_ms();
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 0, 0), 0);
+    CHECK(wait_event(&f->svc[0], "shutting_down", 1, 5000), "no shutting_down after SIGTERM");
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NOT NULL "
                               "AND next_action_at > now() AND attempt = 1"),
-                     5);
-    long long t0 = tl_now_ms();
-    int status = tl_service_signal(&f->svc[0], SIGTERM, 1, 3000 + 5000);
+                     8);
+    long long later = enqueue_one(f, "later"); /* must not be claimed any more */
+    int status = tl_service_signal(&f->svc[0], 0, 1, 3000 + 5000);
     long long took = tl_now_ms() - t0;
-    printf("# SIGTERM with 5 hanging deliveries: exit %d after %lld ms\n", status, took);
+    printf("# SIGTERM with 5 hanging and 3 slow deliveries: exit %d after %lld ms\n", status, took);
     CHECK(status == 0, "exit status %d after SIGTERM (-1: still running after 8 s)", status);
     CHECK(took >= 2900, "exited after %lld ms: did not wait drain_timeout_ms (3000)", took);
     char *log = tl_service_log(&f->svc[0]);
     CHECK(count_event(log, "drain_timeout") == 1, "no drain_timeout in the log");
     CHECK(count_event(log, "unfinalised_at_exit") == 0, "releases were not written before exit");
     free(log);
-    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NULL "
-                              "AND next_action_at <= now() AND attempt = 0"),
+
+    /* Finished during the drain: delivered and finalised. */
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue q JOIN pgpace.customer c "
+                              "ON c.id = q.customer_id WHERE c.name = 'slowok'"),
+                     0);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt d JOIN "
+                              "pgpace.customer c ON c.id = d.customer_id "
+                              "WHERE c.name = 'slowok' AND d.outcome = 'success'"),
+                     3);
+    /* Still hanging at the drain timeout: released, due at once, attempt given back. */
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue q JOIN pgpace.customer c "
+                              "ON c.id = q.customer_id WHERE c.name = 'hang' "
+                              "AND q.claim_token IS NULL AND q.next_action_at <= now() "
+                              "AND q.attempt = 0"),
                      5);
-    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 0);
+    /* Enqueued after the stop began: never claimed. */
+    char *row = tl_query_str(f->db->conn,
+                             "SELECT coalesce(claim_token::text, 'null') || ' ' || attempt "
+                             "FROM pgpace.queue WHERE item_id = %lld",
+                             later);
+    assert_string_equal(row, "null 0");
+    free(row);
+    assert_int_equal(rx_count(f, "later"), 0);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 3);
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
 }
 
@@ -823,12 +924,37 @@ static void standby_takes_over_after_clean_stop(void **state)
     assert_int_equal(tl_service_signal(&f->svc[standby], SIGTERM, 1, 10000), 0);
 }
 
+/* ---- 11b. a standby stops at once ---------------------------------------------------------- */
+
+static void standby_stops_cleanly(void **state)
+{
+    fx *f = *state;
+    run_opts oa = {"a", 3, 3000, 2000, 0, 0};
+    run_opts ob = {"b", 3, 3000, 2000, 0, 0};
+    start_service(f, 0, &oa);
+    start_service(f, 1, &ob);
+    CHECK(tl_wait_until(one_leader_one_standby, f, 10000),
+          "expected exactly one leader_elected and one standby");
+    int leader = elected(f), standby = 1 - leader;
+    long long t0 = tl_now_ms();
+    assert_int_equal(tl_service_signal(&f->svc[standby], SIGTERM, 1, 5000), 0);
+    printf("# standby stopped in %lld ms\n", tl_now_ms() - t0);
+    const char *names[2] = {"a", "b"};
+    char *who = tl_query_str(f->db->conn, "SELECT string_agg(instance, ',') FROM pgpace.leader");
+    assert_string_equal(who, names[leader]);
+    free(who);
+    CHECK(service_events(&f->svc[leader], "leadership_lost") == 0, "the leader lost leadership");
+    assert_int_equal(tl_service_signal(&f->svc[leader], SIGTERM, 1, 5000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(retries_then_dead_letter, setup, teardown),
+        cmocka_unit_test_setup_teardown(network_errors_are_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(retry_after_is_honoured, setup, teardown),
         cmocka_unit_test_setup_teardown(client_error_dead_letters_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(invalid_utf8_response_is_finalised, setup, teardown),
         cmocka_unit_test_setup_teardown(gone_pauses_the_customer, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_lease_is_recovered, setup, teardown),
         cmocka_unit_test_setup_teardown(late_finaliser_changes_nothing, setup, teardown),
@@ -837,6 +963,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(second_sigterm_exits_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(two_instances_one_leader_and_failover, setup, teardown),
         cmocka_unit_test_setup_teardown(standby_takes_over_after_clean_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(standby_stops_cleanly, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

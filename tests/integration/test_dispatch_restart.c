@@ -331,6 +331,18 @@ static void assert_reconnected(fx *f)
     printf("# db_connection_lost logged %d time(s)\n", lost_n);
 }
 
+/* Prints the service's final counters (its "stopped" line) as a TAP comment. */
+static void print_stopped(const tl_service *s)
+{
+    char *log = tl_service_log(s);
+    const char *p = find_event(log, "stopped");
+    if (p) {
+        const char *end = strchr(p, '\n');
+        printf("# %.*s\n", end ? (int)(end - p) : (int)strlen(p), p);
+    }
+    free(log);
+}
+
 /* ---- 12. a PostgreSQL restart in the middle of a run --------------------------------------- */
 
 static void postgres_restart_mid_run(void **state)
@@ -340,8 +352,17 @@ static void postgres_restart_mid_run(void **state)
     cluster_data_dir(data, sizeof data);
     const int n_items = 500;
     customer_set(f, "steady", "6000", NULL); /* spaced, one every 10 ms */
+    /* Each answer takes 100 ms, so about 10 deliveries are in flight across the restart and
+     * their finalisations must wait for the reconnection (16 connections keep up with the
+     * rate: nothing waits for a connection long enough to outlive its lease). */
+    receiver_on(f->rx, &(receiver_rule){.path_prefix = "/c/steady",
+                                        .action = RECV_RESPOND,
+                                        .status = 200,
+                                        .body = "ok",
+                                        .delay_ms = 100});
     enqueue_n(f, "steady", n_items);
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    /* A lease far longer than the outage: nothing may be delivered twice. */
+    start_service(f, 0, &(run_opts){"a", 5, 3000, 2000, 0, 0});
 
     CHECK(rx_wait(f, "steady", 100, 20000) >= 100, "100 deliveries did not happen");
     long long t0 = tl_now_ms();
@@ -360,11 +381,16 @@ static void postgres_restart_mid_run(void **state)
     printf("# fast restart: %zu requests, %zu distinct webhook-ids, duplicates %zu, run %lld ms\n",
            total, distinct, total - distinct, tl_now_ms() - t0);
     CHECK(distinct == (size_t)n_items, "%zu distinct webhook-ids, expected %d", distinct, n_items);
+    CHECK(total == distinct,
+          "%zu items delivered twice: finalisations of deliveries in flight across the restart "
+          "should have been written after reconnecting, well within the 5 s lease",
+          total - distinct);
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt "
                               "WHERE outcome = 'success'"),
                      n_items);
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+    print_stopped(&f->svc[0]);
 }
 
 /* ---- 12b. a crash (immediate shutdown): UNLOGGED frontier lost, spacing kept --------------- */
@@ -444,6 +470,7 @@ static void postgres_crash_keeps_spacing(void **state)
     CHECK(distinct == (size_t)n_items, "%zu distinct webhook-ids, expected %d", distinct, n_items);
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+    print_stopped(&f->svc[0]);
 }
 
 int main(void)
