@@ -40,12 +40,13 @@ enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
 #define PARTITIONS_EVERY_US (3600LL * 1000000)
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
  * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
-#define LOOKAHEAD_US 20000
+#define LOOKAHEAD_US 50000
 
 /* A (customer, carrier) pair that may have due work from next_us on. */
 typedef struct pair {
     char *carrier; /* "" = items without a carrier */
     int64_t next_us;
+    int64_t served_us; /* last time one of its items was claimed: carriers take turns */
 } pair;
 
 /* A receiver host ("scheme://authority" of webhook URLs). libcurl opens at most
@@ -320,7 +321,7 @@ static void pair_note(customer *c, const char *carrier, int64_t next_us)
     char *name = strdup(carrier);
     if (!name)
         return;
-    c->pairs[c->n_pairs++] = (pair){name, next_us};
+    c->pairs[c->n_pairs++] = (pair){name, next_us, 0};
 }
 
 static void pair_drop(customer *c, const char *carrier)
@@ -604,13 +605,16 @@ static void on_backstop_timer(uv_timer_t *t)
 
 static void on_tick_timer(uv_timer_t *t);
 
-static void arm_tick_timer(dispatcher *d)
+/* Arms the timer for the boundary after tick `after` (the wall-clock multiple of
+ * batch_tick_ms). Computed from the tick just handled, not from a fresh clock read: a timer
+ * that fires a little early must not make us skip a boundary. */
+static void arm_tick_timer(dispatcher *d, int64_t after)
 {
     uv_update_time(d->loop);
     int64_t now_ms = now_us() / 1000;
-    int64_t tick = d->cfg.batch_tick_ms;
-    uint64_t delay = (uint64_t)((now_ms / tick + 1) * tick - now_ms);
-    uv_timer_start(&d->tick_timer, on_tick_timer, delay, 0);
+    int64_t next_ms = (after + 1) * d->cfg.batch_tick_ms;
+    uv_timer_start(&d->tick_timer, on_tick_timer,
+                   next_ms > now_ms ? (uint64_t)(next_ms - now_ms) : 0, 0);
 }
 
 static void on_frontier(pgconn *conn, PGresult *res, void *arg)
@@ -634,7 +638,7 @@ static void on_frontier(pgconn *conn, PGresult *res, void *arg)
     query_or_log(d, sql_q_run_backstop, 0, NULL, on_backstop, d, "backstop scan");
     uv_timer_start(&d->backstop_timer, on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,
                    (uint64_t)d->cfg.backstop_scan_ms);
-    arm_tick_timer(d);
+    arm_tick_timer(d, (now_us() / 1000) / d->cfg.batch_tick_ms);
 }
 
 static void become_leader(dispatcher *d)
@@ -1177,8 +1181,19 @@ static int add_customer(dispatcher *d, claim_params *p, hmap *touched, customer 
 {
     int added = 0;
     c->recheck = false;
-    for (size_t i = 0; i < c->n_pairs; i++) {
-        pair *pr = &c->pairs[i];
+    /* Least recently served first: the claim lets the customer's carriers take turns in this
+     * order (a small insertion sort: customers have few active carriers). */
+    size_t order[64], n_order = 0;
+    for (size_t i = 0; i < c->n_pairs && n_order < PGP_ARRAY_LEN(order); i++) {
+        size_t j = n_order++;
+        while (j > 0 && c->pairs[order[j - 1]].served_us > c->pairs[i].served_us) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (size_t o = 0; o < n_order; o++) {
+        pair *pr = &c->pairs[order[o]];
         if (pr->next_us > now)
             continue;
         /* Items without a carrier are not subject to carrier caps. */
@@ -1414,14 +1429,15 @@ static void on_tick_timer(uv_timer_t *t)
     dispatcher *d = t->data;
     if (d->role != ROLE_LEADER || d->shutting_down)
         return;
-    int64_t tick = (now_us() / 1000) / d->cfg.batch_tick_ms;
+    /* The nearest boundary: libuv may fire a few microseconds before it. */
+    int64_t tick = (now_us() / 1000 + d->cfg.batch_tick_ms / 2) / d->cfg.batch_tick_ms;
     if (d->claiming) {
         d->tick_pending = true;
         d->tick_due = tick;
     } else {
         run_batch_tick(d, tick);
     }
-    arm_tick_timer(d);
+    arm_tick_timer(d, tick);
 }
 
 static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
@@ -1458,6 +1474,11 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
             claimed++;
             if (strcmp(PQgetvalue(res, i, 6), "t") == 0)
                 stale++;
+            if (c) {
+                pair *served = pair_find(c, PQgetvalue(res, i, 3));
+                if (served)
+                    served->served_us = now;
+            }
             if (c && c->round_slot >= 0 && (size_t)c->round_slot < r->n &&
                 r->ids[c->round_slot] == cid)
                 counts[c->round_slot]++;
@@ -1478,8 +1499,11 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
                              gcra_tolerance_us(c->period_us, c->burst);
                 if (at > send_at)
                     send_at = at;
-                else if (now - at > late[slot])
-                    late[slot] = now - at;
+                /* Late only against a slot at or after the round's base: burst slots before it
+                 * are early sends the tolerance allows, not lateness. */
+                int64_t due = at > r->base[slot] ? at : r->base[slot];
+                if (now - due > late[slot])
+                    late[slot] = now - due;
             }
             start_delivery(d, res, i, r->token, send_at);
         }

@@ -21,6 +21,7 @@ static const char usage[] =
     "  carrier set|list        manage per-carrier caps\n"
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
+    "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
     "  setting get|set|list    database-wide settings (e.g. max_payload_bytes)\n"
     "  version                 print the version\n"
     "\n"
@@ -50,6 +51,7 @@ static const struct {
     {"migrate", cli_migrate}, {"customer", cli_customer}, {"carrier", cli_carrier},
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
     {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
+    {"dlq", cli_dlq},
 };
 
 int main(int argc, char **argv)

@@ -10,8 +10,9 @@
 -- Rows: kind 'i' per claimed item; kind 'd' per pair that had fewer due rows than its limit,
 -- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
 WITH pair AS (
-    SELECT p.customer_id, p.carrier, p.n
-      FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS p(customer_id, carrier, n)
+    -- ord: the caller lists each customer's pairs least recently served first.
+    SELECT p.customer_id, p.carrier, p.n, p.ord
+      FROM unnest($1::bigint[], $2::text[], $3::integer[]) WITH ORDINALITY AS p(customer_id, carrier, n, ord)
 ), cust AS (
     SELECT c.customer_id, c.n
       FROM unnest($4::bigint[], $5::integer[]) AS c(customer_id, n)
@@ -20,7 +21,9 @@ WITH pair AS (
         OR NOT EXISTS (SELECT 1 FROM pgpace.frontier f
                         WHERE f.customer_id = c.customer_id AND f.last_tick >= $16::bigint)
 ), cand AS (
-    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token
+    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token, p.ord,
+           row_number() OVER (PARTITION BY p.customer_id, p.carrier
+                              ORDER BY q.priority DESC, q.next_action_at) AS rp
       FROM pair p
       JOIN cust ON cust.customer_id = p.customer_id
      CROSS JOIN LATERAL (
@@ -37,13 +40,17 @@ WITH pair AS (
 ), carrier_budget AS (
     SELECT k.carrier, k.budget FROM unnest($6::text[], $7::integer[]) AS k(carrier, budget)
 ), within_customer AS (
-    -- Items without a carrier ('') are not subject to carrier caps.
-    SELECT w.*, row_number() OVER (PARTITION BY w.customer_id ORDER BY w.priority DESC, w.next_action_at) AS rc
+    -- Items without a carrier ('') are not subject to carrier caps. Within a customer the
+    -- carriers take turns (first item of each pair, least recently served pair first, then the
+    -- second of each...), so a carrier with a deep backlog cannot hold the customer's other
+    -- carriers back for more than a round, even when the customer's own rate allows one item.
+    SELECT w.*, row_number() OVER (PARTITION BY w.customer_id
+                                   ORDER BY w.priority DESC, w.rp, w.ord) AS rc
       FROM within_carrier w
       LEFT JOIN carrier_budget b ON b.carrier = w.carrier
      WHERE w.carrier = '' OR w.rk <= coalesce(b.budget, $8::integer)
 ), chosen AS (
-    SELECT w.item_id, w.claim_token AS old_token
+    SELECT w.item_id, w.claim_token AS old_token, w.priority, w.next_action_at
       FROM within_customer w JOIN cust ON cust.customer_id = w.customer_id
      WHERE w.rc <= cust.n
 ), claimed AS (
@@ -80,7 +87,8 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
        ch.old_token IS NOT NULL AS stale, i.payload::text AS payload,
        (extract(epoch FROM i.created_at) * 1000000)::bigint AS created_us,
        NULL::bigint AS next_us,
-       (SELECT count(*) FROM frontier_new) AS frontier_rows
+       (SELECT count(*) FROM frontier_new) AS frontier_rows,
+       ch.priority AS prio, ch.next_action_at AS due_at
   FROM claimed c
   JOIN chosen ch ON ch.item_id = c.item_id
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
@@ -93,8 +101,10 @@ SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
          WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
            AND q.next_action_at > now()
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
-       NULL
+       NULL, NULL, NULL
   FROM pair p
   JOIN cust ON cust.customer_id = p.customer_id
   LEFT JOIN per_pair pp ON pp.customer_id = p.customer_id AND pp.carrier = p.carrier
  WHERE coalesce(pp.k, 0) < p.n
+ -- Deliveries start in result order: most urgent first.
+ ORDER BY prio DESC NULLS LAST, due_at

@@ -1,0 +1,34 @@
+-- Moves matching dead letters back into the queue (attempts reset), oldest first, made due
+-- one every 60/$6 seconds so that a replay trickles in instead of flooding the customer (on
+-- top of the customer's own rate). Same filters as dlq_list.sql. Returns the number replayed.
+WITH locked AS (
+    SELECT d.item_id, d.customer_id, coalesce(d.carrier, '') AS carrier, d.failed_at
+      FROM pgpace.dead_letter d JOIN pgpace.customer c ON c.id = d.customer_id
+     WHERE ($1::text IS NULL OR c.name = $1)
+       AND ($2::text IS NULL OR d.carrier = $2)
+       AND ($3::text IS NULL OR d.last_error ILIKE '%' || $3 || '%')
+       AND ($4::timestamptz IS NULL OR d.failed_at >= $4::timestamptz)
+       AND ($5::timestamptz IS NULL OR d.failed_at < $5::timestamptz)
+       FOR UPDATE OF d
+), picked AS (
+    SELECT l.item_id, l.customer_id, l.carrier,
+           row_number() OVER (ORDER BY l.failed_at, l.item_id) - 1 AS seq
+      FROM locked l
+), removed AS (
+    DELETE FROM pgpace.dead_letter d USING picked p WHERE d.item_id = p.item_id
+    RETURNING d.item_id
+), queued AS (
+    INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
+    SELECT p.item_id, p.customer_id, p.carrier, i.priority,
+           now() + p.seq * (60.0 / $6::float8) * interval '1 second', c.max_attempts
+      FROM picked p
+      JOIN removed r ON r.item_id = p.item_id
+      JOIN pgpace.item i ON i.id = p.item_id
+      JOIN pgpace.customer c ON c.id = p.customer_id
+    ON CONFLICT (item_id) DO NOTHING
+    RETURNING customer_id, carrier
+), woken AS (
+    SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text || ' ' || x.carrier))
+      FROM (SELECT DISTINCT customer_id, carrier FROM queued) x
+)
+SELECT (SELECT count(*) FROM queued) FROM woken

@@ -1,0 +1,2 @@
+-- http_enqueue.sql - POST /v1/items: one item from the request body ($1, JSON text).
+SELECT id, created FROM pgpace.enqueue_json($1::jsonb)

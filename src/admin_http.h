@@ -1,0 +1,122 @@
+/* admin_http.h - the admin HTTP endpoint on the libuv loop: GET /metrics, /healthz, /readyz and
+ * POST /v1/items (HTTP enqueue).
+ *
+ * Contract:
+ * - One listening TCP socket on opts->listen ("127.0.0.1:9187", "[::1]:9187"; numeric
+ *   addresses only; port 0 picks a free port, see admin_http_port()). HTTP/1.1 with keep-alive
+ *   and pipelining: requests on one connection are answered in order, one at a time (the next
+ *   is not parsed before the previous answer is written), so each connection has at most one
+ *   enqueue in flight and reads stop meanwhile (back-pressure).
+ * - The server knows nothing of the dispatcher: it calls the admin_http_callbacks it was given.
+ *   Any callback may be NULL (/metrics then answers 503, /readyz 503 "starting", enqueue is
+ *   disabled).
+ * - Limits: request line + headers at most ADMIN_HTTP_MAX_HEADER bytes (431); body at most
+ *   max_body_bytes (413, also announced by Content-Length or hit while reading a chunked
+ *   body); at most max_connections connections (more are accepted and closed at once); and
+ *   idle_timeout_ms per connection for each phase: waiting for a request, receiving it (from
+ *   its first byte to its last, so a client trickling bytes cannot hold a connection), and
+ *   having the answer read. Waiting for the enqueue callback has no timeout (pgconn answers
+ *   every statement). Answers that end a connection (parse errors, 413, 431, early rejections
+ *   of a request with a body) are followed by a lingering close (shutdown, read and discard for
+ *   up to 2 s) so the client sees the answer rather than a reset.
+ * - POST /v1/items, in order: 503 when no enqueue_token is configured; 401 (with
+ *   WWW-Authenticate: Bearer) unless "Authorization: Bearer <token>" matches (constant-time
+ *   comparison); 415 unless the media type is application/json; 413 over the limit; 400 for a
+ *   NUL byte in the body; then callbacks.enqueue(), whose admin_http_reply_send() gives the
+ *   answer. "Expect: 100-continue" is honoured once the headers pass these checks.
+ * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics.
+ * - The token and bodies never reach the log.
+ */
+#ifndef PGPACE_ADMIN_HTTP_H
+#define PGPACE_ADMIN_HTTP_H
+
+#include "common.h"
+#include "pgconn.h"
+#include "strbuf.h"
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#define ADMIN_HTTP_MAX_HEADER           16384
+#define ADMIN_HTTP_DEFAULT_LISTEN       "127.0.0.1:9187"
+#define ADMIN_HTTP_DEFAULT_MAX_BODY     1048576
+#define ADMIN_HTTP_DEFAULT_IDLE_MS      10000
+#define ADMIN_HTTP_DEFAULT_MAX_CONNS    256
+
+typedef struct admin_http admin_http;
+/* One pending answer to POST /v1/items. */
+typedef struct admin_http_reply admin_http_reply;
+
+typedef struct admin_http_readiness {
+    bool ready;
+    const char *role;   /* "leader", "standby" or "starting" */
+    const char *reason; /* when not ready, e.g. "database unreachable" */
+} admin_http_readiness;
+
+typedef struct admin_http_callbacks {
+    /* GET /metrics: appends the exposition text to out; 0, or -errno for a 500. */
+    int (*render_metrics)(void *arg, strbuf *out);
+    /* GET /readyz: 200 when out->ready, else 503. */
+    void (*readiness)(void *arg, admin_http_readiness *out);
+    /* POST /v1/items, after the checks above. body is NUL-terminated (len bytes, no NUL
+     * inside) and valid during the call only. The callee must call admin_http_reply_send()
+     * exactly once, during the call or later; the reply outlives the connection (the answer
+     * is then dropped). */
+    void (*enqueue)(void *arg, const char *body, size_t len, admin_http_reply *reply);
+    /* After each answer is queued, for metrics: route is "/metrics", "/healthz", "/readyz",
+     * "/v1/items" or "other"; seconds from the request's first byte. */
+    void (*request_done)(void *arg, const char *route, int status, double seconds);
+    void *arg;
+} admin_http_callbacks;
+
+typedef struct admin_http_options {
+    const char *listen;        /* "host:port" or "[v6 host]:port" (copied) */
+    const char *enqueue_token; /* bearer token for POST /v1/items; NULL or "" = disabled */
+    size_t max_body_bytes;     /* 0 = ADMIN_HTTP_DEFAULT_MAX_BODY */
+    int idle_timeout_ms;       /* 0 = ADMIN_HTTP_DEFAULT_IDLE_MS */
+    int max_connections;       /* 0 = ADMIN_HTTP_DEFAULT_MAX_CONNS */
+} admin_http_options;
+
+/* Checks the options and creates the server (not yet listening). Errors name the option:
+ * "[http] listen: expected host:port or [host]:port with a numeric address, got 'x'". */
+int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
+                   const admin_http_callbacks *callbacks, admin_http **out,
+                   pgp_error *err) PGP_MUST_CHECK;
+
+/* Binds and listens. On failure (e.g. address in use) the caller still closes the server. */
+int admin_http_start(admin_http *s, pgp_error *err) PGP_MUST_CHECK;
+
+/* The bound port (useful with port 0), or a negative errno when not listening. */
+int admin_http_port(const admin_http *s);
+
+/* Open connections. */
+size_t admin_http_connections(const admin_http *s);
+
+/* Stops listening and closes every connection; pending replies are detached. The server is
+ * freed after its handles closed, then closed_cb(arg) runs (never from inside this call). */
+void admin_http_close(admin_http *s, void (*closed_cb)(void *arg), void *arg);
+
+/* Answers a pending POST with status and a JSON body (copied). Frees the reply. */
+void admin_http_reply_send(admin_http_reply *reply, int status, const char *json);
+
+/* The same with the reply as a void pointer: an admin_http_enqueue_cb. */
+void admin_http_reply_done(void *reply, int status, const char *json);
+
+typedef void (*admin_http_enqueue_cb)(void *arg, int status, const char *json);
+
+/* Runs sql/queries/http_enqueue.sql (pgpace.enqueue_json) on db and calls cb(arg, status,
+ * json) once with the answer: 201 {"id":N}, 200 {"id":N,"duplicate":true}, 400 {"error":...}
+ * for bad input (SQLSTATE class 22, 23503, 54000: the server's one-line message), 503 when the
+ * connection was lost or the database is unavailable, 500 otherwise. On failure (-ENOTCONN
+ * when db is not ready, -ENOMEM, -EINVAL for a NUL byte in body) cb never runs and the caller
+ * answers itself. */
+int admin_http_enqueue_sql(pgconn *db, const char *body, size_t len, admin_http_enqueue_cb cb,
+                           void *arg) PGP_MUST_CHECK;
+
+/* The answer for an http_enqueue.sql result (NULL = connection lost): returns the status and
+ * appends the JSON body to json. Exposed for tests. */
+int admin_http_enqueue_answer(const PGresult *res, strbuf *json);
+
+#endif
