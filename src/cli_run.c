@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "dispatcher.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "sql_embed.h"
 
 #include <signal.h>
@@ -18,6 +19,8 @@ static const char run_usage[] =
     "advisory lock and claims on that connection), the others stand by and take over when it\n"
     "goes. SIGTERM or SIGINT: stop claiming, finish in-flight deliveries up to\n"
     "[dispatcher] drain_timeout_ms, release the rest, exit 0. A second signal exits at once.\n"
+    "SIGHUP rereads the config file (a bad new file is refused and logged; the old one stays).\n"
+    "Under systemd (Type=notify) it reports READY=1 once the schema was checked.\n"
     "Logs go to stderr, one structured line per event ([log] format, level).\n";
 
 static const char status_usage[] =
@@ -28,7 +31,8 @@ static const char status_usage[] =
 
 typedef struct run_state {
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
+    cli_ctx *ctx;
     dispatcher *d;
     int signals;
     int status;
@@ -42,6 +46,38 @@ static void on_stopped(void *arg, int status)
     rs->stopped = true;
     uv_close((uv_handle_t *)&rs->sigterm, NULL);
     uv_close((uv_handle_t *)&rs->sigint, NULL);
+    uv_close((uv_handle_t *)&rs->sighup, NULL);
+}
+
+/* SIGHUP: reread the config file; a bad new file is refused and the running config kept. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    run_state *rs = h->data;
+    if (!rs->ctx->cfg.path[0]) {
+        LOG_WARN("config_reload_skipped", LOG_S("reason", "started without a config file"));
+        return;
+    }
+    (void)!sdnotify_send("RELOADING=1");
+    pgp_config cfg;
+    config_defaults(&cfg);
+    pgp_error err;
+    char path[sizeof cfg.path];
+    snprintf(path, sizeof path, "%s", rs->ctx->cfg.path);
+    if (config_load(&cfg, path, &err) != 0) {
+        LOG_ERROR("config_reload_failed", LOG_S("error", err.msg),
+                  LOG_S("action", "keeping the running configuration"));
+    } else {
+        if (rs->ctx->db_arg)
+            snprintf(cfg.conninfo, sizeof cfg.conninfo, "%s", rs->ctx->db_arg);
+        if (dispatcher_reload(rs->d, &cfg, &err) != 0) {
+            LOG_ERROR("config_reload_failed", LOG_S("error", err.msg),
+                      LOG_S("action", "keeping the running configuration"));
+        } else {
+            rs->ctx->cfg = cfg;
+            log_setup(cfg.log_level, cfg.log_format);
+        }
+    }
+    (void)!sdnotify_send("READY=1");
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -93,11 +129,14 @@ int cli_run(cli_ctx *ctx, int argc, char **argv)
         return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     }
     dispatcher_on_exit(rs->d, on_stopped, rs);
+    rs->ctx = ctx;
     uv_signal_init(&rs->loop, &rs->sigterm);
     uv_signal_init(&rs->loop, &rs->sigint);
-    rs->sigterm.data = rs->sigint.data = rs;
+    uv_signal_init(&rs->loop, &rs->sighup);
+    rs->sigterm.data = rs->sigint.data = rs->sighup.data = rs;
     uv_signal_start(&rs->sigterm, on_signal, SIGTERM);
     uv_signal_start(&rs->sigint, on_signal, SIGINT);
+    uv_signal_start(&rs->sighup, on_sighup, SIGHUP);
 
     dispatcher_start(rs->d);
     uv_run(&rs->loop, UV_RUN_DEFAULT);

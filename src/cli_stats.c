@@ -2,24 +2,35 @@
 #include "cli.h"
 #include "sql_embed.h"
 
+#include "validate.h"
+
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char stats_usage[] =
-    "usage: pgpace stats [--customer NAME]\n"
+    "usage: pgpace stats [--customer NAME] [--watch [SECONDS]]\n"
     "\n"
     "Per customer: due (may be claimed now), in_flight (claimed, lease running), delayed\n"
     "(scheduled for later or waiting for a retry), dead (dead letters), and the age of the\n"
-    "oldest due item in seconds.\n";
+    "oldest due item in seconds, and the circuit breaker.\n"
+    "\n"
+    "--watch refreshes every SECONDS (default 1) until interrupted, showing per customer the\n"
+    "configured rate, the observed rate (webhooks delivered in the last minute), the last gaps\n"
+    "between webhooks, queue depth, in-flight items and breaker/pause state.\n";
 
 int cli_stats(cli_ctx *ctx, int argc, char **argv)
 {
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                          {"customer", required_argument, NULL, 'c'},
+                                         {"watch", optional_argument, NULL, 'w'},
                                          {NULL, 0, NULL, 0}};
     const char *customer = NULL;
+    long long watch_s = 0;
+    pgp_error err;
     int opt;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "hc:", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hc:w::", opts, NULL)) != -1) {
         if (cli_common_option(ctx, opt, optarg))
             continue;
         if (opt == 'h') {
@@ -30,6 +41,12 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
             customer = optarg;
             continue;
         }
+        if (opt == 'w') {
+            watch_s = 1;
+            if (optarg && validate_int("--watch", optarg, 1, 3600, &watch_s, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            continue;
+        }
         return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
     }
     if (optind < argc)
@@ -38,6 +55,21 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     if (status != CLI_OK)
         return status;
     const char *params[] = {customer};
+    while (watch_s > 0) {
+        PGresult *res = cli_query(ctx, sql_q_stats_watch, 1, params);
+        if (!res)
+            return CLI_FAILED;
+        time_t now = time(NULL);
+        char when[32];
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
+        if (isatty(STDOUT_FILENO))
+            fputs("\033[H\033[2J", stdout);
+        printf("pgpace stats --watch  %s  (every %llds; Ctrl-C stops)\n", when, watch_s);
+        cli_print_table(res);
+        fflush(stdout);
+        PQclear(res);
+        sleep((unsigned)watch_s);
+    }
     PGresult *res = cli_query(ctx, sql_q_stats, 1, params);
     if (!res)
         return CLI_FAILED;

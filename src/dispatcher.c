@@ -11,6 +11,7 @@
 #include "netcheck.h"
 #include "pgconn.h"
 #include "sched_heap.h"
+#include "sdnotify.h"
 #include "sql_embed.h"
 #include "strbuf.h"
 
@@ -174,6 +175,7 @@ struct dispatcher {
     int in_flight;
 
     bool shutting_down, draining_aborted, closing;
+    bool notified_ready; /* systemd READY=1 sent */
     int exit_status;
     dispatcher_done_cb done;
     void *done_arg;
@@ -546,6 +548,12 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
         d->exit_status = 1;
         dispatcher_shutdown(d, d->done, d->done_arg);
         return;
+    }
+    if (!d->notified_ready) {
+        /* Schema checked and the database answers: ready as far as systemd is concerned. */
+        d->notified_ready = true;
+        if (sdnotify_send("READY=1\nSTATUS=connected; electing a leader") != 0)
+            LOG_WARN("sd_notify_failed", LOG_S("state", "READY=1"));
     }
     query_or_log(d, sql_q_run_carriers, 0, NULL, on_carriers, d, "carriers");
     reload_ctx *ctx = calloc(1, sizeof *ctx);
@@ -1754,6 +1762,36 @@ void dispatcher_start(dispatcher *d)
     pgconn_start(d->db);
 }
 
+int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
+{
+    netcheck_allow allow;
+    int rc = netcheck_parse_allow(cfg->allow_cidrs, &allow, err);
+    if (rc != 0)
+        return pgp_error_prefix(err, rc, "[delivery] allow_cidrs");
+    if (strcmp(cfg->conninfo, d->cfg.conninfo) != 0)
+        LOG_WARN("reload_needs_restart", LOG_S("key", "database.conninfo"));
+    if (strcmp(cfg->instance_name, d->cfg.instance_name) != 0)
+        LOG_WARN("reload_needs_restart", LOG_S("key", "dispatcher.instance_name"));
+    char conninfo[sizeof d->cfg.conninfo], instance[sizeof d->cfg.instance_name];
+    memcpy(conninfo, d->cfg.conninfo, sizeof conninfo);
+    memcpy(instance, d->cfg.instance_name, sizeof instance);
+    d->cfg = *cfg;
+    memcpy(d->cfg.conninfo, conninfo, sizeof conninfo);
+    memcpy(d->cfg.instance_name, instance, sizeof instance);
+    /* The sender keeps its own copy of the allow-list: update it in place. */
+    d->allow = allow;
+    if (d->http)
+        http_sender_set_allow(d->http, &d->allow);
+    if (d->role == ROLE_LEADER && !d->shutting_down) {
+        arm_tick_timer(d, (now_us() / 1000) / d->cfg.batch_tick_ms);
+        uv_timer_start(&d->backstop_timer, on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,
+                       (uint64_t)d->cfg.backstop_scan_ms);
+        arm_claim_timer(d);
+    }
+    LOG_INFO("config_reloaded", LOG_S("path", cfg->path));
+    return 0;
+}
+
 void dispatcher_on_exit(dispatcher *d, dispatcher_done_cb done, void *arg)
 {
     d->done = done;
@@ -1881,6 +1919,7 @@ void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg)
     if (d->shutting_down)
         return;
     d->shutting_down = true;
+    (void)!sdnotify_send("STOPPING=1");
     LOG_INFO("shutting_down", LOG_S("instance", d->instance), LOG_I("in_flight", d->in_flight),
              LOG_I("drain_timeout_ms", d->cfg.drain_timeout_ms));
     uv_timer_stop(&d->claim_timer);

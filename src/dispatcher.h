@@ -37,6 +37,11 @@ void dispatcher_start(dispatcher *d);
  * clean stop or 1 when the service could not run (e.g. schema too old). */
 void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg);
 
+/* Applies a reloaded configuration (SIGHUP). Everything takes effect at once except the
+ * database connection and the instance name, which need a restart (logged). Returns 0, or an
+ * error (the old configuration stays) when the new one cannot be applied. */
+int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err) PGP_MUST_CHECK;
+
 /* Registers the callback for a stop the dispatcher decides itself (fatal start-up error). */
 void dispatcher_on_exit(dispatcher *d, dispatcher_done_cb done, void *arg);
 

@@ -35,11 +35,12 @@ typedef struct http_req http_req;
 
 struct http_sender {
     uv_loop_t *loop;
-    CURLM *multi;          /* NULL once closing has cleaned it up */
-    uv_timer_t timer;      /* curl's single timeout */
-    http_sender_options o; /* copy; o.allow points at `allow` */
-    netcheck_allow allow;  /* copy of the caller's allow-list */
-    http_req *reqs;        /* in-flight requests (doubly linked) */
+    CURLM *multi;              /* NULL once closing has cleaned it up */
+    uv_timer_t timer;          /* curl's single timeout */
+    http_sender_options o;     /* copy; o.allow points at `allow` */
+    netcheck_allow allow;      /* copy of the caller's allow-list */
+    uint64_t allow_changed_ns; /* uv_hrtime() of the last allow-list change; 0 = never */
+    http_req *reqs;            /* in-flight requests (doubly linked) */
     size_t in_flight;
     sock_ctx *socks;     /* open (not yet closing) socket contexts */
     size_t open_handles; /* uv handles not yet through their close callback */
@@ -486,6 +487,15 @@ fail:
     return -ENOMEM;
 }
 
+void http_sender_set_allow(http_sender *s, const netcheck_allow *allow)
+{
+    if (allow)
+        s->allow = *allow;
+    else
+        s->allow.n = 0;
+    s->allow_changed_ns = uv_hrtime();
+}
+
 size_t http_sender_in_flight(const http_sender *s)
 {
     return s ? s->in_flight : 0;
@@ -616,6 +626,16 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
     SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
     SETOPT(CURLOPT_NOSIGNAL, 1L);
+    /* Destinations are checked when a connection opens. After the allow-list changed, a
+     * connection opened under the old list must not be reused: for 2 s every request opens
+     * its own, then reuse is limited to connections younger than the change. */
+    if (s->allow_changed_ns) {
+        uint64_t since_s = (uv_hrtime() - s->allow_changed_ns) / 1000000000u;
+        if (since_s < 2)
+            SETOPT(CURLOPT_FRESH_CONNECT, 1L);
+        else if (since_s < 3600)
+            SETOPT(CURLOPT_MAXLIFETIME_CONN, (long)since_s);
+    }
     SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
     SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
     SETOPT(CURLOPT_OPENSOCKETDATA, (void *)r);

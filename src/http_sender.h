@@ -30,10 +30,10 @@
 typedef struct http_sender http_sender;
 
 typedef struct http_sender_options {
-    long max_connections;      /* CURLMOPT_MAX_TOTAL_CONNECTIONS */
-    long max_host_connections; /* CURLMOPT_MAX_HOST_CONNECTIONS */
-    size_t max_response_bytes; /* body bytes read at most (rest: transfer ends, not an error) */
-    size_t excerpt_bytes;      /* body bytes kept for the attempt log (<= max_response_bytes) */
+    long max_connections;        /* CURLMOPT_MAX_TOTAL_CONNECTIONS */
+    long max_host_connections;   /* CURLMOPT_MAX_HOST_CONNECTIONS */
+    size_t max_response_bytes;   /* body bytes read at most (rest: transfer ends, not an error) */
+    size_t excerpt_bytes;        /* body bytes kept for the attempt log (<= max_response_bytes) */
     const netcheck_allow *allow; /* SSRF allow-list (copied); NULL = empty */
 } http_sender_options;
 
@@ -41,8 +41,8 @@ typedef struct http_request {
     const char *url;
     const char *body; /* JSON text as stored (copied) */
     size_t body_len;
-    const char *webhook_id; /* stable across retries of one item */
-    int64_t timestamp_s;    /* webhook-timestamp (epoch seconds) */
+    const char *webhook_id;     /* stable across retries of one item */
+    int64_t timestamp_s;        /* webhook-timestamp (epoch seconds) */
     const char *const *secrets; /* whsec_ secrets, n_secrets of them, newest first */
     size_t n_secrets;
     long connect_timeout_ms;
@@ -71,6 +71,9 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o,
 int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg) PGP_MUST_CHECK;
 
 size_t http_sender_in_flight(const http_sender *s);
+
+/* Replaces the SSRF allow-list (copied) for connections opened from now on (config reload). */
+void http_sender_set_allow(http_sender *s, const netcheck_allow *allow);
 
 /* Aborts in-flight requests (their callbacks run with error_class "aborted"), closes every
  * handle and frees the sender; closed_cb runs when done. */

@@ -17,7 +17,38 @@ fx *fx_start(void)
     return f;
 }
 
+/* Builds the test config text: defaults merged with extra_ini. */
+static void build_config(fx *f, const char *extra_ini, char *ini, size_t size);
+
+void fx_write_config(fx *f, const char *extra_ini)
+{
+    char ini[4096];
+    build_config(f, extra_ini, ini, sizeof ini);
+    if (!f->config_path[0]) {
+        char *path = tl_temp_file(ini);
+        snprintf(f->config_path, sizeof f->config_path, "%s", path);
+        free(path);
+        return;
+    }
+    FILE *out = fopen(f->config_path, "w");
+    assert_non_null(out);
+    fputs(ini, out);
+    fclose(out);
+}
+
 void fx_run(fx *f, const char *extra_ini)
+{
+    fx_run_env(f, extra_ini, NULL);
+}
+
+void fx_run_env(fx *f, const char *extra_ini, const char *const *env)
+{
+    fx_write_config(f, extra_ini);
+    f->svc = tl_service_start(TL_ARGV("--config", f->config_path, "run"), env);
+    f->running = true;
+}
+
+static void build_config(fx *f, const char *extra_ini, char *ini, size_t size)
 {
     /* Test defaults: short lease, ticks and backoff so behaviour shows within seconds; the
      * loopback receiver allowed explicitly (SSRF protection is on by default). Keys given in
@@ -30,18 +61,17 @@ void fx_run(fx *f, const char *extra_ini)
         {"delivery", "request_timeout_ms", "3000"}, {"log", "level", "debug"},
     };
     const char *extra = extra_ini ? extra_ini : "";
-    char ini[4096];
-    size_t len = (size_t)snprintf(ini, sizeof ini, "[database]\nconninfo = %s\n", f->db->conninfo);
+    size_t len = (size_t)snprintf(ini, size, "[database]\nconninfo = %s\n", f->db->conninfo);
     const char *sections[] = {"dispatcher", "delivery", "log"};
     for (size_t s = 0; s < 3; s++) {
-        len += (size_t)snprintf(ini + len, sizeof ini - len, "[%s]\n", sections[s]);
+        len += (size_t)snprintf(ini + len, size - len, "[%s]\n", sections[s]);
         for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
             if (strcmp(defaults[i][0], sections[s]) != 0)
                 continue;
             char key[80];
             snprintf(key, sizeof key, "%s =", defaults[i][1]);
             if (!strstr(extra, key))
-                len += (size_t)snprintf(ini + len, sizeof ini - len, "%s = %s\n", defaults[i][1],
+                len += (size_t)snprintf(ini + len, size - len, "%s = %s\n", defaults[i][1],
                                         defaults[i][2]);
         }
         /* Lines of extra_ini that belong to this section: "section.key = value". */
@@ -51,17 +81,12 @@ void fx_run(fx *f, const char *extra_ini)
             const char *end = strchr(line, '\n');
             size_t n = end ? (size_t)(end - line) : strlen(line);
             if (strncmp(line, prefix, strlen(prefix)) == 0)
-                len += (size_t)snprintf(ini + len, sizeof ini - len, "%.*s\n",
-                                        (int)(n - strlen(prefix)), line + strlen(prefix));
+                len += (size_t)snprintf(ini + len, size - len, "%.*s\n", (int)(n - strlen(prefix)),
+                                        line + strlen(prefix));
             line += n + (end ? 1 : 0);
         }
     }
-    assert_true(len < sizeof ini);
-    char *path = tl_temp_file(ini);
-    snprintf(f->config_path, sizeof f->config_path, "%s", path);
-    free(path);
-    f->svc = tl_service_start(TL_ARGV("--config", f->config_path, "run"), NULL);
-    f->running = true;
+    assert_true(len < size);
 }
 
 void fx_stop_service(fx *f, int timeout_ms)

@@ -26,6 +26,10 @@ fx *fx_start(void);
 /* Starts `pgpace run` with the test defaults (fixture.c) and `extra_ini`: lines of the form
  * "section.key = value" that override or add to them, e.g. "delivery.breaker_failures = 3\n". */
 void fx_run(fx *f, const char *extra_ini);
+/* The same with extra environment ("K=V" strings, NULL-terminated) for the service. */
+void fx_run_env(fx *f, const char *extra_ini, const char *const *env);
+/* Writes the config file the service was started with (for SIGHUP reload tests). */
+void fx_write_config(fx *f, const char *extra_ini);
 /* SIGTERM, asserts exit status 0 within timeout_ms. */
 void fx_stop_service(fx *f, int timeout_ms);
 void fx_finish(fx *f);
