@@ -161,6 +161,70 @@ static void unreachable_database_says_where(void **state)
     tl_proc_free(&p);
 }
 
+static void attempt_partitions_ahead_and_retention(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    /* Today plus 7 days ahead exist; asking again creates nothing new. */
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                                            "'pgpace.delivery_attempt'::regclass AND "
+                                            "inhrelid::regclass::text ~ '_p[0-9]{8}$'"),
+                     8);
+    assert_int_equal(tl_query_int(db->conn, "SELECT pgpace.ensure_partitions("
+                                            "'pgpace.delivery_attempt', 7)"),
+                     0);
+    assert_int_equal(tl_query_int(db->conn, "SELECT pgpace.ensure_partitions("
+                                            "'pgpace.delivery_attempt', 9)"),
+                     2);
+    /* Two old days with rows in them, as a leader running for weeks would have. */
+    for (int days = 8; days <= 9; days++) {
+        char *name = tl_query_str(db->conn,
+                                  "SELECT 'delivery_attempt_p' || to_char((now() AT TIME ZONE "
+                                  "'UTC')::date - %d, 'YYYYMMDD')",
+                                  days);
+        tl_exec(db->conn,
+                "CREATE TABLE pgpace.%s PARTITION OF pgpace.delivery_attempt FOR VALUES FROM "
+                "(((now() AT TIME ZONE 'UTC')::date - %d)::timestamp AT TIME ZONE 'UTC') TO "
+                "(((now() AT TIME ZONE 'UTC')::date - %d)::timestamp AT TIME ZONE 'UTC')",
+                name, days, days - 1);
+        tl_exec(db->conn,
+                "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, "
+                "duration_ms, outcome) SELECT g, 1, 1, ((now() AT TIME ZONE 'UTC')::date - %d) "
+                "::timestamp AT TIME ZONE 'UTC' + interval '1 hour', 1, 'success' FROM "
+                "generate_series(1, 1000) g",
+                days);
+        free(name);
+    }
+    tl_exec(db->conn, "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, "
+                      "started_at, duration_ms, outcome) VALUES (1, 1, 1, now(), 1, 'success')");
+    /* The leader's retention statement: whole days older than 7 days go, nothing else. */
+    char *sql = NULL;
+    {
+        char path[512];
+        snprintf(path, sizeof path, "%s/sql/queries/run_retention.sql",
+                 getenv("PGPACE_SOURCE_ROOT"));
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        sql = calloc(1, 4096);
+        assert_non_null(sql);
+        assert_true(fread(sql, 1, 4095, f) > 0);
+        fclose(f);
+    }
+    const char *params[] = {"7"};
+    PGresult *res = PQexecParams(db->conn, sql, 1, NULL, params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(res, 0, 0), "2");
+    PQclear(res);
+    free(sql);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                                            "'pgpace.delivery_attempt'::regclass AND "
+                                            "inhrelid::regclass::text ~ '_p[0-9]{8}$'"),
+                     10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +234,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(checksum_mismatch_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(newer_schema_is_reported, setup, teardown),
         cmocka_unit_test(unreachable_database_says_where),
+        cmocka_unit_test_setup_teardown(attempt_partitions_ahead_and_retention, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
