@@ -346,15 +346,22 @@ static void spaced_burst_allows_back_to_back(void **state)
      * tat - 4T + (k - 5)T = t0 + (k - 4)T. The schedule is anchored to t0: a late wake-up is
      * absorbed by the tolerance (tau = 4T), so one gap may be shorter than T after a late
      * arrival; what must hold is the anchored schedule, never early and never far behind. */
+    /* Never early; late by at most a generous bound (sanitizer builds on a busy 2-core machine
+     * stall for tens of ms): the test is about the burst, not about latency. */
+    bool ok = true;
     for (size_t k = 5; k < n; k++) {
         int64_t off = at[k] - at[0] - (int64_t)(k - 4) * 1000000;
         print_message("# burst arrival %zu is %+.1f ms off t0 + %zu s\n", k + 1, (double)off / 1000,
                       k - 4);
-        if (off < -SPACING_JITTER_US || off > 100000)
-            fail_msg("arrival %zu is %.1f ms off its GCRA time t0 + %zu s (want -%d .. +100 ms)",
-                     k + 1, (double)off / 1000, k - 4, SPACING_JITTER_US / 1000);
+        if (off < -SPACING_JITTER_US || off > 250000) {
+            print_error("arrival %zu is %.1f ms off its GCRA time t0 + %zu s (want -%d .. +250 "
+                        "ms)\n",
+                        k + 1, (double)off / 1000, k - 4, SPACING_JITTER_US / 1000);
+            ok = false;
+        }
     }
     free(at);
+    assert_true(ok);
 }
 
 /* ---- batch ---- */
