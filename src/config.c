@@ -334,6 +334,17 @@ static int handler(void *user, const char *section, const char *name, const char
         const config_key *k = &keys[i];
         if (strcmp(k->section, section) != 0 || strcmp(k->name, name) != 0)
             continue;
+        /* allow_cidrs is a list: it may be given on several lines, which add up (Debian's
+         * inih reads at most 199 bytes per line). Any other key set twice is a mistake. */
+        if (st->seen[i] && k->type == KEY_STRING && strcmp(k->name, "allow_cidrs") == 0) {
+            char *dst = (char *)&st->cfg + k->offset;
+            size_t used = strlen(dst);
+            if (used + 2 + strlen(value) >= k->size)
+                return fail(st, line, -EINVAL, "[%s] %s: the list is longer than %zu bytes",
+                            section, name, k->size - 1);
+            snprintf(dst + used, k->size - used, ", %s", value);
+            return 1;
+        }
         if (st->seen[i])
             return fail(st, line, -EINVAL, "[%s] %s: duplicate key (already set on line %d)",
                         section, name, st->seen[i]);

@@ -6,7 +6,9 @@
  * style listings and the docs. Errors name the file, the line and the key:
  *     "pgpace.ini:12: [dispatcher] lease_seconds: expected an integer from 1 to 86400, got 'x'"
  * and leave *out untouched. Unknown sections or keys are errors, as are malformed lines and
- * lines longer than CONFIG_MAX_LINE.
+ * lines too long for the INI parser's buffer (199 bytes with Debian's libinih; CONFIG_MAX_LINE
+ * is only the outer bound). A key set twice is an error, except allow_cidrs, a list whose
+ * lines add up.
  */
 #ifndef PGPACE_CONFIG_H
 #define PGPACE_CONFIG_H

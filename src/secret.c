@@ -2,6 +2,7 @@
 #include "secret.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +25,9 @@ int secret_generate(char *out, size_t outlen, pgp_error *err)
     return 0;
 }
 
-/* Decodes the base64 key of a whsec_ secret. Returns the key length or -EINVAL. */
+/* Decodes the base64 key of a whsec_ secret, strictly: only the base64 alphabet, padding only
+ * at the end, 24 to 64 bytes of key (OpenSSL's decoder alone would accept "====" as an empty
+ * key, which anyone could sign with). Returns the key length or -EINVAL. */
 static int decode_key(const char *secret, unsigned char *key, size_t keymax)
 {
     size_t prefix = strlen(SECRET_PREFIX);
@@ -34,15 +37,21 @@ static int decode_key(const char *secret, unsigned char *key, size_t keymax)
     size_t len = strlen(b64);
     if (len == 0 || len % 4 != 0 || (len / 4) * 3 > keymax)
         return -EINVAL;
+    size_t pad = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = b64[i];
+        bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                     c == '+' || c == '/';
+        if (c == '=' && i >= len - 2)
+            pad++;
+        else if (!alpha || pad > 0)
+            return -EINVAL;
+    }
     int n = EVP_DecodeBlock(key, (const unsigned char *)b64, (int)len);
     if (n < 0)
         return -EINVAL;
-    /* EVP_DecodeBlock counts padding as zero bytes; take them off. */
-    if (b64[len - 1] == '=')
-        n--;
-    if (b64[len - 2] == '=')
-        n--;
-    return n;
+    n -= (int)pad; /* EVP_DecodeBlock counts padding as zero bytes */
+    return n >= 24 && n <= 64 ? n : -EINVAL;
 }
 
 int secret_sign(const char *secret, const char *msg_id, long long timestamp, const char *body,

@@ -294,6 +294,28 @@ static int check_host_port(const char *what, const char *a, size_t len, pgp_erro
         if (!is_digit(c) && c != '.')
             numeric = false;
     }
+    /* Resolvers also read hex and short forms as IPv4 ("0x7f.1", "0x7f000001", "2130706433"):
+     * a host whose every label is a number (decimal or 0x hex) must be a plain dotted quad, so
+     * what the URL says is what it reaches. */
+    bool looks_numeric = hlen > 0;
+    for (size_t i = 0; i < hlen && looks_numeric;) {
+        size_t j = i;
+        if (j + 1 < hlen && a[j] == '0' && (a[j + 1] == 'x' || a[j + 1] == 'X')) {
+            j += 2;
+            while (j < hlen && is_hex((unsigned char)a[j]))
+                j++;
+        } else {
+            while (j < hlen && is_digit((unsigned char)a[j]))
+                j++;
+        }
+        looks_numeric = j > i && (j == hlen || a[j] == '.');
+        i = j + 1;
+    }
+    if (looks_numeric && !numeric)
+        return pgp_error_set(err, -EINVAL,
+                             "%s: host '%s' is a number in hex or short form; write the address "
+                             "as four decimal numbers (a.b.c.d)",
+                             what, quote_n(a, hlen).s);
     if (numeric && !is_ipv4(a, hlen))
         return pgp_error_set(err, -EINVAL,
                              "%s: invalid IPv4 address '%s' (expected four numbers 0-255 without "

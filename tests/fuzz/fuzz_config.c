@@ -62,8 +62,10 @@ static char *dump_to_ini(const char *d, size_t *len)
         FUZZ_CHECK(eol != NULL, "config_dump line without newline: '%s'", fuzz_show(p));
         const char *dot = memchr(p, '.', (size_t)(eol - p));
         const char *eq = strstr(p, " = ");
-        FUZZ_CHECK(dot && eq && dot < eq && eq < eol, "config_dump line not 'section.key = "
-                   "value': '%.*s'", (int)(eol - p), p);
+        FUZZ_CHECK(dot && eq && dot < eq && eq < eol,
+                   "config_dump line not 'section.key = "
+                   "value': '%.*s'",
+                   (int)(eol - p), p);
         size_t slen = (size_t)(dot - p);
         FUZZ_CHECK(slen < sizeof section, "section name too long");
         if (strlen(section) != slen || memcmp(section, p, slen) != 0) {

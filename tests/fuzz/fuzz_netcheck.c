@@ -46,8 +46,8 @@ static void check_parsed(const netcheck_allow *al, const char *list)
     for (size_t i = 0; i < al->n; i++) {
         const netcheck_cidr *c = &al->cidrs[i];
         int max = c->family == AF_INET ? 32 : 128;
-        FUZZ_CHECK(c->family == AF_INET || c->family == AF_INET6, "entry %zu family %d for '%s'",
-                   i, c->family, fuzz_show(list));
+        FUZZ_CHECK(c->family == AF_INET || c->family == AF_INET6, "entry %zu family %d for '%s'", i,
+                   c->family, fuzz_show(list));
         FUZZ_CHECK(c->prefix >= 0 && c->prefix <= max, "entry %zu prefix %d out of 0-%d for '%s'",
                    i, c->prefix, max, fuzz_show(list));
         if (c->family == AF_INET)
@@ -136,8 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(rc == -EINVAL, "parse returned %d for '%s'", rc, fuzz_show(list));
         FUZZ_CHECK(al.n == 0, "failed parse left n = %zu", al.n);
-        FUZZ_CHECK(err.msg[0] != '\0', "failed parse without a message for '%s'",
-                   fuzz_show(list));
+        FUZZ_CHECK(err.msg[0] != '\0', "failed parse without a message for '%s'", fuzz_show(list));
     }
     const netcheck_allow *alp = rc == 0 ? &al : NULL;
 
@@ -172,10 +171,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(a4, raw, 4);
         memset(b16, 0, 16);
         switch ((mode >> 2) % 4) {
-        case 0: memcpy(b16, mapped, 12); memcpy(b16 + 12, a4, 4); break;
-        case 1: memcpy(b16, nat64, 12); memcpy(b16 + 12, a4, 4); break;
-        case 2: memcpy(b16, siit, 12); memcpy(b16 + 12, a4, 4); break;
-        default: b16[0] = 0x20; b16[1] = 0x02; memcpy(b16 + 2, a4, 4); break;
+        case 0:
+            memcpy(b16, mapped, 12);
+            memcpy(b16 + 12, a4, 4);
+            break;
+        case 1:
+            memcpy(b16, nat64, 12);
+            memcpy(b16 + 12, a4, 4);
+            break;
+        case 2:
+            memcpy(b16, siit, 12);
+            memcpy(b16 + 12, a4, 4);
+            break;
+        default:
+            b16[0] = 0x20;
+            b16[1] = 0x02;
+            memcpy(b16 + 2, a4, 4);
+            break;
         }
         make_v6(&in6, b16);
         sa = &in6;
@@ -192,8 +204,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             /* IPv4-mapped: the very same verdict as the IPv4 address, with the allow-list. */
             bool a = allowed(&w, sizeof w, alp, "v4");
             bool b = allowed(&in6, sizeof in6, alp, "mapped");
-            FUZZ_CHECK(a == b, "%u.%u.%u.%u: v4 %d, ::ffff: form %d with list '%s'", a4[0],
-                       a4[1], a4[2], a4[3], a, b, fuzz_show(list));
+            FUZZ_CHECK(a == b, "%u.%u.%u.%u: v4 %d, ::ffff: form %d with list '%s'", a4[0], a4[1],
+                       a4[2], a4[3], a, b, fuzz_show(list));
         }
         break;
     }
@@ -205,8 +217,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(with, "allowed without the list, refused with '%s'", fuzz_show(list));
 
     if ((mode % 4) == 0)
-        FUZZ_CHECK(!(without && v4_must_refuse(a4)), "%u.%u.%u.%u allowed by default", a4[0],
-                   a4[1], a4[2], a4[3]);
+        FUZZ_CHECK(!(without && v4_must_refuse(a4)), "%u.%u.%u.%u allowed by default", a4[0], a4[1],
+                   a4[2], a4[3]);
 
     if (check_cover && rc == 0) {
         /* The family and bytes the allow-list is compared against. */

@@ -1,5 +1,7 @@
 /* fuzz_retry_after.c - retry_after_parse (Retry-After values come from remote servers).
  *
+ * Also checks backoff_delay_us (below) with integers and a double taken from the same bytes.
+ *
  * Input: 8 bytes now_epoch_s (little-endian int64), 8 bytes max_s, then the header value (cut at
  * its first NUL). The value is also parsed with a realistic clock (2025-06-01) and cap (3600 s)
  * and with the most extreme clocks, since those are where the date arithmetic could overflow.
@@ -113,6 +115,27 @@ static bool oracle_instant(const char *v, int64_t *at)
     return true;
 }
 
+/* backoff_delay_us lives in the same module and is as cheap to check: any attempt, base, cap
+ * and r (NaN, infinities and negatives included) give a value in [0, 1.5 * cap] that is at
+ * least half of min(cap, base * 2^attempt). */
+static void check_backoff(int attempt, int64_t base, int64_t cap, double r)
+{
+    int64_t got = backoff_delay_us(attempt, base, cap, r);
+    int64_t c = cap < 0 ? 0 : cap, b = base < 0 ? 0 : base;
+    int64_t hi = c / 2 >= INT64_MAX - c ? INT64_MAX : c + c / 2 + 1; /* +1: c odd */
+    FUZZ_CHECK(got >= 0 && got <= hi, "backoff(%d, %lld, %lld, %g) = %lld", attempt,
+               (long long)base, (long long)cap, r, (long long)got);
+    int64_t d = b;
+    for (int i = 0; i < (attempt < 0 ? 0 : attempt) && i < 64 && d > 0 && d < c; i++)
+        d = d > INT64_MAX / 2 ? INT64_MAX : d * 2;
+    if (d > c)
+        d = c;
+    FUZZ_CHECK(got >= d / 2, "backoff(%d, %lld, %lld, %g) = %lld < %lld / 2", attempt,
+               (long long)base, (long long)cap, r, (long long)got, (long long)d);
+    if (b == 0)
+        FUZZ_CHECK(got == 0, "backoff with base 0 = %lld", (long long)got);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const uint8_t *d = data;
@@ -120,6 +143,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t now = (int64_t)fuzz_take_u64(&d, &n, 8);
     int64_t max = (int64_t)fuzz_take_u64(&d, &n, 8);
     char *v = fuzz_strndup(d, n);
+
+    double r;
+    memcpy(&r, &max, sizeof r);
+    check_backoff((int)now, max, (int64_t)((uint64_t)now ^ ((uint64_t)max << 7)), r);
+    check_backoff((int)(now >> 32), now, max, (double)(uint32_t)max / 4294967296.0);
 
     int64_t got;
     int rc = parse(v, now, max, &got);
@@ -133,8 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(rc_real == rc_nocap, "'%s': acceptance depends on max_s", fuzz_show(v));
     if (max >= 0)
         FUZZ_CHECK(rc == 0 || rc_real != 0 || parse(v, now, INT64_MAX, &tmp) != 0,
-                   "'%s': accepted with max 3600, not with max %lld", fuzz_show(v),
-                   (long long)max);
+                   "'%s': accepted with max 3600, not with max %lld", fuzz_show(v), (long long)max);
     /* Extreme clocks must not overflow (UBSan) and must still respect the bounds. */
     (void)parse(v, INT64_MIN, INT64_MAX, &tmp);
     (void)parse(v, INT64_MAX, INT64_MAX, &tmp);
@@ -154,8 +181,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t at0, at;
         if (oracle_instant(v, &at)) {
             /* Not RFC 850, so acceptance cannot depend on the clock. */
-            FUZZ_CHECK(parse(v, 0, INT64_MAX, &at0) == 0, "'%s': accepted at one clock, not at now=0",
-                       fuzz_show(v));
+            FUZZ_CHECK(parse(v, 0, INT64_MAX, &at0) == 0,
+                       "'%s': accepted at one clock, not at now=0", fuzz_show(v));
             /* delay at now=0 is max(0, at) */
             FUZZ_CHECK(at0 == (at > 0 ? at : 0), "'%s': instant %lld, timegm says %lld",
                        fuzz_show(v), (long long)at0, (long long)at);

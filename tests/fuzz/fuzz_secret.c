@@ -53,7 +53,8 @@ static int strict_b64(const char *s, unsigned char *out, size_t max)
             if (v[j] < 0)
                 return -1;
         }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         size_t n = i + 4 == len ? 3 - pad : 3;
         if (i + 4 == len && ((pad == 1 && (w & 0xff)) || (pad == 2 && (w & 0xffff))))
             return -1; /* non-canonical: bits set under the padding */
@@ -66,7 +67,6 @@ static int strict_b64(const char *s, unsigned char *out, size_t max)
     return (int)o;
 }
 
-#ifdef FUZZ_STRICT
 /* Strict except for non-zero bits under the padding ("QR==" for "A"), which RFC 4648 lets a
  * decoder accept. */
 static bool strict_b64_loose_bits(const char *s)
@@ -80,7 +80,6 @@ static bool strict_b64_loose_bits(const char *s)
             return false;
     return true;
 }
-#endif
 
 static const char *take_str(const uint8_t **d, size_t *n, char **owned)
 {
@@ -127,14 +126,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 3; i < 47; i++)
             FUZZ_CHECK(b64val((unsigned char)out[i]) >= 0 || (i == 46 && out[i] == '='),
                        "non-base64 signature byte 0x%02x", (unsigned char)out[i]);
-        FUZZ_CHECK(prefixed, "secret without the whsec_ prefix accepted: '%s'",
-                   fuzz_show(secret));
-#ifdef FUZZ_STRICT
+        FUZZ_CHECK(prefixed, "secret without the whsec_ prefix accepted: '%s'", fuzz_show(secret));
         /* Finding F2 (README): EVP_DecodeBlock is lenient ("whsec_====" signs with a one-byte
          * zero key, '=' mid-string is taken as data). Only accepted base64 should sign. */
         FUZZ_CHECK(keylen > 0 || strict_b64_loose_bits(secret + plen),
                    "secret '%s' is not base64 but was accepted", fuzz_show(secret));
-#endif
         if (keylen > 0) {
             /* Independent signature. */
             unsigned char mac[EVP_MAX_MD_SIZE];
@@ -154,15 +150,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(expect, "v1,", 3);
             EVP_EncodeBlock((unsigned char *)expect + 3, mac, 32);
             FUZZ_CHECK(strcmp(expect, out) == 0,
-                       "signature mismatch for secret '%s': got %s, expected %s",
-                       fuzz_show(secret), out, expect);
+                       "signature mismatch for secret '%s': got %s, expected %s", fuzz_show(secret),
+                       out, expect);
         }
     } else {
         FUZZ_CHECK(rc == -EINVAL || rc == -EIO, "secret_sign returned %d", rc);
         FUZZ_CHECK(err.msg[0] != '\0', "failure without a message");
         if (prefixed && strlen(secret + plen) >= 8)
             FUZZ_CHECK(strstr(err.msg, secret + plen) == NULL, "error message leaks the secret");
-        FUZZ_CHECK(!(keylen > 0 && keylen <= 126 && id_fits),
+        FUZZ_CHECK(!(keylen >= 24 && keylen <= 64 && id_fits), /* secret.h: 24-64 byte keys */
                    "valid secret '%s' (key %d bytes) refused: %s", fuzz_show(secret), keylen,
                    err.msg);
     }

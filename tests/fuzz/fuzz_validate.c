@@ -69,8 +69,8 @@ static void fuzz_rate(const char *s)
     int rc = validate_rate("rate", s, &v, &err);
     check_err(rc, &err, "rate", s);
     if (rc == 0) {
-        FUZZ_CHECK(isfinite(v) && v > 0 && v <= 6000000.0, "rate '%s' accepted as %g",
-                   fuzz_show(s), v);
+        FUZZ_CHECK(isfinite(v) && v > 0 && v <= 6000000.0, "rate '%s' accepted as %g", fuzz_show(s),
+                   v);
         for (const char *p = s; *p; p++)
             FUZZ_CHECK(strchr("0123456789+-.eE", *p) != NULL,
                        "rate accepted with character 0x%02x: '%s'", (unsigned char)*p,
@@ -95,8 +95,8 @@ static void fuzz_int_range(const char *s, long long min, long long max)
             p++;
         FUZZ_CHECK(*p != '\0', "int accepted without digits: '%s'", fuzz_show(s));
         for (; *p; p++)
-            FUZZ_CHECK(*p >= '0' && *p <= '9', "int accepted with 0x%02x: '%s'",
-                       (unsigned char)*p, fuzz_show(s));
+            FUZZ_CHECK(*p >= '0' && *p <= '9', "int accepted with 0x%02x: '%s'", (unsigned char)*p,
+                       fuzz_show(s));
         errno = 0;
         long long ref = strtoll(s, NULL, 10);
         FUZZ_CHECK(errno == 0 && ref == v, "int '%s' gave %lld, strtoll %lld", fuzz_show(s), v,
@@ -152,7 +152,6 @@ static void fuzz_url(const char *s)
     size_t alen = strcspn(auth, "/?");
     FUZZ_CHECK(alen > 0 && auth[0] != ':', "url accepted with an empty host: '%s'", fuzz_show(s));
     FUZZ_CHECK(memchr(auth, '@', alen) == NULL, "url accepted with userinfo: '%s'", fuzz_show(s));
-#ifdef FUZZ_STRICT
     /* Finding F1 (README): the "no leading zeros" rule exists because resolvers read numeric
      * forms other than the dotted quad (octal, hex, fewer parts) as IPv4; any host that
      * inet_aton() takes as an address must therefore be a canonical dotted quad. */
@@ -170,7 +169,6 @@ static void fuzz_url(const char *s)
                            canon);
         }
     }
-#endif
     /* Everything before the port is the host: a bracketed IPv6 literal or name/IPv4 chars. */
     if (auth[0] == '[') {
         const char *close = memchr(auth, ']', alen);
@@ -178,8 +176,7 @@ static void fuzz_url(const char *s)
     } else {
         for (size_t i = 0; i < alen && auth[i] != ':'; i++)
             FUZZ_CHECK(isalnum((unsigned char)auth[i]) || strchr(".-_~%", auth[i]),
-                       "url host accepted with 0x%02x: '%s'", (unsigned char)auth[i],
-                       fuzz_show(s));
+                       "url host accepted with 0x%02x: '%s'", (unsigned char)auth[i], fuzz_show(s));
     }
 }
 

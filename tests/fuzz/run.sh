@@ -83,6 +83,7 @@ bin="$work/bin"
 mkdir -p "$bin"
 
 # -fno-sanitize-recover: any UBSan finding aborts, so libFuzzer saves the input.
+# shellcheck disable=SC2054 # the commas are inside -fsanitize=..., not separators
 cflags=(-std=c17 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
         -Wall -Wextra -Wno-unused-parameter -I"$root/src")
@@ -151,6 +152,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 run_target() {
     local t=$1
     local seeds="$fuzzdir/corpus/$t" out="$work/corpus/$t" art="$work/artifacts/$t/"
+    rm -rf "$art" # a reused FUZZ_WORK keeps its corpus, not the last run's findings
     mkdir -p "$out" "$art" "$seeds"
     local dict=()
     [ -f "$fuzzdir/dict/$t.dict" ] && dict=(-dict="$fuzzdir/dict/$t.dict")

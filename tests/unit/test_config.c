@@ -419,6 +419,10 @@ static void test_duplicate_key(void **state)
     pgp_error err = {{0}};
     assert_int_equal(load_text(&c, "[log]\nlevel = warn\n[database]\n[log]\nformat = json\n", &err),
                      0);
+    /* allow_cidrs is a list: its lines add up (a line holds at most 199 bytes). */
+    assert_int_equal(
+        load_text(&c, "[delivery]\nallow_cidrs = 10.0.0.0/8\nallow_cidrs = ::1/128\n", &err), 0);
+    assert_string_equal(c.allow_cidrs, "10.0.0.0/8, ::1/128");
 }
 
 static void test_key_outside_section(void **state)

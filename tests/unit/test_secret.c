@@ -40,6 +40,15 @@ static void sign_rejects_bad_secret_without_echoing_it(void **state)
     tl_assert_contains(err.msg, "not a valid whsec_");
     assert_null(strstr(err.msg, "c2VjcmV0c2VjcmV0"));
     assert_int_not_equal(secret_sign("whsec_!!!!", "m", 1, "{}", 2, sig, &err), 0);
+    /* Found by fuzzing: lenient base64 made these an empty or garbled key. */
+    const char *lenient[] = {"whsec_====",
+                             "whsec_A===",
+                             "whsec_AA==",
+                             "whsec_QU=D",
+                             "whsec_QUJD", /* valid base64 but a 3-byte key */
+                             "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS=w"};
+    for (size_t i = 0; i < sizeof lenient / sizeof lenient[0]; i++)
+        assert_int_not_equal(secret_sign(lenient[i], "m", 1, "{}", 2, sig, &err), 0);
 }
 
 static void generated_secrets_are_valid_and_distinct(void **state)

@@ -342,9 +342,29 @@ static void test_message_excerpt(void **state)
     assert_string_equal(err.msg, "m: must be one of spaced, batch, unlimited; got '\\x1b[31mred'");
 }
 
+/* Found by fuzzing: resolvers read these as IPv4 addresses that the URL does not show. */
+static void url_rejects_numeric_host_forms(void **state)
+{
+    const char *bad[] = {"http://0x7f.1/", "http://0x7f000001/", "http://0x7/", "http://0x7f65536/",
+                         "https://0X7F.0.0.1/x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pgp_error err = {{0}};
+        assert_int_not_equal(validate_url("webhook_url", bad[i], &err), 0);
+        assert_non_null(strstr(err.msg, "hex or short form"));
+    }
+    const char *good[] = {"http://0x.example.com/", "http://a0x7f.example/", "http://127.0.0.1/",
+                          "http://7f.example/"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        pgp_error err = {{0}};
+        if (validate_url("webhook_url", good[i], &err) != 0)
+            fail_msg("%s rejected: %s", good[i], err.msg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(url_rejects_numeric_host_forms),
         cmocka_unit_test(test_name),
         cmocka_unit_test(test_rate),
         cmocka_unit_test(test_int),
