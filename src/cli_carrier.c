@@ -35,11 +35,10 @@ static int cap_arg(cli_ctx *ctx, const char *what, const char *arg, const char *
 
 static int carrier_set(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        CLI_COMMON_OPTIONS,
-        {"max-per-round", required_argument, NULL, OPT_PER_ROUND},
-        {"max-in-flight", required_argument, NULL, OPT_IN_FLIGHT},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                         {"max-per-round", required_argument, NULL, OPT_PER_ROUND},
+                                         {"max-in-flight", required_argument, NULL, OPT_IN_FLIGHT},
+                                         {NULL, 0, NULL, 0}};
     const char *per_round = NULL, *in_flight = NULL;
     const char *reset_per_round = "false", *reset_in_flight = "false";
     int opt, rc;

@@ -15,8 +15,8 @@ static const char migrate_usage[] =
 
 int cli_migrate(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {"status", no_argument, NULL, 's'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        CLI_COMMON_OPTIONS, {"status", no_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
     bool status_only = false;
     int opt;
     opterr = 0;

@@ -10,9 +10,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#define PGP_MUST_CHECK __attribute__((warn_unused_result))
+#define PGP_MUST_CHECK        __attribute__((warn_unused_result))
 #define PGP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#define PGP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PGP_ARRAY_LEN(a)      (sizeof(a) / sizeof((a)[0]))
 
 /* A message long enough for a libpq error with detail and hint plus our own context. */
 typedef struct pgp_error {

@@ -12,9 +12,9 @@
 #include <libpq-fe.h>
 
 /* Advisory lock keys (two-int form, class 'pgpa'): one per purpose. */
-#define DB_LOCK_CLASS 0x70677061
+#define DB_LOCK_CLASS   0x70677061
 #define DB_LOCK_MIGRATE 1
-#define DB_LOCK_LEADER 2
+#define DB_LOCK_LEADER  2
 
 /* Connects with `conninfo` ("" = libpq environment). `source` says where the settings came
  * from ("--db", "config file x.ini", "libpq environment") for the error message. */

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#define SECRET_PREFIX "whsec_"
+#define SECRET_PREFIX       "whsec_"
 #define SECRET_RANDOM_BYTES 32
 /* "v1," + base64 of a 32-byte digest (44) + NUL. */
 #define SECRET_SIGNATURE_MAX 48
