@@ -39,11 +39,11 @@
 #include <stddef.h>
 #include <uv.h>
 
-#define ADMIN_HTTP_MAX_HEADER           16384
-#define ADMIN_HTTP_DEFAULT_LISTEN       "127.0.0.1:9187"
-#define ADMIN_HTTP_DEFAULT_MAX_BODY     1048576
-#define ADMIN_HTTP_DEFAULT_IDLE_MS      10000
-#define ADMIN_HTTP_DEFAULT_MAX_CONNS    256
+#define ADMIN_HTTP_MAX_HEADER        16384
+#define ADMIN_HTTP_DEFAULT_LISTEN    "127.0.0.1:9187"
+#define ADMIN_HTTP_DEFAULT_MAX_BODY  1048576
+#define ADMIN_HTTP_DEFAULT_IDLE_MS   10000
+#define ADMIN_HTTP_DEFAULT_MAX_CONNS 256
 
 typedef struct admin_http admin_http;
 /* One pending answer to POST /v1/items. */
@@ -87,6 +87,10 @@ int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
 
 /* Binds and listens. On failure (e.g. address in use) the caller still closes the server. */
 int admin_http_start(admin_http *s, pgp_error *err) PGP_MUST_CHECK;
+
+/* Replaces the enqueue token (a configuration reload): "" disables POST /v1/items. Requests
+ * already past the check are not affected. 0 or -ENOMEM (the old token stays). */
+int admin_http_set_token(admin_http *s, const char *token) PGP_MUST_CHECK;
 
 /* The bound port (useful with port 0), or a negative errno when not listening. */
 int admin_http_port(const admin_http *s);

@@ -37,6 +37,13 @@ static const char *const format_names[] = {"logfmt", "json", NULL};
         sec, #key, KEY_STRING, offsetof(pgp_config, key), sizeof(((pgp_config *)0)->key), def, 0,  \
             0, NULL, help                                                                          \
     }
+/* A string key whose name differs from its field (e.g. [http] listen -> http_listen). */
+#define STRN(sec, name, key, def, help)                                                            \
+    {                                                                                              \
+        sec, name, KEY_STRING, offsetof(pgp_config, key), sizeof(((pgp_config *)0)->key), def, 0,  \
+            0, NULL, help                                                                          \
+    }
+
 #define INT(sec, key, def, lo, hi, help)                                                           \
     {                                                                                              \
         sec, #key, KEY_INT, offsetof(pgp_config, key), 0, #def, lo, hi, NULL, help                 \
@@ -79,12 +86,18 @@ static const config_key keys[] = {
     STR("delivery", allow_cidrs, "", "comma-separated CIDRs webhooks may reach"),
     BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
     INT("delivery", attempt_retention_days, 7, 1, 3650, "days of attempt log kept"),
+    INT("delivery", dead_letter_retention_days, 30, 1, 3650, "days of dead letters kept"),
     INT("delivery", breaker_failures, 5, 1, 1000, "consecutive failures opening the breaker"),
     INT("delivery", breaker_cooldown_ms, 30000, 100, 86400000, "first breaker cooldown, ms"),
     INT("delivery", breaker_cooldown_max_ms, 600000, 100, 86400000, "largest breaker cooldown, ms"),
 
     ENUM("log", "level", log_level, "info", level_names, "debug, info, warn or error"),
     ENUM("log", "format", log_format, "logfmt", format_names, "logfmt or json"),
+    STRN("http", "listen", http_listen, "127.0.0.1:9187",
+         "admin HTTP address (metrics, health, enqueue); empty: off"),
+    STR("http", enqueue_token, "", "bearer token for POST /v1/items; empty: disabled"),
+    INT("http", max_body_bytes, 1048576, 1024, 67108864, "largest POST /v1/items body"),
+    INT("http", metrics_customers, 100, 0, 100000, "customers with their own metric series"),
 };
 
 #define NKEYS PGP_ARRAY_LEN(keys)
@@ -448,7 +461,11 @@ void config_dump(const pgp_config *cfg, FILE *out)
         fprintf(out, "%s.%s = ", k->section, k->name);
         switch (k->type) {
         case KEY_STRING:
-            fprintf(out, "%s\n", (const char *)p);
+            /* A secret is shown as set or not, never printed. */
+            if (strcmp(k->name, "enqueue_token") == 0 && *(const char *)p)
+                fprintf(out, "(redacted)\n");
+            else
+                fprintf(out, "%s\n", (const char *)p);
             break;
         case KEY_INT: {
             int v;

@@ -51,16 +51,23 @@ typedef struct pgp_config {
     /* [delivery] */
     int connect_timeout_ms;
     int request_timeout_ms;
-    int max_response_bytes;     /* response body kept (and read) at most */
-    int max_connections;        /* libcurl total connections */
-    int max_host_connections;   /* libcurl connections per host */
-    int retry_after_max_s;      /* largest Retry-After honoured */
-    char allow_cidrs[1024];     /* SSRF allow-list, comma separated CIDRs */
-    bool dead_letter_on_4xx;    /* other 4xx: dead letter at once (else retry) */
-    int attempt_retention_days; /* attempt log kept this many days (whole partitions) */
-    int breaker_failures;       /* consecutive failures that open the breaker */
-    int breaker_cooldown_ms;    /* first cooldown; doubles on repeated trips */
+    int max_response_bytes;         /* response body kept (and read) at most */
+    int max_connections;            /* libcurl total connections */
+    int max_host_connections;       /* libcurl connections per host */
+    int retry_after_max_s;          /* largest Retry-After honoured */
+    char allow_cidrs[1024];         /* SSRF allow-list, comma separated CIDRs */
+    bool dead_letter_on_4xx;        /* other 4xx: dead letter at once (else retry) */
+    int attempt_retention_days;     /* attempt log kept this many days (whole partitions) */
+    int dead_letter_retention_days; /* dead letters kept this many days (whole partitions) */
+    int breaker_failures;           /* consecutive failures that open the breaker */
+    int breaker_cooldown_ms;        /* first cooldown; doubles on repeated trips */
     int breaker_cooldown_max_ms;
+
+    /* [http] */
+    char http_listen[128];   /* "host:port" of the admin HTTP server; empty: off */
+    char enqueue_token[256]; /* bearer token for POST /v1/items; empty: endpoint disabled */
+    int max_body_bytes;      /* largest enqueue body */
+    int metrics_customers;   /* customers with their own metric series; the rest: "_other" */
 
     /* [log] */
     log_level log_level;

@@ -1,6 +1,7 @@
 /* dispatcher.c - the service: election, claim rounds, deliveries, finalisation, shutdown. */
 #include "dispatcher.h"
 
+#include "admin_http.h"
 #include "backoff.h"
 #include "db.h"
 #include "gcra.h"
@@ -9,6 +10,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "netcheck.h"
+#include "obs.h"
 #include "pgconn.h"
 #include "sched_heap.h"
 #include "sdnotify.h"
@@ -42,6 +44,8 @@ enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
  * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
 #define LOOKAHEAD_US 50000
+/* How often the leader refreshes the queue gauges of /metrics (a count per customer). */
+#define QUEUE_METRICS_MS 15000
 
 /* A (customer, carrier) pair that may have due work from next_us on. */
 typedef struct pair {
@@ -88,8 +92,9 @@ typedef struct customer {
     double credit;
     int64_t last_tick;
     bool have_tick;
-    bool recheck;   /* held back by carrier caps in the last claim_round */
-    int round_slot; /* index in the claim round in flight, or -1 */
+    bool recheck;         /* held back by carrier caps in the last claim_round */
+    int round_slot;       /* index in the claim round in flight, or -1 */
+    int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
 
     pair *pairs;
     size_t n_pairs, cap_pairs;
@@ -113,8 +118,10 @@ typedef struct delivery {
     char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
-    bool probe;       /* the one delivery a half-open breaker lets through */
-    host_state *host; /* counted in flight here (the customer's URL may change meanwhile) */
+    bool probe;         /* the one delivery a half-open breaker lets through */
+    int64_t planned_us; /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
+    int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
+    host_state *host;   /* counted in flight here (the customer's URL may change meanwhile) */
     struct delivery *prev, *next;
 } delivery;
 
@@ -137,6 +144,7 @@ typedef struct final_list {
 /* What a claim round needs back when its result arrives. */
 typedef struct claim_round {
     struct dispatcher *d;
+    uint64_t sent_ns; /* uv_hrtime() when the statement was sent */
     int64_t token;
     int64_t tick; /* batch tick, or -1 */
     size_t n;
@@ -153,6 +161,9 @@ struct dispatcher {
     netcheck_allow allow;
     pgconn *db;
     http_sender *http;
+    admin_http *admin; /* NULL when [http] listen is empty */
+    obs obs;
+    uv_timer_t metrics_timer;
     enum role role;
     bool loaded;
     hmap customers; /* int64 id -> customer* */
@@ -604,10 +615,11 @@ static void on_backstop_timer(uv_timer_t *t)
     if (now_us() - d->partitions_at_us > PARTITIONS_EVERY_US) {
         d->partitions_at_us = now_us();
         query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
-        char days[16];
+        char days[16], dead_days[16];
         snprintf(days, sizeof days, "%d", d->cfg.attempt_retention_days);
-        const char *params[] = {days};
-        query_or_log(d, sql_q_run_retention, 1, params, on_ignored, NULL, "retention");
+        snprintf(dead_days, sizeof dead_days, "%d", d->cfg.dead_letter_retention_days);
+        const char *params[] = {days, dead_days};
+        query_or_log(d, sql_q_run_retention, 2, params, on_ignored, NULL, "retention");
     }
 }
 
@@ -649,10 +661,80 @@ static void on_frontier(pgconn *conn, PGresult *res, void *arg)
     arm_tick_timer(d, (now_us() / 1000) / d->cfg.batch_tick_ms);
 }
 
+/* ---- observability ------------------------------------------------------------------------ */
+
+static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+        return;
+    for (int r = 0; r < PQntuples(res); r++) {
+        const char *labels[] = {PQgetvalue(res, r, 0)};
+        metrics_gauge_set(d->obs.m, d->obs.queue_due, labels, strtod(PQgetvalue(res, r, 1), NULL));
+        metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, labels,
+                          strtod(PQgetvalue(res, r, 2), NULL));
+        metrics_gauge_set(d->obs.m, d->obs.oldest_due_age, labels,
+                          strtod(PQgetvalue(res, r, 3), NULL));
+        if (r == 0) {
+            metrics_gauge_set(d->obs.m, d->obs.queue_dead_tuples, NULL,
+                              strtod(PQgetvalue(res, r, 4), NULL));
+            metrics_gauge_set(d->obs.m, d->obs.queue_vacuum_age, NULL,
+                              strtod(PQgetvalue(res, r, 5), NULL));
+        }
+    }
+}
+
+static void on_metrics_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->role == ROLE_LEADER && !d->shutting_down)
+        query_or_log(d, sql_q_run_metrics, 0, NULL, on_queue_metrics, d, "queue metrics");
+}
+
+static int http_render_metrics(void *arg, strbuf *out)
+{
+    dispatcher *d = arg;
+    metrics_gauge_set(d->obs.m, d->obs.in_flight, NULL, d->in_flight);
+    return metrics_render(d->obs.m, out);
+}
+
+static void http_readiness(void *arg, admin_http_readiness *out)
+{
+    dispatcher *d = arg;
+    out->ready = pgconn_ready(d->db) && d->loaded && !d->shutting_down;
+    out->role = d->role == ROLE_LEADER    ? "leader"
+                : d->role == ROLE_STANDBY ? "standby"
+                                          : "starting";
+    out->reason = out->ready             ? NULL
+                  : d->shutting_down     ? "shutting down"
+                  : !pgconn_ready(d->db) ? "database unreachable"
+                                         : "loading";
+}
+
+static void http_enqueue(void *arg, const char *body, size_t len, admin_http_reply *reply)
+{
+    dispatcher *d = arg;
+    if (admin_http_enqueue_sql(d->db, body, len, admin_http_reply_done, reply) != 0)
+        admin_http_reply_send(reply, 503, "{\"error\":\"database unreachable\"}");
+}
+
+static void http_request_done(void *arg, const char *route, int status, double seconds)
+{
+    dispatcher *d = arg;
+    char code[8];
+    snprintf(code, sizeof code, "%d", status);
+    const char *labels[] = {route, code};
+    metrics_counter_add(d->obs.m, d->obs.http_requests, labels, 1);
+    const char *route_label[] = {route};
+    metrics_histogram_observe(d->obs.m, d->obs.http_seconds, route_label, seconds);
+}
+
 static void become_leader(dispatcher *d)
 {
     d->role = ROLE_LEADER;
     uv_timer_stop(&d->standby_timer);
+    metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 1);
+    uv_timer_start(&d->metrics_timer, on_metrics_timer, 0, QUEUE_METRICS_MS);
     LOG_INFO("leader_elected", LOG_S("instance", d->instance));
     d->partitions_at_us = now_us();
     query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
@@ -697,6 +779,8 @@ static void lose_leadership(dispatcher *d)
         LOG_WARN("leadership_lost", LOG_S("instance", d->instance),
                  LOG_S("reason", "database connection lost"));
     d->role = ROLE_STARTING;
+    metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 0);
+    uv_timer_stop(&d->metrics_timer);
     uv_timer_stop(&d->claim_timer);
     uv_timer_stop(&d->tick_timer);
     uv_timer_stop(&d->backstop_timer);
@@ -709,6 +793,7 @@ static void on_db_state(pgconn *conn, pgconn_state state, void *arg)
 {
     dispatcher *d = arg;
     if (state == PGCONN_LOST) {
+        metrics_counter_add(d->obs.m, d->obs.reconnects, NULL, 1);
         lose_leadership(d);
         d->loaded = false;
         return;
@@ -757,6 +842,8 @@ static void on_notify(pgconn *conn, const char *channel, const char *payload, vo
 
 static void breaker_record(dispatcher *d, customer *c, const char *error)
 {
+    const char *labels[] = {c->name};
+    metrics_gauge_set(d->obs.m, d->obs.breaker_state, labels, (double)c->breaker);
     char id[24], failures[16], trips[16], until[24];
     snprintf(id, sizeof id, "%" PRId64, c->id);
     snprintf(failures, sizeof failures, "%d", c->failures);
@@ -1001,6 +1088,15 @@ static void on_delivery_done(const http_result *r, void *arg)
                  LOG_D("duration_ms", r->duration_ms));
     const char *outcome = e.outcome;
     int64_t delay_ms = e.delay_ms;
+    {
+        const char *labels[] = {c ? c->name : "_unknown", outcome};
+        metrics_counter_add(d->obs.m, d->obs.deliveries, labels, 1);
+        const char *out_label[] = {outcome};
+        metrics_histogram_observe(d->obs.m, d->obs.delivery_seconds, out_label,
+                                  r->duration_ms / 1000.0);
+        if (strcmp(outcome, "dead") == 0)
+            metrics_counter_add(d->obs.m, d->obs.dead_letters, labels, 1);
+    }
     char breaker_error[128];
     snprintf(breaker_error, sizeof breaker_error, "%s", e.error ? e.error : "");
     final_push(&d->pending, e);
@@ -1043,11 +1139,33 @@ static void on_delivery_done(const http_result *r, void *arg)
     maybe_finish_shutdown(d);
 }
 
+/* Spaced customers without burst: a send never goes out less than one period after the
+ * previous one actually did. Claims plan slots ahead; if a send went out late (a busy loop),
+ * the next planned slot moves with it, as GCRA's tat = max(tat, t) + T says. */
+static int64_t earliest_send(const customer *c, int64_t planned)
+{
+    if (!c || c->mode != MODE_SPACED || c->burst > 1 || !c->last_sent_us)
+        return planned;
+    int64_t min = c->last_sent_us + c->period_us;
+    return planned > min ? planned : min;
+}
+
 /* Sends now; on a failure to start, completes the delivery at once as a failed attempt. */
 static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t body_len)
 {
     customer *c = customer_get(d, dl->customer_id);
     dl->started_us = now_us();
+    if (dl->attempt == 1 && dl->created_us > 0)
+        metrics_histogram_observe(d->obs.m, d->obs.lag_seconds, NULL,
+                                  (double)(dl->started_us - dl->created_us) / 1e6);
+    if (dl->planned_us > 0)
+        metrics_histogram_observe(d->obs.m, d->obs.spacing_error, NULL,
+                                  (double)llabs(dl->started_us - dl->planned_us) / 1e6);
+    if (c && c->mode == MODE_SPACED) {
+        c->last_sent_us = dl->started_us;
+        if (c->burst == 1 && dl->started_us + c->period_us > c->tat)
+            c->tat = dl->started_us + c->period_us;
+    }
     int rc = -ENOENT;
     if (c && d->http && !d->draining_aborted) {
         char webhook_id[40];
@@ -1078,6 +1196,12 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
 static void on_send_timer(uv_timer_t *t)
 {
     delivery *dl = t->data;
+    /* An earlier send of this customer went out late: keep the gap. */
+    int64_t wait_us = earliest_send(customer_get(dl->d, dl->customer_id), 0) - now_us();
+    if (wait_us >= 1000) {
+        uv_timer_start(&dl->send_timer, on_send_timer, (uint64_t)(wait_us / 1000), 0);
+        return;
+    }
     char *body = dl->body;
     size_t len = dl->body_len;
     dl->body = NULL;
@@ -1099,6 +1223,7 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token, i
     dl->attempt = atoi(PQgetvalue(res, r, 4));
     dl->max_attempts = atoi(PQgetvalue(res, r, 5));
     dl->token = token;
+    dl->created_us = strtoll(PQgetvalue(res, r, 8), NULL, 10);
     customer *c = customer_get(d, dl->customer_id);
 
     /* Count it in flight before sending: a synchronous failure path still decrements once. */
@@ -1122,6 +1247,9 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token, i
         }
     }
 
+    send_at = earliest_send(c, send_at);
+    if (c && c->mode == MODE_SPACED)
+        dl->planned_us = send_at;
     int64_t wait_us = send_at - now_us();
     if (wait_us >= 1000 && c) {
         dl->body_len = (size_t)PQgetlength(res, r, 7);
@@ -1273,6 +1401,7 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
             return;
         }
     }
+    r->sent_ns = uv_hrtime();
     if (pgconn_query(d->db, sql_q_run_claim, 16, params, on_claim_result, r) != 0) {
         free(r);
         return;
@@ -1457,6 +1586,12 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
     if (!ok && res)
         LOG_ERROR("claim_failed", LOG_S("error", PQresultErrorMessage(res)));
+    if (ok) {
+        const char *round_label[] = {r->tick >= 0 ? "batch_tick" : "scheduled"};
+        metrics_counter_add(d->obs.m, d->obs.claim_rounds, round_label, 1);
+        metrics_histogram_observe(d->obs.m, d->obs.claim_seconds, round_label,
+                                  (double)(uv_hrtime() - r->sent_ns) / 1e9);
+    }
 
     int claimed = 0, stale = 0;
     if (ok) {
@@ -1482,6 +1617,11 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
             claimed++;
             if (strcmp(PQgetvalue(res, i, 6), "t") == 0)
                 stale++;
+            if (c) {
+                static const char *const mode_names[] = {"spaced", "batch", "unlimited"};
+                const char *mode_label[] = {mode_names[c->mode]};
+                metrics_counter_add(d->obs.m, d->obs.items_claimed, mode_label, 1);
+            }
             if (c) {
                 pair *served = pair_find(c, PQgetvalue(res, i, 3));
                 if (served)
@@ -1531,6 +1671,7 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
         }
         d->claimed += claimed;
         d->stale_recoveries += stale;
+        metrics_counter_add(d->obs.m, d->obs.stale_recoveries, NULL, stale);
         if (stale > 0)
             LOG_INFO("stale_recovered", LOG_I("items", stale), LOG_I("total", d->stale_recoveries));
         LOG_DEBUG("claimed", LOG_I("items", claimed), LOG_I("customers", (long long)r->n),
@@ -1669,6 +1810,7 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
     }
     for (int i = 0; i < PQntuples(res); i++) {
         d->lost_ownership++;
+        metrics_counter_add(d->obs.m, d->obs.lost_ownership, NULL, 1);
         LOG_WARN("lost_ownership", LOG_S("item", PQgetvalue(res, i, 0)),
                  LOG_S("meaning", "lease expired and the item was claimed again or is gone"));
     }
@@ -1709,6 +1851,11 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     hmap_init(&d->carriers);
     hmap_init(&d->hosts);
     sched_heap_init(&d->heap);
+    rc = obs_init(&d->obs, cfg->metrics_customers, err);
+    if (rc != 0) {
+        free(d);
+        return rc;
+    }
 
     static const char *const channels[] = {"pgpace_enqueue", "pgpace_customer", "pgpace_carrier",
                                            NULL};
@@ -1734,11 +1881,30 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     rc = http_sender_new(loop, &ho, &d->http);
     if (rc != 0) {
         pgconn_close(d->db, NULL, NULL);
+        obs_free(&d->obs);
         free(d);
         return pgp_error_set(err, rc, "cannot create the HTTP sender");
     }
-    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,  &d->backstop_timer,
-                            &d->standby_timer, &d->flush_timer, &d->drain_timer};
+    if (cfg->http_listen[0]) {
+        admin_http_options ao = {.listen = cfg->http_listen,
+                                 .enqueue_token = cfg->enqueue_token,
+                                 .max_body_bytes = (size_t)cfg->max_body_bytes};
+        admin_http_callbacks cb = {.render_metrics = http_render_metrics,
+                                   .readiness = http_readiness,
+                                   .enqueue = http_enqueue,
+                                   .request_done = http_request_done,
+                                   .arg = d};
+        rc = admin_http_new(loop, &ao, &cb, &d->admin, err);
+        if (rc != 0) {
+            http_sender_close(d->http, NULL, NULL);
+            pgconn_close(d->db, NULL, NULL);
+            obs_free(&d->obs);
+            free(d);
+            return pgp_error_prefix(err, rc, "[http] listen");
+        }
+    }
+    uv_timer_t *timers[] = {&d->claim_timer, &d->tick_timer,  &d->backstop_timer, &d->standby_timer,
+                            &d->flush_timer, &d->drain_timer, &d->metrics_timer};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++) {
         uv_timer_init(loop, timers[i]);
         timers[i]->data = d;
@@ -1759,6 +1925,18 @@ void dispatcher_start(dispatcher *d)
                                   "raise [dispatcher] lease_seconds"));
     LOG_INFO("starting", LOG_S("instance", d->instance), LOG_I("lease_s", d->cfg.lease_seconds),
              LOG_I("batch_tick_ms", d->cfg.batch_tick_ms));
+    if (d->admin) {
+        pgp_error err;
+        if (admin_http_start(d->admin, &err) != 0) {
+            LOG_ERROR("http_listen_failed", LOG_S("listen", d->cfg.http_listen),
+                      LOG_S("error", err.msg));
+            d->exit_status = 1;
+            dispatcher_shutdown(d, d->done, d->done_arg);
+            return;
+        }
+        LOG_INFO("http_listening", LOG_S("listen", d->cfg.http_listen),
+                 LOG_I("port", admin_http_port(d->admin)));
+    }
     pgconn_start(d->db);
 }
 
@@ -1772,16 +1950,23 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
         LOG_WARN("reload_needs_restart", LOG_S("key", "database.conninfo"));
     if (strcmp(cfg->instance_name, d->cfg.instance_name) != 0)
         LOG_WARN("reload_needs_restart", LOG_S("key", "dispatcher.instance_name"));
+    if (strcmp(cfg->http_listen, d->cfg.http_listen) != 0)
+        LOG_WARN("reload_needs_restart", LOG_S("key", "http.listen"));
     char conninfo[sizeof d->cfg.conninfo], instance[sizeof d->cfg.instance_name];
+    char listen[sizeof d->cfg.http_listen];
     memcpy(conninfo, d->cfg.conninfo, sizeof conninfo);
     memcpy(instance, d->cfg.instance_name, sizeof instance);
+    memcpy(listen, d->cfg.http_listen, sizeof listen);
     d->cfg = *cfg;
     memcpy(d->cfg.conninfo, conninfo, sizeof conninfo);
     memcpy(d->cfg.instance_name, instance, sizeof instance);
+    memcpy(d->cfg.http_listen, listen, sizeof listen);
     /* The sender keeps its own copy of the allow-list: update it in place. */
     d->allow = allow;
     if (d->http)
         http_sender_set_allow(d->http, &d->allow);
+    if (d->admin && admin_http_set_token(d->admin, cfg->enqueue_token) != 0)
+        LOG_ERROR("reload_token_failed", LOG_S("key", "http.enqueue_token"));
     if (d->role == ROLE_LEADER && !d->shutting_down) {
         arm_tick_timer(d, (now_us() / 1000) / d->cfg.batch_tick_ms);
         uv_timer_start(&d->backstop_timer, on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,
@@ -1839,6 +2024,7 @@ static void on_part_closed(dispatcher *d)
              LOG_I("stale_recoveries", d->stale_recoveries),
              LOG_I("lost_ownership", d->lost_ownership));
     free_everything(d);
+    obs_free(&d->obs);
     free(d);
     if (done)
         done(arg, status);
@@ -1859,6 +2045,11 @@ static void on_http_closed(void *arg)
     on_part_closed(arg);
 }
 
+static void on_admin_closed(void *arg)
+{
+    on_part_closed(arg);
+}
+
 static void close_all(dispatcher *d)
 {
     if (d->closing)
@@ -1868,10 +2059,16 @@ static void close_all(dispatcher *d)
         LOG_WARN("unfinalised_at_exit", LOG_I("items", (long long)d->pending.n),
                  LOG_S("meaning", "their leases expire and they are delivered again"));
     d->open_handles += 1 + (d->http != NULL); /* pgconn, and the sender unless already closing */
-    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,  &d->backstop_timer,
-                            &d->standby_timer, &d->flush_timer, &d->drain_timer};
+    uv_timer_t *timers[] = {&d->claim_timer, &d->tick_timer,  &d->backstop_timer, &d->standby_timer,
+                            &d->flush_timer, &d->drain_timer, &d->metrics_timer};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
         uv_close((uv_handle_t *)timers[i], on_timer_closed);
+    /* The admin server first: a pending HTTP enqueue's answer is dropped with it. */
+    if (d->admin) {
+        d->open_handles++;
+        admin_http_close(d->admin, on_admin_closed, d);
+        d->admin = NULL;
+    }
     if (d->http)
         http_sender_close(d->http, on_http_closed, d);
     d->http = NULL;

@@ -84,7 +84,10 @@ const char *strbuf_str(strbuf *sb)
 {
     if (sb->failed)
         return NULL;
-    if (!sb->data && !reserve(sb, 0))
-        return NULL;
+    if (!sb->data) {
+        if (!reserve(sb, 0))
+            return NULL;
+        sb->data[0] = '\0'; /* never written: the empty string */
+    }
     return sb->data;
 }

@@ -30,7 +30,7 @@ WITH f AS (
     SELECT d.item_id, d.customer_id, nullif(d.carrier, ''), d.attempt, f.http_status,
            left(coalesce(f.error, f.error_class, 'failed'), 1000)
       FROM died d JOIN f ON f.item_id = d.item_id
-    ON CONFLICT (item_id) DO NOTHING
+    ON CONFLICT DO NOTHING
 ), released AS (
     -- Not attempted (shutdown, paused customer): the lease is voided and the attempt given back.
     UPDATE pgpace.queue q

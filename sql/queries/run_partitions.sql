@@ -1,1 +1,2 @@
 SELECT pgpace.ensure_partitions('pgpace.delivery_attempt', 7)
+     + pgpace.ensure_partitions('pgpace.dead_letter', 7)

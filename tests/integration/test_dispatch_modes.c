@@ -96,7 +96,7 @@ static void start_service(fixture *fx, const char *delivery_extra)
              "backstop_scan_ms = 1000\nretry_base_ms = 100\n"
              "[delivery]\nallow_cidrs = 127.0.0.0/8\nconnect_timeout_ms = 1000\n"
              "request_timeout_ms = 3000\n%s"
-             "[log]\nlevel = debug\n",
+             "[http]\nlisten = 127.0.0.1:0\n[log]\nlevel = debug\n",
              fx->db->name, delivery_extra ? delivery_extra : "");
     assert_null(fx->cfg_path);
     fx->cfg_path = tl_temp_file(cfg);

@@ -112,7 +112,7 @@ static void start_service(fx *f, int slot, const run_opts *o)
              "batch_tick_ms = 1000\nbackstop_scan_ms = 1000\nretry_base_ms = 100\n"
              "retry_cap_ms = 1000\ndrain_timeout_ms = %d\nreconnect_max_ms = 1000\n%s"
              "[delivery]\nallow_cidrs = 127.0.0.0/8\nrequest_timeout_ms = %d\n"
-             "[log]\nlevel = debug\n",
+             "[http]\nlisten = 127.0.0.1:0\n[log]\nlevel = debug\n",
              f->db->name, o->instance, o->lease_seconds, o->drain_timeout_ms, extra,
              o->request_timeout_ms);
     assert_null(f->cfg[slot]);

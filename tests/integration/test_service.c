@@ -1,6 +1,7 @@
 /* test_service.c - running pgpace as a service: systemd notifications, SIGHUP reload with a
  * bad and a good file, refusing an old schema. */
 #include "fixture.h"
+#include "strbuf.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -10,6 +11,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 static int setup(void **state)
 {
@@ -123,6 +126,115 @@ static void old_schema_refuses_to_start(void **state)
     free(log);
 }
 
+/* The admin port from the service's log ("event=http_listening ... port=N"). */
+static int admin_port(fx *f)
+{
+    assert_true(fx_wait_log(f, "event=http_listening", 10000));
+    char *log = fx_log(f);
+    const char *p = strstr(strstr(log, "event=http_listening"), "port=");
+    int port = p ? atoi(p + 5) : 0;
+    free(log);
+    assert_true(port > 0);
+    return port;
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *arg)
+{
+    strbuf *sb = arg;
+    strbuf_append(sb, data, size * n);
+    return size * n;
+}
+
+/* One request; returns the status and the body in *body (owned). */
+static long http(int port, const char *method, const char *path, const char *token,
+                 const char *body, char **out)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    strbuf sb = {0};
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[300];
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sb);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    *out = strdup(strbuf_str(&sb) ? strbuf_str(&sb) : "");
+    strbuf_free(&sb);
+    return status;
+}
+
+static void admin_http_through_the_service(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "6000"));
+    fx_run(f, "http.enqueue_token = s3cret-token\n");
+    int port = admin_port(f);
+    assert_true(fx_wait_log(f, "event=leader_elected", 10000));
+
+    char *body = NULL;
+    assert_int_equal(http(port, "GET", "/healthz", NULL, NULL, &body), 200);
+    free(body);
+    assert_int_equal(http(port, "GET", "/readyz", NULL, NULL, &body), 200);
+    tl_assert_contains(body, "\"role\":\"leader\"");
+    free(body);
+
+    /* Enqueue over HTTP: 201 with the id, delivered as a webhook; a repeat key gives 200. */
+    const char *item = "{\"customer\":\"acme\",\"payload\":{\"order\":1},"
+                       "\"idempotency_key\":\"o-1\"}";
+    assert_int_equal(http(port, "POST", "/v1/items", "s3cret-token", item, &body), 201);
+    tl_assert_contains(body, "\"id\":");
+    free(body);
+    assert_int_equal(http(port, "POST", "/v1/items", "s3cret-token", item, &body), 200);
+    tl_assert_contains(body, "\"duplicate\":true");
+    free(body);
+    assert_int_equal(http(port, "POST", "/v1/items", "wrong", item, &body), 401);
+    free(body);
+    assert_int_equal(http(port, "POST", "/v1/items", "s3cret-token",
+                          "{\"customer\":\"nobody\",\"payload\":{}}", &body),
+                     400);
+    tl_assert_contains(body, "unknown customer");
+    free(body);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 1, 10000), 1);
+
+    /* Metrics: what happened shows, and an independent parser (promtool) accepts it. */
+    assert_int_equal(http(port, "GET", "/metrics", NULL, NULL, &body), 200);
+    tl_assert_contains(body, "pgpace_leader 1");
+    tl_assert_contains(body, "pgpace_deliveries_total{customer=\"acme\",outcome=\"success\"} 1");
+    tl_assert_contains(body, "pgpace_items_claimed_total{mode=\"spaced\"} 1");
+    tl_assert_contains(body, "pgpace_claim_duration_seconds_bucket");
+    tl_assert_contains(body, "pgpace_http_requests_total{route=\"/v1/items\",status=\"201\"} 1");
+    FILE *promtool = popen("promtool check metrics > /tmp/pgpace-promtool.out 2>&1", "w");
+    assert_non_null(promtool);
+    fputs(body, promtool);
+    int rc = pclose(promtool);
+    if (rc != 0) {
+        system("cat /tmp/pgpace-promtool.out >&2");
+        fail_msg("promtool check metrics failed (%d)", rc);
+    }
+    free(body);
+
+    /* The token never reaches the log. */
+    char *log = fx_log(f);
+    assert_null(strstr(log, "s3cret-token"));
+    free(log);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -130,6 +242,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(sighup_keeps_a_bad_config_and_applies_a_good_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(old_schema_refuses_to_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(admin_http_through_the_service, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

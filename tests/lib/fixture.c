@@ -59,11 +59,12 @@ static void build_config(fx *f, const char *extra_ini, char *ini, size_t size)
         {"dispatcher", "retry_base_ms", "100"},     {"dispatcher", "retry_cap_ms", "1000"},
         {"dispatcher", "drain_timeout_ms", "3000"}, {"delivery", "allow_cidrs", "127.0.0.0/8"},
         {"delivery", "request_timeout_ms", "3000"}, {"log", "level", "debug"},
+        {"http", "listen", "127.0.0.1:0"},
     };
     const char *extra = extra_ini ? extra_ini : "";
     size_t len = (size_t)snprintf(ini, size, "[database]\nconninfo = %s\n", f->db->conninfo);
-    const char *sections[] = {"dispatcher", "delivery", "log"};
-    for (size_t s = 0; s < 3; s++) {
+    const char *sections[] = {"dispatcher", "delivery", "log", "http"};
+    for (size_t s = 0; s < 4; s++) {
         len += (size_t)snprintf(ini + len, size - len, "[%s]\n", sections[s]);
         for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
             if (strcmp(defaults[i][0], sections[s]) != 0)

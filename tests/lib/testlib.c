@@ -39,8 +39,13 @@ static void ensure_template(PGconn *admin)
         char db_arg[128];
         snprintf(db_arg, sizeof db_arg, "dbname=%s", TEMPLATE_DB);
         tl_proc p = tl_pgpace(TL_ARGV("--db", db_arg, "migrate"), NULL, NULL);
-        if (p.status != 0)
+        if (p.status != 0) {
+            /* Leave no half-made template and no lock held: other test processes must fail
+             * fast with the same message, not wait for the lock. */
+            tl_exec(admin, "DROP DATABASE IF EXISTS " TEMPLATE_DB);
+            tl_exec(admin, "SELECT pg_advisory_unlock(%d)", TEMPLATE_LOCK);
             fail_msg("migrating the template failed (%d): %s", p.status, p.err);
+        }
         tl_proc_free(&p);
     }
     tl_exec(admin, "SELECT pg_advisory_unlock(%d)", TEMPLATE_LOCK);

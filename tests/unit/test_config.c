@@ -135,7 +135,7 @@ static void test_dump(void **state)
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 29); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 34); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -274,11 +274,12 @@ static void test_unknown_section(void **state)
     /* Reported at the header, even when the section holds no key. */
     expect_error("[database]\n\n\n\n\n\n[dispatch]\n",
                  "t.ini:7: unknown section [dispatch] (known: database, dispatcher, delivery, "
-                 "log)");
+                 "log, http)");
     expect_error("[Log]\nlevel = info\n",
-                 "t.ini:1: unknown section [Log] (known: database, dispatcher, delivery, log)");
+                 "t.ini:1: unknown section [Log] (known: database, dispatcher, delivery, log, "
+                 "http)");
     expect_error("[]\n", "t.ini:1: unknown section [] (known: database, dispatcher, delivery, "
-                         "log)");
+                         "log, http)");
 }
 
 static void test_malformed_line(void **state)
@@ -432,7 +433,7 @@ static void test_key_outside_section(void **state)
                  "[dispatcher])");
     expect_error("# header\nfoo = 1\n",
                  "t.ini:2: key 'foo' is outside any section (sections: database, dispatcher, "
-                 "delivery, log)");
+                 "delivery, log, http)");
 }
 
 static void test_cross_field(void **state)

@@ -1,0 +1,8 @@
+-- Queue gauges for /metrics, refreshed by the leader every 15 s: per customer (due, in
+-- flight, oldest due age in seconds) and the vacuum state of pgpace.queue (on every row).
+SELECT s.customer, s.due, s.in_flight,
+       coalesce(extract(epoch FROM s.oldest_due_age), 0)::float8,
+       coalesce(t.n_dead_tup, 0),
+       coalesce(extract(epoch FROM now() - greatest(t.last_autovacuum, t.last_vacuum)), -1)::float8
+  FROM pgpace.customer_stats s
+  LEFT JOIN pg_stat_user_tables t ON t.relid = 'pgpace.queue'::regclass

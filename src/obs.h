@@ -1,0 +1,42 @@
+/* obs.h - the service's metric families (Prometheus names, labels, buckets) in one place.
+ *
+ * Contract: obs_new() registers every family on a fresh metrics registry; the dispatcher
+ * updates them through the ids below with metrics.h calls. Naming follows Prometheus
+ * conventions: pgpace_ prefix, base units (seconds), _total for counters. Customer labels are
+ * bounded by [http] metrics_customers (see metrics.h).
+ */
+#ifndef PGPACE_OBS_H
+#define PGPACE_OBS_H
+
+#include "common.h"
+#include "metrics.h"
+
+typedef struct obs {
+    metrics *m;
+    int items_claimed;     /* counter {mode} */
+    int claim_rounds;      /* counter {round} */
+    int claim_seconds;     /* histogram {round}: one claim statement, send to result */
+    int deliveries;        /* counter {customer, outcome} */
+    int delivery_seconds;  /* histogram {outcome}: one HTTP attempt */
+    int lag_seconds;       /* histogram: item created -> first attempt sent */
+    int spacing_error;     /* histogram: |actual send - GCRA slot| of spaced customers */
+    int dead_letters;      /* counter {customer} */
+    int stale_recoveries;  /* counter */
+    int lost_ownership;    /* counter */
+    int breaker_state;     /* gauge {customer}: 0 closed, 1 open, 2 half open */
+    int leader;            /* gauge */
+    int reconnects;        /* counter */
+    int in_flight;         /* gauge: deliveries outstanding in this instance */
+    int queue_due;         /* gauge {customer} */
+    int queue_in_flight;   /* gauge {customer} */
+    int oldest_due_age;    /* gauge {customer}, seconds */
+    int queue_dead_tuples; /* gauge */
+    int queue_vacuum_age;  /* gauge, seconds since the last (auto)vacuum of pgpace.queue */
+    int http_requests;     /* counter {route, status} */
+    int http_seconds;      /* histogram {route} */
+} obs;
+
+int obs_init(obs *o, int customer_top_n, pgp_error *err) PGP_MUST_CHECK;
+void obs_free(obs *o);
+
+#endif
