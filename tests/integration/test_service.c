@@ -218,6 +218,31 @@ static void admin_http_through_the_service(void **state)
     tl_assert_contains(body, "pgpace_items_claimed_total{mode=\"spaced\"} 1");
     tl_assert_contains(body, "pgpace_claim_duration_seconds_bucket");
     tl_assert_contains(body, "pgpace_http_requests_total{route=\"/v1/items\",status=\"201\"} 1");
+    /* Every metric the shipped Grafana dashboard queries is exported. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/config/grafana-dashboard.json", getenv("PGPACE_SOURCE_ROOT"));
+    FILE *dash = fopen(path, "r");
+    assert_non_null(dash);
+    static char json[65536];
+    size_t len = fread(json, 1, sizeof json - 1, dash);
+    fclose(dash);
+    json[len] = '\0';
+    int names = 0;
+    for (const char *m = strstr(json, "pgpace_"); m; m = strstr(m + 1, "pgpace_")) {
+        char name[96];
+        size_t n = 0;
+        while (n < sizeof name - 1 && (m[n] == '_' || (m[n] >= 'a' && m[n] <= 'z')))
+            name[n] = m[n], n++;
+        name[n] = '\0';
+        if (n > 7 && strcmp(name + n - 7, "_bucket") == 0)
+            name[n - 7] = '\0';
+        char help[128];
+        snprintf(help, sizeof help, "# HELP %s ", name);
+        if (!strstr(body, help))
+            fail_msg("the dashboard queries %s, which /metrics does not export", name);
+        names++;
+    }
+    assert_true(names >= 15);
     FILE *promtool = popen("promtool check metrics > /tmp/pgpace-promtool.out 2>&1", "w");
     assert_non_null(promtool);
     fputs(body, promtool);
