@@ -12,13 +12,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 seconds=${1:-${PGPACE_DEMO_SECONDS:-60}}
 
-echo "== installing packages (Debian)"
-bash tests/tools/install-deps.sh
-echo "== building"
-[ -d build ] || meson setup build >/dev/null
-ninja -C build >/dev/null
-pgpace=$root/build/src/pgpace
-receiver=$root/build/pgpace-receiver
+build=${PGPACE_BUILD_DIR:-build}
+if [ "${SKIP_INSTALL:-0}" != 1 ]; then
+    echo "== installing packages (Debian)"
+    bash tests/tools/install-deps.sh
+fi
+echo "== building ($build)"
+[ -d "$build" ] || meson setup "$build" >/dev/null
+ninja -C "$build" >/dev/null
+pgpace=$root/$build/src/pgpace
+receiver=$root/$build/pgpace-receiver
 
 work=$(mktemp -d /tmp/pgpace-quickstart.XXXXXX)
 chmod 755 "$work"
@@ -81,6 +84,9 @@ batch_tick_ms = 5000
 [delivery]
 ; the demo's receiver is on loopback, which SSRF protection refuses unless allowed
 allow_cidrs = 127.0.0.0/8
+[http]
+; metrics and health of the demo's dispatcher (port 0: any free port; see its log)
+listen = 127.0.0.1:0
 [log]
 level = info
 INI
@@ -98,12 +104,12 @@ view() {
           last[c] = $1; if ($1 > now - 10000) recent[c]++ }
         END { for (c in n) printf "%s %d %.1f %s %s %s\n", c, n[c], recent[c] * 6, g3[c], g2[c], g1[c] }' \
         "$work/received.log" | sort >"$work/view"
-    psql -X -At -F' ' -c "SELECT customer, mode, rate_per_minute, due, in_flight, delayed FROM pgpace.customer_stats ORDER BY customer" >"$work/stats"
-    printf '%-8s %-9s %9s %10s %9s %-22s %7s %9s\n' customer mode "rate/min" "observed" delivered "last gaps (ms)" due in_flight
-    while read -r name mode rate due inflight delayed; do
+    psql -X -At -F' ' -c "SELECT customer, mode, rate_per_minute, due, in_flight, delayed, breaker || CASE WHEN paused THEN '/paused' ELSE '' END FROM pgpace.customer_stats ORDER BY customer" >"$work/stats"
+    printf '%-8s %-9s %9s %10s %9s %-22s %7s %9s %s\n' customer mode "rate/min" "observed" delivered "last gaps (ms)" queued in_flight breaker
+    while read -r name mode rate due inflight delayed breaker; do
         read -r _ delivered observed g3 g2 g1 < <(grep "^$name " "$work/view" || echo "$name 0 0.0 - - -")
-        printf '%-8s %-9s %9s %10s %9s %-22s %7s %9s\n' "$name" "$mode" "$rate" "$observed" "$delivered" \
-            "${g3:--} ${g2:--} ${g1:--}" "$((due + delayed))" "$inflight"
+        printf '%-8s %-9s %9s %10s %9s %-22s %7s %9s %s\n' "$name" "$mode" "$rate" "$observed" "$delivered" \
+            "${g3:--} ${g2:--} ${g1:--}" "$((due + delayed))" "$inflight" "$breaker"
     done <"$work/stats"
 }
 
