@@ -43,6 +43,11 @@ int cli_load_config(cli_ctx *ctx);
 int cli_connect(cli_ctx *ctx);
 void cli_ctx_close(cli_ctx *ctx);
 
+/* Parses a command that takes only the common options and no arguments. Returns CLI_OK to go
+ * on, CLI_USAGE on a usage error (printed), or CLI_HELP_SHOWN after printing `usage`. */
+enum { CLI_HELP_SHOWN = -1 };
+int cli_parse_plain(cli_ctx *ctx, int argc, char **argv, const char *usage);
+
 /* Prints "pgpace <command>: <message>" to stderr; returns `status` for `return cli_fail(...)`. */
 int cli_fail(const cli_ctx *ctx, int status, const char *fmt, ...) PGP_PRINTF(3, 4);
 

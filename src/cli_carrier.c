@@ -85,20 +85,9 @@ static int carrier_set(cli_ctx *ctx, int argc, char **argv)
 
 static int carrier_list(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (cli_common_option(ctx, opt, optarg))
-            continue;
-        if (opt == 'h') {
-            fputs(carrier_usage, stdout);
-            return CLI_OK;
-        }
-        return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
-    }
-    if (optind < argc)
-        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    int parsed = cli_parse_plain(ctx, argc, argv, carrier_usage);
+    if (parsed != CLI_OK)
+        return parsed == CLI_HELP_SHOWN ? CLI_OK : parsed;
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;

@@ -93,20 +93,9 @@ static void on_signal(uv_signal_t *h, int signum)
 
 int cli_run(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (cli_common_option(ctx, opt, optarg))
-            continue;
-        if (opt == 'h') {
-            fputs(run_usage, stdout);
-            return CLI_OK;
-        }
-        return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
-    }
-    if (optind < argc)
-        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    int parsed = cli_parse_plain(ctx, argc, argv, run_usage);
+    if (parsed != CLI_OK)
+        return parsed == CLI_HELP_SHOWN ? CLI_OK : parsed;
     int status = cli_load_config(ctx);
     if (status != CLI_OK)
         return status;
@@ -149,20 +138,9 @@ int cli_run(cli_ctx *ctx, int argc, char **argv)
 
 int cli_status(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (cli_common_option(ctx, opt, optarg))
-            continue;
-        if (opt == 'h') {
-            fputs(status_usage, stdout);
-            return CLI_OK;
-        }
-        return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
-    }
-    if (optind < argc)
-        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    int parsed = cli_parse_plain(ctx, argc, argv, status_usage);
+    if (parsed != CLI_OK)
+        return parsed == CLI_HELP_SHOWN ? CLI_OK : parsed;
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;

@@ -25,6 +25,25 @@ bool cli_common_option(cli_ctx *ctx, int opt, const char *arg)
     }
 }
 
+int cli_parse_plain(cli_ctx *ctx, int argc, char **argv, const char *usage)
+{
+    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_common_option(ctx, opt, optarg))
+            continue;
+        if (opt == 'h') {
+            fputs(usage, stdout);
+            return CLI_HELP_SHOWN;
+        }
+        return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    return CLI_OK;
+}
+
 int cli_fail(const cli_ctx *ctx, int status, const char *fmt, ...)
 {
     va_list ap;

@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_CHECK(cond, ...)                                                                      \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "\nFUZZ INVARIANT FAILED at %s:%d: %s\n  ", __FILE__, __LINE__,       \
+            fprintf(stderr, "\nFUZZ INVARIANT FAILED at %s:%d: %s\n  ", __FILE__, __LINE__,        \
                     #cond);                                                                        \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \

@@ -119,6 +119,12 @@ static void help_for_every_command(void **state)
         {"setting", "set", "--help"},
         {"setting", "list", "--help"},
         {"version", "--help"},
+        {"run", "--help"},
+        {"status", "--help"},
+        {"dlq", "--help"},
+        {"dlq", "list", "--help"},
+        {"dlq", "replay", "--help"},
+        {"dlq", "purge", "--help"},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         /* No database is reachable: help must not need one. */

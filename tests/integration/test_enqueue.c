@@ -408,7 +408,8 @@ static void producer_role_cannot_execute_other_functions(void **state)
         tl_query_str(ps->db->conn,
                      "SELECT coalesce(string_agg(p.proname, ',' ORDER BY p.proname), '') FROM "
                      "pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = "
-                     "'pgpace' AND p.proname NOT IN ('enqueue', 'enqueue_json') AND has_function_privilege('%s', "
+                     "'pgpace' AND p.proname NOT IN ('enqueue', 'enqueue_json') AND "
+                     "has_function_privilege('%s', "
                      "p.oid, 'EXECUTE')",
                      ps->role);
     char listed[512];

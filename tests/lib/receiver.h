@@ -35,7 +35,7 @@ typedef struct receiver_rule {
 } receiver_rule;
 
 typedef struct receiver_request {
-    int64_t at_us;  /* CLOCK_REALTIME microseconds when the request was complete */
+    int64_t at_us; /* CLOCK_REALTIME microseconds when the request was complete */
     char path[256];
     char webhook_id[128];
     char webhook_timestamp[32];
