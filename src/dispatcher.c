@@ -36,8 +36,6 @@ enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
 /* When a claim or finalisation statement fails (not a lost connection), wait this long before
  * trying again so a persistent error cannot spin the loop. */
 #define ERROR_RETRY_MS 1000
-/* A customer held back only by carrier caps is looked at again after this long. */
-#define CARRIER_RECHECK_US 100000
 /* Most customers handled by one claim round. */
 #define ROUND_MAX_CUSTOMERS 4096
 #define PARTITIONS_EVERY_US (3600LL * 1000000)
@@ -57,9 +55,16 @@ typedef struct pair {
 /* A receiver host ("scheme://authority" of webhook URLs). libcurl opens at most
  * max_host_connections to one, so claiming more than that for a host would only make items
  * wait locally while their lease runs. */
+/* Customers held back by a full host or carrier, woken when one of its deliveries ends. */
+typedef struct waiters {
+    int64_t *ids;
+    size_t n, cap;
+} waiters;
+
 typedef struct host_state {
     char *key;
-    int in_flight;
+    int in_flight; /* requests on the wire (not ones waiting for their GCRA slot) */
+    waiters waiting;
 } host_state;
 
 typedef struct customer {
@@ -92,7 +97,7 @@ typedef struct customer {
     double credit;
     int64_t last_tick;
     bool have_tick;
-    bool recheck;         /* held back by carrier caps in the last claim_round */
+    bool waiting;         /* on a full host's or carrier's wait list: out of the heap */
     int round_slot;       /* index in the claim round in flight, or -1 */
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
 
@@ -101,6 +106,7 @@ typedef struct customer {
 } customer;
 
 typedef struct carrier_state {
+    waiters waiting;
     char *name;
     int max_per_round; /* 0 = configured default */
     int max_in_flight; /* 0 = configured default */
@@ -121,7 +127,8 @@ typedef struct delivery {
     bool probe;         /* the one delivery a half-open breaker lets through */
     int64_t planned_us; /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
     int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
-    host_state *host;   /* counted in flight here (the customer's URL may change meanwhile) */
+    host_state *host;   /* its receiver host (the customer's URL may change meanwhile) */
+    bool host_counted;  /* sent, so counted in host->in_flight */
     struct delivery *prev, *next;
 } delivery;
 
@@ -134,6 +141,9 @@ typedef struct final_entry {
     int64_t started_us;
     double duration_ms;
     int failures; /* finalisation statements that failed with this entry in them */
+    /* The carrier whose in-flight count this outcome still holds: a carrier's cap counts an
+     * item until its outcome is written, as the queue shows it claimed until then. */
+    struct carrier_state *carrier;
 } final_entry;
 
 typedef struct final_list {
@@ -291,6 +301,39 @@ static int host_room(const dispatcher *d, const customer *c)
     return room < 0 ? 0 : room;
 }
 
+/* Puts the customer on a wait list (once); it leaves the heap until woken. */
+static void wait_on(waiters *w, customer *c)
+{
+    if (c->waiting)
+        return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        int64_t *ids = realloc(w->ids, cap * sizeof *ids);
+        if (!ids)
+            return; /* stays in the heap: retried on its own schedule */
+        w->ids = ids;
+        w->cap = cap;
+    }
+    w->ids[w->n++] = c->id;
+    c->waiting = true;
+}
+
+static void schedule_customer(dispatcher *d, customer *c);
+
+/* A delivery ended: everyone waiting for that room may try again. */
+static void wake(dispatcher *d, waiters *w)
+{
+    size_t n = w->n;
+    w->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        customer *c = customer_get(d, w->ids[i]);
+        if (c && c->waiting) {
+            c->waiting = false;
+            schedule_customer(d, c);
+        }
+    }
+}
+
 static int carrier_per_round(const dispatcher *d, const carrier_state *cs)
 {
     return cs->max_per_round > 0 ? cs->max_per_round : d->cfg.carrier_max_per_round;
@@ -351,7 +394,7 @@ static void schedule_customer(dispatcher *d, customer *c)
 {
     if (d->role != ROLE_LEADER)
         return;
-    bool eligible = !c->paused && c->n_pairs > 0 && c->mode != MODE_BATCH &&
+    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 && c->mode != MODE_BATCH &&
                     !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
                     !(c->breaker == BREAKER_HALF_OPEN && c->probe_in_flight);
     if (!eligible) {
@@ -370,11 +413,6 @@ static void schedule_customer(dispatcher *d, customer *c)
     }
     if (c->breaker == BREAKER_OPEN && c->open_until > due)
         due = c->open_until;
-    if (c->recheck) {
-        int64_t recheck = now_us() + CARRIER_RECHECK_US;
-        if (recheck > due)
-            due = recheck;
-    }
     if (sched_heap_set(&d->heap, c->id, due) != 0)
         LOG_ERROR("out_of_memory", LOG_S("where", "scheduler heap"));
 }
@@ -787,6 +825,19 @@ static void lose_leadership(dispatcher *d)
     uv_timer_stop(&d->standby_timer);
     sched_heap_clear(&d->heap);
     d->tick_pending = false;
+    /* Wait lists belong to the leadership that built them. */
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        c->waiting = false;
+    pos = 0;
+    host_state *h;
+    while ((h = hmap_next(&d->hosts, &pos)) != NULL)
+        h->waiting.n = 0;
+    pos = 0;
+    carrier_state *cs;
+    while ((cs = hmap_next(&d->carriers, &pos)) != NULL)
+        cs->waiting.n = 0;
 }
 
 static void on_db_state(pgconn *conn, pgconn_state state, void *arg)
@@ -932,6 +983,16 @@ static void final_push(final_list *l, final_entry e)
         l->cap = cap;
     }
     l->v[l->n++] = e;
+}
+
+/* The outcome is written (or given up): its carrier has room again. */
+static void final_entry_release(dispatcher *d, final_entry *e)
+{
+    if (e->carrier) {
+        e->carrier->in_flight--;
+        wake(d, &e->carrier->waiting);
+        e->carrier = NULL;
+    }
 }
 
 static void final_entry_free(final_entry *e)
@@ -1109,11 +1170,17 @@ static void on_delivery_done(const http_result *r, void *arg)
     if (dl->next)
         dl->next->prev = dl->prev;
     d->in_flight--;
-    if (dl->host)
+    if (dl->host && dl->host_counted) {
         dl->host->in_flight--;
+        wake(d, &dl->host->waiting);
+    }
     carrier_state *cs = hmap_get(&d->carriers, dl->carrier, strlen(dl->carrier));
-    if (cs)
+    if (cs && d->pending.n > 0 && d->pending.v[d->pending.n - 1].item_id == dl->item_id)
+        d->pending.v[d->pending.n - 1].carrier = cs; /* released when the outcome is written */
+    else if (cs) {
         cs->in_flight--;
+        wake(d, &cs->waiting);
+    }
     if (c) {
         c->in_flight--;
         if (dl->probe)
@@ -1155,6 +1222,12 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
 {
     customer *c = customer_get(d, dl->customer_id);
     dl->started_us = now_us();
+    /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
+     * (at most the lookahead) does not. */
+    if (dl->host) {
+        dl->host->in_flight++;
+        dl->host_counted = true;
+    }
     if (dl->attempt == 1 && dl->created_us > 0)
         metrics_histogram_observe(d->obs.m, d->obs.lag_seconds, NULL,
                                   (double)(dl->started_us - dl->created_us) / 1e6);
@@ -1235,10 +1308,8 @@ static void start_delivery(dispatcher *d, PGresult *res, int r, int64_t token, i
     carrier_state *cs = carrier_get(d, dl->carrier);
     if (cs)
         cs->in_flight++;
-    if (c && c->host) {
-        dl->host = c->host;
-        dl->host->in_flight++;
-    }
+    if (c)
+        dl->host = c->host; /* counted in flight there once the request is actually sent */
     if (c) {
         c->in_flight++;
         if (c->breaker == BREAKER_HALF_OPEN && !c->probe_in_flight) {
@@ -1316,7 +1387,8 @@ static int add_customer(dispatcher *d, claim_params *p, hmap *touched, customer 
                         int64_t now)
 {
     int added = 0;
-    c->recheck = false;
+    carrier_state *held[16];
+    size_t n_held = 0;
     /* Least recently served first: the claim lets the customer's carriers take turns in this
      * order (a small insertion sort: customers have few active carriers). */
     size_t order[64], n_order = 0;
@@ -1338,7 +1410,9 @@ static int add_customer(dispatcher *d, claim_params *p, hmap *touched, customer 
             continue;
         int budget = cs ? carrier_budget(d, cs) : n;
         if (budget <= 0) {
-            c->recheck = true; /* held back: goes first in a later claim_round */
+            /* Held back; its items stay due and go first when the carrier has room. */
+            if (n_held < PGP_ARRAY_LEN(held))
+                held[n_held++] = cs;
             continue;
         }
         if (cs && hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
@@ -1351,6 +1425,10 @@ static int add_customer(dispatcher *d, claim_params *p, hmap *touched, customer 
         strbuf_printf(&p->pair_n, "%d", n < budget ? n : budget);
         added++;
     }
+    /* Nothing could go: wait for the first of the blocking carriers to have room. */
+    if (added == 0)
+        for (size_t i = 0; i < n_held; i++)
+            wait_on(&held[i]->waiting, c);
     return added;
 }
 
@@ -1448,9 +1526,11 @@ static void run_claim_round(dispatcher *d)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
             n = room;
-        if (n > host_room(d, c)) {
+        if (n > host_room(d, c))
             n = host_room(d, c);
-            c->recheck = n == 0; /* host full: look again shortly */
+        if (n == 0 && host_room(d, c) == 0 && c->host) {
+            wait_on(&c->host->waiting, c); /* woken when a request to the host ends */
+            continue;
         }
         n = breaker_allowance(d, c, n, now);
         int64_t horizon = c->mode == MODE_SPACED ? now + LOOKAHEAD_US : now;
@@ -1789,6 +1869,7 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
                 LOG_ERROR("finalize_dropped", LOG_I("item", e->item_id),
                           LOG_S("outcome", e->outcome),
                           LOG_S("meaning", "the lease expires and the item is delivered again"));
+                final_entry_release(d, e);
                 final_entry_free(e);
                 continue;
             }
@@ -1814,8 +1895,10 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
         LOG_WARN("lost_ownership", LOG_S("item", PQgetvalue(res, i, 0)),
                  LOG_S("meaning", "lease expired and the item was claimed again or is gone"));
     }
-    for (size_t i = 0; i < d->sending.n; i++)
+    for (size_t i = 0; i < d->sending.n; i++) {
+        final_entry_release(d, &d->sending.v[i]);
         final_entry_free(&d->sending.v[i]);
+    }
     free(d->sending.v);
     d->sending = (final_list){0};
     arm_flush(d);
@@ -1993,6 +2076,7 @@ static void free_everything(dispatcher *d)
     pos = 0;
     carrier_state *cs;
     while ((cs = hmap_next(&d->carriers, &pos)) != NULL) {
+        free(cs->waiting.ids);
         free(cs->name);
         free(cs);
     }
@@ -2000,6 +2084,7 @@ static void free_everything(dispatcher *d)
     pos = 0;
     host_state *h;
     while ((h = hmap_next(&d->hosts, &pos)) != NULL) {
+        free(h->waiting.ids);
         free(h->key);
         free(h);
     }
