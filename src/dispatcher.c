@@ -174,6 +174,10 @@ struct dispatcher {
     admin_http *admin; /* NULL when [http] listen is empty */
     obs obs;
     uv_timer_t metrics_timer;
+    /* A statement unanswered for long means a stalled path that TCP keepalives cannot see
+     * (the far side still acknowledges): the watchdog resets the connection. */
+    uv_timer_t watchdog_timer;
+    uint64_t claim_sent_ns, flush_sent_ns, lock_sent_ns; /* 0 = none outstanding */
     enum role role;
     bool loaded;
     hmap customers; /* int64 id -> customer* */
@@ -406,10 +410,13 @@ static void schedule_customer(dispatcher *d, customer *c)
         if (c->pairs[i].next_us < earliest)
             earliest = c->pairs[i].next_us;
     int64_t due = earliest;
+    /* The heap holds when to claim: a spaced customer's GCRA slot minus the lookahead (sent
+     * exactly at the slot from a timer), but never before its items are due (a retry waiting
+     * for its time is not claimed early; that only made empty claims). */
     if (c->mode == MODE_SPACED) {
         int64_t eligible_at = gcra_eligible_at(c->tat, c->period_us, c->burst);
-        if (eligible_at > due)
-            due = eligible_at;
+        if (eligible_at != INT64_MIN && eligible_at - LOOKAHEAD_US > due)
+            due = eligible_at - LOOKAHEAD_US;
     }
     if (c->breaker == BREAKER_OPEN && c->open_until > due)
         due = c->open_until;
@@ -486,6 +493,17 @@ static customer *customer_apply_row(dispatcher *d, PGresult *res, int r)
 
 /* ---- database: load, election -------------------------------------------------------------- */
 
+/* A statement of the start-up chain (schema check, loads, election, frontier) failed while the
+ * connection stayed up: start over on a fresh connection (reconnect backoff applies) rather
+ * than sit connected, neither leading nor standing by. */
+static void restart_chain(dispatcher *d, const char *step, PGresult *res)
+{
+    LOG_ERROR("startup_step_failed", LOG_S("step", step), LOG_S("error", PQresultErrorMessage(res)),
+              LOG_S("action", "reconnecting"));
+    if (!d->shutting_down)
+        pgconn_reset(d->db);
+}
+
 static void on_carriers(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
@@ -512,9 +530,12 @@ static void on_customers(pgconn *conn, PGresult *res, void *arg)
     reload_ctx *ctx = arg;
     dispatcher *d = ctx->d;
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-        if (res)
-            LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)));
+        bool all = ctx->all;
         free(ctx);
+        if (res && all)
+            restart_chain(d, "load customers", res);
+        else if (res)
+            LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)));
         return;
     }
     if (!ctx->all && PQntuples(res) == 0) {
@@ -579,8 +600,12 @@ static void reload_customer(dispatcher *d, int64_t id)
 static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+    if (!res)
         return; /* lost again; the next READY retries */
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        restart_chain(d, "schema version", res);
+        return;
+    }
     int version = atoi(PQgetvalue(res, 0, 0));
     if (version < migrate_latest_version()) {
         LOG_ERROR("schema_too_old", LOG_I("database_version", version),
@@ -678,8 +703,13 @@ static void arm_tick_timer(dispatcher *d, int64_t after)
 static void on_frontier(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+    if (!res)
         return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        /* Leading without a frontier would claim nothing of the existing backlog. */
+        restart_chain(d, "load frontier", res);
+        return;
+    }
     for (int r = 0; r < PQntuples(res); r++) {
         customer *c = customer_get(d, strtoll(PQgetvalue(res, r, 0), NULL, 10));
         if (!c)
@@ -767,6 +797,26 @@ static void http_request_done(void *arg, const char *route, int status, double s
     metrics_histogram_observe(d->obs.m, d->obs.http_seconds, route_label, seconds);
 }
 
+static void on_watchdog(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    uint64_t now = uv_hrtime();
+    uint64_t limit = (uint64_t)d->cfg.lease_seconds * 500000000ull; /* half a lease */
+    if (limit < 2000000000ull)
+        limit = 2000000000ull;
+    const char *stalled = d->claim_sent_ns && now - d->claim_sent_ns > limit   ? "claim"
+                          : d->flush_sent_ns && now - d->flush_sent_ns > limit ? "finalize"
+                          : d->lock_sent_ns && now - d->lock_sent_ns > limit   ? "leader lock"
+                                                                               : NULL;
+    if (!stalled || !pgconn_ready(d->db))
+        return;
+    LOG_ERROR("db_statement_stalled", LOG_S("statement", stalled),
+              LOG_I("waited_ms", (long long)(limit / 1000000)),
+              LOG_S("action", "resetting the database connection"));
+    d->claim_sent_ns = d->flush_sent_ns = d->lock_sent_ns = 0;
+    pgconn_reset(d->db);
+}
+
 static void become_leader(dispatcher *d)
 {
     d->role = ROLE_LEADER;
@@ -787,8 +837,13 @@ static void on_standby_timer(uv_timer_t *t)
 static void on_try_lock(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || d->shutting_down)
+    d->lock_sent_ns = 0;
+    if (!res || d->shutting_down)
         return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        restart_chain(d, "leader lock", res);
+        return;
+    }
     if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
         become_leader(d);
         return;
@@ -808,7 +863,8 @@ static void try_lock(dispatcher *d)
     snprintf(cls, sizeof cls, "%d", DB_LOCK_CLASS);
     snprintf(key, sizeof key, "%d", DB_LOCK_LEADER);
     const char *params[] = {cls, key};
-    query_or_log(d, sql_q_run_try_lock, 2, params, on_try_lock, d, "leader lock");
+    if (pgconn_query(d->db, sql_q_run_try_lock, 2, params, on_try_lock, d) == 0)
+        d->lock_sent_ns = uv_hrtime();
 }
 
 static void lose_leadership(dispatcher *d)
@@ -1090,7 +1146,7 @@ static void on_delivery_done(const http_result *r, void *arg)
     } else if (cls && strcmp(cls, "aborted") == 0) {
         e.outcome = "release"; /* shutdown: not attempted as far as the receiver is concerned */
     } else if (!cls && r->status == 410) {
-        e.outcome = "release";
+        e.outcome = "pause"; /* attempt logged, given back: the item waits for the resume */
         e.error = strdup("410 Gone: customer paused");
         if (c && !c->paused) {
             c->paused = true;
@@ -1193,7 +1249,8 @@ static void on_delivery_done(const http_result *r, void *arg)
             breaker_note(d, c, true, breaker_error);
         /* A retried or released item is due again at a known time: wake its pair then (a
          * dead-lettered or delivered one needs nothing). */
-        if (strcmp(outcome, "retry") == 0 || strcmp(outcome, "release") == 0)
+        if (strcmp(outcome, "retry") == 0 || strcmp(outcome, "release") == 0 ||
+            strcmp(outcome, "pause") == 0)
             pair_note(c, dl->carrier, now_us() + delay_ms * 1000);
         schedule_customer(d, c);
     }
@@ -1357,7 +1414,7 @@ static void arm_claim_timer(dispatcher *d)
         uv_timer_stop(&d->claim_timer);
         return;
     }
-    int64_t wait_us = due - LOOKAHEAD_US - now_us();
+    int64_t wait_us = due - now_us();
     uint64_t delay_ms = wait_us <= 0 ? 0 : (uint64_t)((wait_us + 999) / 1000);
     uv_update_time(d->loop);
     uv_timer_start(&d->claim_timer, on_claim_timer, delay_ms, 0);
@@ -1485,6 +1542,7 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         return;
     }
     d->claiming = true;
+    d->claim_sent_ns = r->sent_ns;
 }
 
 static void run_claim_round(dispatcher *d)
@@ -1493,7 +1551,7 @@ static void run_claim_round(dispatcher *d)
         return;
     int64_t now = now_us();
     int64_t ids[ROUND_MAX_CUSTOMERS];
-    size_t n_ids = sched_heap_pop_due(&d->heap, now + LOOKAHEAD_US, ids, ROUND_MAX_CUSTOMERS);
+    size_t n_ids = sched_heap_pop_due(&d->heap, now, ids, ROUND_MAX_CUSTOMERS);
     if (n_ids == 0) {
         arm_claim_timer(d);
         return;
@@ -1533,8 +1591,7 @@ static void run_claim_round(dispatcher *d)
             continue;
         }
         n = breaker_allowance(d, c, n, now);
-        int64_t horizon = c->mode == MODE_SPACED ? now + LOOKAHEAD_US : now;
-        if (n <= 0 || add_customer(d, &p, &touched, c, n, horizon) == 0) {
+        if (n <= 0 || add_customer(d, &p, &touched, c, n, now) == 0) {
             schedule_customer(d, c);
             continue;
         }
@@ -1662,6 +1719,7 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
     claim_round *r = arg;
     dispatcher *d = r->d;
     d->claiming = false;
+    d->claim_sent_ns = 0;
     int64_t now = now_us();
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
     if (!ok && res)
@@ -1827,6 +1885,7 @@ static void on_flush_timer(uv_timer_t *t)
     }
     if (ok && pgconn_query(d->db, sql_q_run_finalize, 10, params, on_finalize, d) == 0) {
         d->flushing = true;
+        d->flush_sent_ns = uv_hrtime();
         if (take == d->pending.n) {
             d->sending = d->pending;
             d->pending = (final_list){0};
@@ -1853,6 +1912,7 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
     d->flushing = false;
+    d->flush_sent_ns = 0;
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
     if (!ok) {
         if (res)
@@ -1986,8 +2046,9 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
             return pgp_error_prefix(err, rc, "[http] listen");
         }
     }
-    uv_timer_t *timers[] = {&d->claim_timer, &d->tick_timer,  &d->backstop_timer, &d->standby_timer,
-                            &d->flush_timer, &d->drain_timer, &d->metrics_timer};
+    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,    &d->backstop_timer,
+                            &d->standby_timer, &d->flush_timer,   &d->drain_timer,
+                            &d->metrics_timer, &d->watchdog_timer};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++) {
         uv_timer_init(loop, timers[i]);
         timers[i]->data = d;
@@ -2020,6 +2081,7 @@ void dispatcher_start(dispatcher *d)
         LOG_INFO("http_listening", LOG_S("listen", d->cfg.http_listen),
                  LOG_I("port", admin_http_port(d->admin)));
     }
+    uv_timer_start(&d->watchdog_timer, on_watchdog, 1000, 1000);
     pgconn_start(d->db);
 }
 
@@ -2144,8 +2206,9 @@ static void close_all(dispatcher *d)
         LOG_WARN("unfinalised_at_exit", LOG_I("items", (long long)d->pending.n),
                  LOG_S("meaning", "their leases expire and they are delivered again"));
     d->open_handles += 1 + (d->http != NULL); /* pgconn, and the sender unless already closing */
-    uv_timer_t *timers[] = {&d->claim_timer, &d->tick_timer,  &d->backstop_timer, &d->standby_timer,
-                            &d->flush_timer, &d->drain_timer, &d->metrics_timer};
+    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,    &d->backstop_timer,
+                            &d->standby_timer, &d->flush_timer,   &d->drain_timer,
+                            &d->metrics_timer, &d->watchdog_timer};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
         uv_close((uv_handle_t *)timers[i], on_timer_closed);
     /* The admin server first: a pending HTTP enqueue's answer is dropped with it. */

@@ -1,6 +1,6 @@
 -- Batched finalisation (DESIGN §3): one statement for every outcome, each a compare-and-swap
 -- on the claim token. Rows come back only for items this leader no longer owned.
---  $1 bigint[] item, $2 bigint[] token, $3 text[] outcome (success|retry|dead|release),
+--  $1 bigint[] item, $2 bigint[] token, $3 text[] outcome (success|retry|dead|release|pause),
 --  $4 bigint[] retry delay ms, $5 int[] http status, $6 text[] error class, $7 text[] error,
 --  $8 bigint[] attempt start (epoch us), $9 float8[] duration ms, $10 text[] response excerpt
 WITH f AS (
@@ -32,12 +32,13 @@ WITH f AS (
       FROM died d JOIN f ON f.item_id = d.item_id
     ON CONFLICT DO NOTHING
 ), released AS (
-    -- Not attempted (shutdown, paused customer): the lease is voided and the attempt given back.
+    -- Not attempted (shutdown) or answered 410 Gone (the customer is paused): the lease is
+    -- voided and the attempt given back, so the item waits without using up its attempts.
     UPDATE pgpace.queue q
        SET next_action_at = now(), claim_token = NULL, attempt = greatest(q.attempt - 1, 0)
       FROM f
-     WHERE f.outcome = 'release' AND q.item_id = f.item_id AND q.claim_token = f.token
-    RETURNING q.item_id
+     WHERE f.outcome IN ('release', 'pause') AND q.item_id = f.item_id AND q.claim_token = f.token
+    RETURNING q.item_id, q.customer_id, q.attempt + 1 AS attempt, f.outcome
 ), attempts AS (
     INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, duration_ms,
                                          http_status, outcome, error_class, response_excerpt)
@@ -46,7 +47,9 @@ WITH f AS (
            f.http_status, x.outcome, f.error_class, f.excerpt
       FROM (SELECT item_id, customer_id, attempt, 'success' AS outcome FROM succeeded
             UNION ALL SELECT item_id, customer_id, attempt, 'retry' FROM retried
-            UNION ALL SELECT item_id, customer_id, attempt, 'dead' FROM died) x
+            UNION ALL SELECT item_id, customer_id, attempt, 'dead' FROM died
+            UNION ALL SELECT item_id, customer_id, attempt, 'paused' FROM released
+                       WHERE outcome = 'pause') x
       JOIN f ON f.item_id = x.item_id
 )
 SELECT f.item_id FROM f
