@@ -2,6 +2,7 @@
  * bad and a good file, refusing an old schema. */
 #include "fixture.h"
 #include "strbuf.h"
+#include "tcpproxy.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -260,6 +261,75 @@ static void admin_http_through_the_service(void **state)
     fx_stop_service(f, 15000);
 }
 
+typedef struct standby_probe {
+    tl_service *svc;
+    int port;
+} standby_probe;
+
+/* True once the instance stands by and its admin server listens (port recorded). */
+static int standby_listening(void *arg)
+{
+    standby_probe *p = arg;
+    char *log = tl_service_log(p->svc);
+    const char *at = strstr(log, "event=http_listening");
+    if (at && strstr(log, "event=standby") && (at = strstr(at, "port=")))
+        p->port = atoi(at + 5);
+    free(log);
+    return p->port > 0;
+}
+
+/* /readyz answers for a standby too, and turns 503 when the database goes away. */
+static void readiness_standby_and_database_down(void **state)
+{
+    fx *f = *state;
+    /* The leader goes to the database through a proxy the test controls. */
+    tcpproxy *proxy = tcpproxy_start("127.0.0.1", atoi(getenv("PGPORT")));
+    assert_non_null(proxy);
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             "database.conninfo = host=127.0.0.1 port=%d dbname=%s\n"
+             "dispatcher.keepalive_idle_s = 1\ndispatcher.reconnect_max_ms = 200\n",
+             tcpproxy_port(proxy), f->db->name);
+    fx_run(f, extra);
+    int port = admin_port(f);
+    assert_true(fx_wait_log(f, "event=leader_elected", 10000));
+
+    /* A second instance, straight to the database: it stands by and says so. */
+    fx second = *f;
+    second.config_path[0] = '\0';
+    fx_write_config(&second, NULL);
+    tl_service standby = tl_service_start(TL_ARGV("--config", second.config_path, "run"), NULL);
+    standby_probe probe = {&standby, 0};
+    assert_true(tl_wait_until(standby_listening, &probe, 10000));
+    int standby_port = probe.port;
+    char *body = NULL;
+    assert_int_equal(http(standby_port, "GET", "/readyz", NULL, NULL, &body), 200);
+    tl_assert_contains(body, "\"role\":\"standby\"");
+    free(body);
+
+    /* The leader loses its database: 503 with the reason, and the process is still alive. */
+    assert_int_equal(tcpproxy_set_mode(proxy, TCPPROXY_DROP), 0);
+    assert_true(fx_wait_log(f, "event=db_connection_lost", 10000));
+    long status = 0;
+    for (int i = 0; i < 250 && status != 503; i++) {
+        status = http(port, "GET", "/readyz", NULL, NULL, &body);
+        if (status != 503)
+            free(body);
+    }
+    assert_int_equal(status, 503);
+    tl_assert_contains(body, "database unreachable");
+    free(body);
+    assert_int_equal(http(port, "GET", "/healthz", NULL, NULL, &body), 200);
+    free(body);
+
+    assert_int_equal(tl_service_signal(&standby, SIGTERM, 1, 15000), 0);
+    tl_service_stop(&standby);
+    unlink(second.config_path);
+    assert_int_equal(tcpproxy_set_mode(proxy, TCPPROXY_PASS), 0);
+    fx_stop_service(f, 15000);
+    tcpproxy_stop(proxy);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +338,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(old_schema_refuses_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(admin_http_through_the_service, setup, teardown),
+        cmocka_unit_test_setup_teardown(readiness_standby_and_database_down, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

@@ -62,7 +62,15 @@ static void build_config(fx *f, const char *extra_ini, char *ini, size_t size)
         {"http", "listen", "127.0.0.1:0"},
     };
     const char *extra = extra_ini ? extra_ini : "";
-    size_t len = (size_t)snprintf(ini, size, "[database]\nconninfo = %s\n", f->db->conninfo);
+    /* "database.conninfo = ..." in extra_ini replaces the fresh database's (e.g. a proxy). */
+    const char *own = strstr(extra, "database.conninfo =");
+    size_t len;
+    if (own) {
+        const char *v = own + strlen("database.conninfo =");
+        len = (size_t)snprintf(ini, size, "[database]\nconninfo =%.*s\n", (int)strcspn(v, "\n"), v);
+    } else {
+        len = (size_t)snprintf(ini, size, "[database]\nconninfo = %s\n", f->db->conninfo);
+    }
     const char *sections[] = {"dispatcher", "delivery", "log", "http"};
     for (size_t s = 0; s < 4; s++) {
         len += (size_t)snprintf(ini + len, size - len, "[%s]\n", sections[s]);
