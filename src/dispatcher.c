@@ -1645,11 +1645,26 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
     hmap touched;
     hmap_init(&touched);
     int room = d->cfg.max_in_flight - d->in_flight;
-    size_t pos = 0;
-    customer *c;
-    while ((c = hmap_next(&d->customers, &pos)) != NULL && r->n < ROUND_MAX_CUSTOMERS) {
+    /* The batch customers with work, taken from a starting point that moves every tick: when
+     * max_in_flight cannot hold every allowance, a different customer misses out each time,
+     * never the same ones (found by the soak: a fixed subset starved). */
+    size_t n_batch = 0, cap_batch = 0, pos = 0;
+    customer **batch = NULL, *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
         if (c->mode != MODE_BATCH || c->paused || c->n_pairs == 0)
             continue;
+        if (n_batch == cap_batch) {
+            size_t cap = cap_batch ? cap_batch * 2 : 64;
+            customer **v = realloc(batch, cap * sizeof *v);
+            if (!v)
+                break;
+            batch = v;
+            cap_batch = cap;
+        }
+        batch[n_batch++] = c;
+    }
+    for (size_t k = 0; k < n_batch && r->n < ROUND_MAX_CUSTOMERS; k++) {
+        c = batch[(k + (size_t)tick) % n_batch];
         bool due = false;
         for (size_t i = 0; i < c->n_pairs && !due; i++)
             due = c->pairs[i].next_us <= now;
@@ -1658,12 +1673,14 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         int64_t elapsed = c->have_tick ? tick - c->last_tick : 1;
         if (elapsed <= 0)
             continue; /* this tick was already dispatched (by us or a previous leader) */
+        if (room <= 0)
+            break; /* the rest keep this tick: not marked, they get it next time */
         double credit = c->credit;
         int n = batch_allowance(c->rate, &credit, elapsed, batch_default_cap(c->rate));
         if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
-            n = room < 0 ? 0 : room;
+            n = room;
         if (n > host_room(d, c))
             n = host_room(d, c);
         n = breaker_allowance(d, c, n, now);
@@ -1696,6 +1713,7 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
     }
     claim_params_free(&p);
     hmap_free(&touched);
+    free(batch);
 }
 
 static void on_tick_timer(uv_timer_t *t)
@@ -2043,7 +2061,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
             pgconn_close(d->db, NULL, NULL);
             obs_free(&d->obs);
             free(d);
-            return pgp_error_prefix(err, rc, "[http] listen");
+            return rc; /* the message already names [http] listen */
         }
     }
     uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,    &d->backstop_timer,

@@ -330,6 +330,50 @@ static void logs_hold_no_payload_or_secret(void **state)
     free(log);
 }
 
+typedef struct all_served {
+    receiver *recv;
+    int customers;
+} all_served;
+
+static int all_have_arrivals(void *arg)
+{
+    all_served *a = arg;
+    for (int i = 0; i < a->customers; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "/c/b%d", i);
+        if (receiver_count(a->recv, prefix) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Found by the soak: when max_in_flight cannot hold every batch allowance of a tick, the same
+ * customers (in hash order) got nothing, every tick. Now every customer is served. */
+static void batch_ticks_share_a_full_dispatcher(void **state)
+{
+    fx *f = *state;
+    receiver_rule slow = {
+        .path_prefix = "/c/b", .action = RECV_RESPOND, .status = 200, .delay_ms = 400};
+    receiver_on(f->recv, &slow);
+    enum { CUSTOMERS = 10 };
+    for (int i = 0; i < CUSTOMERS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "b%d", i);
+        fx_customer(f, name, TL_ARGV("--mode", "batch", "--rate", "5"));
+        fx_enqueue(f, name, NULL, 10);
+    }
+    fx_run(f, "dispatcher.max_in_flight = 12\ndispatcher.batch_tick_ms = 500\n");
+    all_served a = {f->recv, CUSTOMERS};
+    int ok = tl_wait_until(all_have_arrivals, &a, 15000);
+    for (int i = 0; i < CUSTOMERS; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "/c/b%d", i);
+        print_message("# batch customer b%d: %zu webhooks\n", i, receiver_count(f->recv, prefix));
+    }
+    assert_true(ok);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +383,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_receivers_do_not_disturb_others, setup, teardown),
         cmocka_unit_test_setup_teardown(refused_destinations_are_permanent, setup, teardown),
         cmocka_unit_test_setup_teardown(logs_hold_no_payload_or_secret, setup, teardown),
+        cmocka_unit_test_setup_teardown(batch_ticks_share_a_full_dispatcher, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
