@@ -1,0 +1,128 @@
+/* fuzz_admin_http.c - the admin HTTP server's request handling (src/admin_http.c) as a client
+ * sees it: the real server runs on its own libuv loop thread on 127.0.0.1, and every input is
+ * sent as the bytes of one connection (then the client's side is shut down).
+ * Invariants, beyond "no crash, no sanitizer report" in the server:
+ *   - whatever comes back starts with "HTTP/1.1 " and a three-digit status of the API's set;
+ *   - the server keeps accepting connections (the next input is served).
+ * The enqueue callback answers at once (no database): the handling in front of it is fuzzed.
+ */
+#include "fuzz_util.h"
+
+#include "admin_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <uv.h>
+
+static int fake_metrics(void *arg, strbuf *out)
+{
+    (void)arg;
+    strbuf_puts(out, "# HELP x x\n# TYPE x counter\nx 1\n");
+    return 0;
+}
+
+static void fake_ready(void *arg, admin_http_readiness *out)
+{
+    (void)arg;
+    out->ready = true;
+    out->role = "leader";
+    out->reason = NULL;
+}
+
+static void fake_enqueue(void *arg, const char *body, size_t len, admin_http_reply *reply)
+{
+    (void)arg;
+    (void)body;
+    (void)len;
+    admin_http_reply_send(reply, 201, "{\"id\":1}");
+}
+
+static int server_port;
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
+
+static void *server_thread(void *arg)
+{
+    (void)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    admin_http_options o = {.listen = "127.0.0.1:0",
+                            .enqueue_token = "fuzz-token",
+                            .max_body_bytes = 4096,
+                            .idle_timeout_ms = 500};
+    admin_http_callbacks cb = {
+        .render_metrics = fake_metrics, .readiness = fake_ready, .enqueue = fake_enqueue};
+    admin_http *s = NULL;
+    pgp_error err;
+    if (admin_http_new(&loop, &o, &cb, &s, &err) != 0 || admin_http_start(s, &err) != 0) {
+        fprintf(stderr, "fuzz_admin_http: cannot start the server: %s\n", err.msg);
+        abort();
+    }
+    pthread_mutex_lock(&ready_lock);
+    server_port = admin_http_port(s);
+    pthread_cond_signal(&ready_cond);
+    pthread_mutex_unlock(&ready_lock);
+    uv_run(&loop, UV_RUN_DEFAULT); /* for the life of the process */
+    return NULL;
+}
+
+static bool status_ok(int status)
+{
+    static const int allowed[] = {100, 200, 201, 400, 401, 404, 405, 408,
+                                  411, 413, 415, 431, 500, 501, 503, 505};
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (status == allowed[i])
+            return true;
+    return false;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static pthread_t thread;
+    if (!server_port) {
+        pthread_create(&thread, NULL, server_thread, NULL);
+        pthread_mutex_lock(&ready_lock);
+        while (!server_port)
+            pthread_cond_wait(&ready_cond, &ready_lock);
+        pthread_mutex_unlock(&ready_lock);
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    FUZZ_CHECK(fd >= 0, "socket failed");
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    FUZZ_CHECK(connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0,
+               "the server stopped accepting connections");
+    size_t off = 0;
+    while (off < size) {
+        ssize_t w = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break; /* the server may close early (413, 431): fine */
+        off += (size_t)w;
+    }
+    shutdown(fd, SHUT_WR);
+    char buf[16];
+    size_t got = 0;
+    while (got < sizeof buf) {
+        ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    char rest[4096];
+    while (recv(fd, rest, sizeof rest, 0) > 0) {
+    }
+    close(fd);
+    if (got > 0) {
+        FUZZ_CHECK(got >= 12 && memcmp(buf, "HTTP/1.1 ", 9) == 0, "not an HTTP/1.1 answer");
+        int status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+        FUZZ_CHECK(status_ok(status), "unexpected status %d", status);
+    }
+    return 0;
+}
