@@ -1,0 +1,107 @@
+/* twosvc.c - two-instance dispatcher fixture for the fault and restart tests. */
+#include "twosvc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- fixture ------------------------------------------------------------------------------- */
+
+static fx *current; /* for dumping service logs when a check fails */
+
+int svc_setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->db = tl_fresh_db(1);
+    f->rx = receiver_start();
+    assert_non_null(f->rx);
+    current = f;
+    *state = f;
+    return 0;
+}
+
+int svc_teardown(void **state)
+{
+    fx *f = *state;
+    for (int i = 0; i < 2; i++) {
+        tl_service_stop(&f->svc[i]);
+        if (f->cfg[i]) {
+            unlink(f->cfg[i]);
+            free(f->cfg[i]);
+        }
+    }
+    receiver_stop(f->rx);
+    tl_drop_db(f->db);
+    free(f);
+    current = NULL;
+    return 0;
+}
+
+/* Prints the tail of every running service's log to stderr (TAP reads stdout only). */
+void dump_logs(void)
+{
+    if (!current)
+        return;
+    for (int i = 0; i < 2; i++) {
+        if (!current->svc[i].log_path[0])
+            continue;
+        char *log = tl_service_log(&current->svc[i]);
+        size_t len = strlen(log);
+        const char *from = len > 6000 ? log + len - 6000 : log;
+        fprintf(stderr, "---- log of service %d (%s), last %zu bytes ----\n%s\n", i,
+                current->svc[i].log_path, strlen(from), from);
+        free(log);
+    }
+}
+
+/* ---- the service --------------------------------------------------------------------------- */
+
+void start_service(fx *f, int slot, const run_opts *o)
+{
+    char extra[128] = "";
+    size_t n = 0;
+    if (o->max_in_flight > 0)
+        n +=
+            (size_t)snprintf(extra + n, sizeof extra - n, "max_in_flight = %d\n", o->max_in_flight);
+    if (o->claim_batch_max > 0)
+        snprintf(extra + n, sizeof extra - n, "claim_batch_max = %d\n", o->claim_batch_max);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "[database]\nconninfo = dbname=%s\n"
+             "[dispatcher]\ninstance_name = %s\nlease_seconds = %d\nstandby_retry_ms = 200\n"
+             "batch_tick_ms = 1000\nbackstop_scan_ms = 1000\nretry_base_ms = 100\n"
+             "retry_cap_ms = 1000\ndrain_timeout_ms = %d\nreconnect_max_ms = 1000\n%s"
+             "[delivery]\nallow_cidrs = 127.0.0.0/8\nrequest_timeout_ms = %d\n"
+             "[http]\nlisten = 127.0.0.1:0\n[log]\nlevel = debug\n",
+             f->db->name, o->instance, o->lease_seconds, o->drain_timeout_ms, extra,
+             o->request_timeout_ms);
+    assert_null(f->cfg[slot]);
+    f->cfg[slot] = tl_temp_file(cfg);
+    f->svc[slot] = tl_service_start(TL_ARGV("--config", f->cfg[slot], "run"), NULL);
+    assert_true(f->svc[slot].pid > 0);
+}
+
+/* Number of log lines with event=NAME exactly. */
+int count_event(const char *log, const char *name)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "event=%s", name);
+    size_t len = strlen(needle);
+    int n = 0;
+    for (const char *p = strstr(log, needle); p; p = strstr(p + len, needle)) {
+        char after = p[len];
+        if (after == ' ' || after == '\n' || after == '\0')
+            n++;
+    }
+    return n;
+}
+
+int service_events(const tl_service *s, const char *name)
+{
+    char *log = tl_service_log(s);
+    int n = count_event(log, name);
+    free(log);
+    return n;
+}

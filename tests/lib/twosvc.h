@@ -1,0 +1,47 @@
+/* twosvc.h - up to two `pgpace run` instances on one fresh database and a loopback receiver,
+ * for the dispatcher's fault and restart tests: setup/teardown, starting an instance with test
+ * settings, counting log events, and CHECK, which prints the instances' logs on failure.
+ */
+#ifndef PGPACE_TWOSVC_H
+#define PGPACE_TWOSVC_H
+
+#include "receiver.h"
+#include "testlib.h"
+
+typedef struct fx {
+    tl_db *db;
+    receiver *rx;
+    tl_service svc[2];
+    char *cfg[2];
+} fx;
+
+int svc_setup(void **state);
+int svc_teardown(void **state);
+
+/* Prints the tail of every running instance's log to stderr (TAP reads stdout only). */
+void dump_logs(void);
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            dump_logs();                                                                           \
+            fail_msg(__VA_ARGS__);                                                                 \
+        }                                                                                          \
+    } while (0)
+
+typedef struct run_opts {
+    const char *instance;
+    int lease_seconds;
+    int drain_timeout_ms;
+    int request_timeout_ms;
+    int max_in_flight;   /* 0: the default */
+    int claim_batch_max; /* 0: the default */
+} run_opts;
+
+/* Starts instance `slot` (0 or 1) with the test configuration and these options. */
+void start_service(fx *f, int slot, const run_opts *o);
+/* Number of log lines with event=NAME exactly. */
+int count_event(const char *log, const char *name);
+int service_events(const tl_service *s, const char *name);
+
+#endif
