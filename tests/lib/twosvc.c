@@ -105,3 +105,77 @@ int service_events(const tl_service *s, const char *name)
     free(log);
     return n;
 }
+
+size_t rx_count(fx *f, const char *customer)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    return receiver_count(f->rx, path);
+}
+
+size_t rx_wait(fx *f, const char *customer, size_t n, int timeout_ms)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    return receiver_wait(f->rx, path, n, timeout_ms);
+}
+
+/* The requests of one customer, in arrival order (bodies dropped). */
+
+req_list requests_of(fx *f, const char *customer)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/c/%s", customer);
+    size_t total = receiver_count(f->rx, NULL);
+    req_list l = {calloc(total + 1, sizeof(receiver_request)), 0};
+    assert_non_null(l.v);
+    for (size_t i = 0; i < total; i++) {
+        receiver_request rq;
+        if (receiver_get(f->rx, i, &rq) != 0)
+            break;
+        free(rq.body);
+        rq.body = NULL;
+        if (strncmp(rq.path, path, strlen(path)) == 0)
+            l.v[l.n++] = rq;
+    }
+    return l;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    return strcmp(((const receiver_request *)a)->webhook_id,
+                  ((const receiver_request *)b)->webhook_id);
+}
+
+/* Distinct webhook-ids among the customer's requests; *total gets the number of requests. */
+size_t distinct_ids(fx *f, const char *customer, size_t *total)
+{
+    req_list l = requests_of(f, customer);
+    qsort(l.v, l.n, sizeof *l.v, cmp_id);
+    size_t distinct = 0;
+    for (size_t i = 0; i < l.n; i++)
+        if (i == 0 || strcmp(l.v[i].webhook_id, l.v[i - 1].webhook_id) != 0)
+            distinct++;
+    *total = l.n;
+    free(l.v);
+    return distinct;
+}
+
+typedef struct query_wait {
+    fx *f;
+    const char *sql;
+    long long want;
+} query_wait;
+
+static int query_eq_cond(void *arg)
+{
+    query_wait *w = arg;
+    return tl_query_int(w->f->db->conn, "%s", w->sql) == w->want;
+}
+
+/* Waits until an integer query equals `want`. */
+bool wait_query_eq(fx *f, const char *sql, long long want, int timeout_ms)
+{
+    query_wait w = {f, sql, want};
+    return tl_wait_until(query_eq_cond, &w, timeout_ms) != 0;
+}

@@ -8,6 +8,8 @@
 #include "receiver.h"
 #include "testlib.h"
 
+#include <stdbool.h>
+
 typedef struct fx {
     tl_db *db;
     receiver *rx;
@@ -43,5 +45,17 @@ void start_service(fx *f, int slot, const run_opts *o);
 /* Number of log lines with event=NAME exactly. */
 int count_event(const char *log, const char *name);
 int service_events(const tl_service *s, const char *name);
+
+/* Receiver and database helpers shared by the fault and restart tests. */
+#define QUEUE_EMPTY "SELECT count(*) FROM pgpace.queue"
+typedef struct req_list {
+    receiver_request *v;
+    size_t n;
+} req_list;
+size_t rx_count(fx *f, const char *customer);
+size_t rx_wait(fx *f, const char *customer, size_t n, int timeout_ms);
+req_list requests_of(fx *f, const char *customer);
+size_t distinct_ids(fx *f, const char *customer, size_t *total);
+bool wait_query_eq(fx *f, const char *sql, long long want, int timeout_ms);
 
 #endif
