@@ -16,7 +16,7 @@ pgpace=$root/build/src/pgpace
 work=$(mktemp -d /tmp/pgpace-bench.XXXXXX)
 chmod 755 "$work"
 trap 'bash tests/tools/pgcluster.sh stop "$work/pg" >/dev/null 2>&1; rm -rf "$work"' EXIT
-eval "$(bash tests/tools/pgcluster.sh start "$work/pg" $((20000 + RANDOM % 20000)))"
+eval "$(bash tests/tools/pgcluster.sh start "$work/pg" $((20000 + RANDOM % 12000)))"
 export PGHOST PGPORT PGUSER
 
 # 100 customers, 10 carriers, every third item with an idempotency key.

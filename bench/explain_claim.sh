@@ -15,7 +15,7 @@ pgpace=$root/build/src/pgpace
 work=$(mktemp -d /tmp/pgpace-explain.XXXXXX)
 chmod 755 "$work"
 trap 'bash tests/tools/pgcluster.sh stop "$work/pg" >/dev/null 2>&1; rm -rf "$work"' EXIT
-eval "$(bash tests/tools/pgcluster.sh start "$work/pg" $((20000 + RANDOM % 20000)))"
+eval "$(bash tests/tools/pgcluster.sh start "$work/pg" $((20000 + RANDOM % 12000)))"
 export PGHOST PGPORT PGUSER
 
 out=bench/EXPLAIN_CLAIM.md

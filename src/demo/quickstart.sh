@@ -38,7 +38,8 @@ trap cleanup EXIT
 stop_requested=0
 trap 'stop_requested=1' INT TERM
 
-port=$((20000 + RANDOM % 20000))
+# Below the kernel's ephemeral range (32768+), where an outgoing connection may hold a port.
+port=$((20000 + RANDOM % 12000))
 echo "== starting a private PostgreSQL 15 on port $port"
 eval "$(bash tests/tools/pgcluster.sh start "$work/pg" "$port")"
 export PGHOST PGPORT PGUSER PGDATABASE=postgres
