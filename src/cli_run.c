@@ -44,6 +44,9 @@ static void on_stopped(void *arg, int status)
     run_state *rs = arg;
     rs->status = status;
     rs->stopped = true;
+    /* Already exiting: a late signal must not turn a clean exit into death by signal. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     uv_close((uv_handle_t *)&rs->sigterm, NULL);
     uv_close((uv_handle_t *)&rs->sigint, NULL);
     uv_close((uv_handle_t *)&rs->sighup, NULL);

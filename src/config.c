@@ -352,10 +352,12 @@ static int handler(void *user, const char *section, const char *name, const char
         if (st->seen[i] && k->type == KEY_STRING && strcmp(k->name, "allow_cidrs") == 0) {
             char *dst = (char *)&st->cfg + k->offset;
             size_t used = strlen(dst);
+            if (!*value)
+                return 1; /* an empty line adds nothing */
             if (used + 2 + strlen(value) >= k->size)
                 return fail(st, line, -EINVAL, "[%s] %s: the list is longer than %zu bytes",
                             section, name, k->size - 1);
-            snprintf(dst + used, k->size - used, ", %s", value);
+            snprintf(dst + used, k->size - used, "%s%s", used ? ", " : "", value);
             return 1;
         }
         if (st->seen[i])

@@ -174,6 +174,7 @@ struct dispatcher {
     admin_http *admin; /* NULL when [http] listen is empty */
     obs obs;
     uv_timer_t metrics_timer;
+    uv_timer_t retry_timer; /* retries a failed start-up step */
     /* A statement unanswered for long means a stalled path that TCP keepalives cannot see
      * (the far side still acknowledges): the watchdog resets the connection. */
     uv_timer_t watchdog_timer;
@@ -493,15 +494,17 @@ static customer *customer_apply_row(dispatcher *d, PGresult *res, int r)
 
 /* ---- database: load, election -------------------------------------------------------------- */
 
+static void on_retry_timer(uv_timer_t *t);
+
 /* A statement of the start-up chain (schema check, loads, election, frontier) failed while the
- * connection stayed up: start over on a fresh connection (reconnect backoff applies) rather
- * than sit connected, neither leading nor standing by. */
+ * connection stayed up: try that part again after a pause rather than sit connected, neither
+ * leading nor standing by. */
 static void restart_chain(dispatcher *d, const char *step, PGresult *res)
 {
     LOG_ERROR("startup_step_failed", LOG_S("step", step), LOG_S("error", PQresultErrorMessage(res)),
-              LOG_S("action", "reconnecting"));
-    if (!d->shutting_down)
-        pgconn_reset(d->db);
+              LOG_I("retry_ms", ERROR_RETRY_MS));
+    if (!d->shutting_down && !d->closing)
+        uv_timer_start(&d->retry_timer, on_retry_timer, ERROR_RETRY_MS, 0);
 }
 
 static void on_carriers(pgconn *conn, PGresult *res, void *arg)
@@ -873,6 +876,7 @@ static void lose_leadership(dispatcher *d)
         LOG_WARN("leadership_lost", LOG_S("instance", d->instance),
                  LOG_S("reason", "database connection lost"));
     d->role = ROLE_STARTING;
+    uv_timer_stop(&d->retry_timer);
     metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 0);
     uv_timer_stop(&d->metrics_timer);
     uv_timer_stop(&d->claim_timer);
@@ -1985,6 +1989,19 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
+/* A leader whose frontier load failed loads it again; everyone else redoes the load and the
+ * election from the schema check on. */
+static void on_retry_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->shutting_down || !pgconn_ready(d->db))
+        return; /* a reconnect reruns the whole chain anyway */
+    if (d->role == ROLE_LEADER)
+        query_or_log(d, sql_q_run_frontier, 0, NULL, on_frontier, d, "frontier");
+    else
+        start_load(d);
+}
+
 int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp_error *err)
 {
     *out = NULL;
@@ -2064,9 +2081,9 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
             return rc; /* the message already names [http] listen */
         }
     }
-    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,    &d->backstop_timer,
-                            &d->standby_timer, &d->flush_timer,   &d->drain_timer,
-                            &d->metrics_timer, &d->watchdog_timer};
+    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,     &d->backstop_timer,
+                            &d->standby_timer, &d->flush_timer,    &d->drain_timer,
+                            &d->metrics_timer, &d->watchdog_timer, &d->retry_timer};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++) {
         uv_timer_init(loop, timers[i]);
         timers[i]->data = d;
@@ -2224,9 +2241,9 @@ static void close_all(dispatcher *d)
         LOG_WARN("unfinalised_at_exit", LOG_I("items", (long long)d->pending.n),
                  LOG_S("meaning", "their leases expire and they are delivered again"));
     d->open_handles += 1 + (d->http != NULL); /* pgconn, and the sender unless already closing */
-    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,    &d->backstop_timer,
-                            &d->standby_timer, &d->flush_timer,   &d->drain_timer,
-                            &d->metrics_timer, &d->watchdog_timer};
+    uv_timer_t *timers[] = {&d->claim_timer,   &d->tick_timer,     &d->backstop_timer,
+                            &d->standby_timer, &d->flush_timer,    &d->drain_timer,
+                            &d->metrics_timer, &d->watchdog_timer, &d->retry_timer};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
         uv_close((uv_handle_t *)timers[i], on_timer_closed);
     /* The admin server first: a pending HTTP enqueue's answer is dropped with it. */
