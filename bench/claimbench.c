@@ -292,8 +292,8 @@ static void *unlimited_thread(void *arg)
         bool last = mono_s() >= deadline;
         if (!last) {
             snprintf(tokbuf, sizeof tokbuf, "%ld", ++token);
-            const char *p[16] = {cust, "{\"\"}", n, cust, n, "{}", "{}", "100", "60", tokbuf,
-                                 claimed_by, "{}", "{}", "{}", "{}", NULL};
+            const char *p[16] = {cust, "{\"\"}", n,          cust, n,    "{}", "{}", "100",
+                                 "60", tokbuf,   claimed_by, "{}", "{}", "{}", "{}", NULL};
             pipe_send(c, w->claim_sql, 16, p);
         }
         if (have_prev) {
@@ -360,9 +360,14 @@ static int cmd_unlimited(int argc, char **argv)
     worker *w = calloc((size_t)nids, sizeof *w);
     pthread_t *th = calloc((size_t)nids, sizeof *th);
     for (int i = 0; i < nids; i++) {
-        w[i] = (worker){.conninfo = conninfo, .claim_sql = claim_sql,
-                        .finalize_sql = finalize_sql, .customer = ids[i], .batch = batch,
-                        .index = i, .seconds = seconds, .barrier = &barrier};
+        w[i] = (worker){.conninfo = conninfo,
+                        .claim_sql = claim_sql,
+                        .finalize_sql = finalize_sql,
+                        .customer = ids[i],
+                        .batch = batch,
+                        .index = i,
+                        .seconds = seconds,
+                        .barrier = &barrier};
         pthread_create(&th[i], NULL, unlimited_thread, &w[i]);
     }
     long items = 0, rounds = 0;
@@ -452,10 +457,22 @@ static int cmd_round(int argc, char **argv)
         snprintf(budget_s, sizeof budget_s, "%d", budget);
         snprintf(tok_s, sizeof tok_s, "%ld", ++token);
         snprintf(tick_s, sizeof tick_s, "%ld", ++tick);
-        const char *p[16] = {sb_close(&a[0]), sb_close(&a[1]), sb_close(&a[2]), sb_close(&a[3]),
-                             sb_close(&a[4]), sb_close(&a[5]), sb_close(&a[6]), budget_s, "60",
-                             tok_s, "claimbench", sb_close(&a[11]), sb_close(&a[12]),
-                             sb_close(&a[13]), sb_close(&a[14]), batch ? tick_s : NULL};
+        const char *p[16] = {sb_close(&a[0]),
+                             sb_close(&a[1]),
+                             sb_close(&a[2]),
+                             sb_close(&a[3]),
+                             sb_close(&a[4]),
+                             sb_close(&a[5]),
+                             sb_close(&a[6]),
+                             budget_s,
+                             "60",
+                             tok_s,
+                             "claimbench",
+                             sb_close(&a[11]),
+                             sb_close(&a[12]),
+                             sb_close(&a[13]),
+                             sb_close(&a[14]),
+                             batch ? tick_s : NULL};
         double t0 = mono_s();
         PGresult *res = exec_params(c, claim_sql, 16, p, PGRES_TUPLES_OK);
         double ms = (mono_s() - t0) * 1000;
@@ -560,8 +577,8 @@ static int cmd_naive(int argc, char **argv, bool batch)
         if (!batch && i >= 3 && mono_s() - start >= seconds)
             break;
         double t0 = mono_s();
-        PGresult *r = exec_params(c, batch ? naive_batch_sql : naive_delay_sql, 0, NULL,
-                                  PGRES_TUPLES_OK);
+        PGresult *r =
+            exec_params(c, batch ? naive_batch_sql : naive_delay_sql, 0, NULL, PGRES_TUPLES_OK);
         double ms = (mono_s() - t0) * 1000;
         printf("%s %d ms %.3f items %d\n", batch ? "round" : "stmt", i, ms, PQntuples(r));
         fflush(stdout);
