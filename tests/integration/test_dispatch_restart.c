@@ -20,31 +20,7 @@
 
 /* The two-instance fixture: tests/lib/twosvc.h. */
 
-/* Whether the child is still running (without reaping anything but it). */
-static bool alive(const tl_service *s)
-{
-    if (s->pid <= 0)
-        return false;
-    return waitpid(s->pid, NULL, WNOHANG) == 0;
-}
-
 /* ---- customers, items, receiver records ---------------------------------------------------- */
-
-static void customer_set(fx *f, const char *name, const char *rate, const char *const *extra)
-{
-    char path[160], url[256];
-    snprintf(path, sizeof path, "/c/%s", name);
-    receiver_url(f->rx, path, url, sizeof url);
-    const char *argv[40] = {"--db", f->db->conninfo, "customer", "set", name, "--rate",
-                            rate,   "--url",         url};
-    size_t n = 9;
-    for (; extra && *extra && n < 39; extra++)
-        argv[n++] = *extra;
-    argv[n] = NULL;
-    tl_proc p = tl_pgpace(argv, NULL, NULL);
-    CHECK(p.status == 0, "customer set %s failed (%d): %s", name, p.status, p.err);
-    tl_proc_free(&p);
-}
 
 static void enqueue_n(fx *f, const char *customer, int n)
 {

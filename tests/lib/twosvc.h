@@ -58,4 +58,9 @@ req_list requests_of(fx *f, const char *customer);
 size_t distinct_ids(fx *f, const char *customer, size_t *total);
 bool wait_query_eq(fx *f, const char *sql, long long want, int timeout_ms);
 
+/* Whether the instance's process is still running (reaps only it). */
+bool alive(const tl_service *s);
+/* `pgpace customer set NAME --rate RATE --url <receiver>/c/NAME EXTRA...`; CHECKs success. */
+void customer_set(fx *f, const char *name, const char *rate, const char *const *extra);
+
 #endif
