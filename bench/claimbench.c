@@ -2,14 +2,17 @@
  * (sql/queries/run_claim.sql, run_finalize.sql) and the naive baselines, and prints timings.
  *
  * Built by bench/run with the system compiler and pkg-config (cc -O2 ... -lpq -lpthread).
- * Statements are sent the way the dispatcher sends them (src/pgconn.c): unnamed extended-query
- * statements with text parameters, one Sync (= one transaction) per statement, on a session
- * with jit = off (sql/queries/run_session.sql).
+ * Statements are sent the way the dispatcher sends them (src/pgconn.c): prepared once per
+ * session and executed by name with text parameters (plan_cache_mode left at its default),
+ * one Sync (= one transaction) per statement, on a session with jit = off
+ * (sql/queries/run_session.sql).
  *
- *   claimbench unlimited CONNINFO CLAIM_SQL FINALIZE_SQL --customers 1,2 --batch N --seconds S
+ *   claimbench unlimited CONNINFO CLAIM_SQL SUCCESS_SQL --customers 1,2 --batch N --seconds S
  *       One thread and connection per customer; each loops in pipeline mode: claim N items of
- *       its customer (unlimited mode), finalize the previous round's items as success in the
- *       same pipeline. Prints "items <n> seconds <s> items_per_s <r> rounds <k> dry <0|1>".
+ *       its customer (unlimited mode), finalize the previous round's items as success
+ *       (SUCCESS_SQL: sql/queries/run_finalize_success.sql, which the dispatcher sends when a
+ *       batch holds only successes) in the same pipeline.
+ *       Prints "items <n> seconds <s> items_per_s <r> rounds <k> dry <0|1>".
  *   claimbench round CONNINFO CLAIM_SQL FINALIZE_SQL --mode spaced|batch|carriers|nocarriers
  *              --customers LIST --rounds R [--limit N] [--carriers c0,c1,..] [--budget B]
  *       R claim rounds, each timed alone (autocommit, as the dispatcher), then released with
@@ -155,6 +158,24 @@ static PGresult *exec_params(PGconn *c, const char *sql, int n, const char *cons
     return r;
 }
 
+/* Prepares `sql` as statement `name` on the session, as src/pgconn.c does on first use. */
+static void prepare(PGconn *c, const char *name, const char *sql, int n)
+{
+    PGresult *r = PQprepare(c, name, sql, n, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        die("prepare %s: %s", name, PQerrorMessage(c));
+    PQclear(r);
+}
+
+static PGresult *exec_prepared(PGconn *c, const char *name, int n, const char *const *p,
+                               ExecStatusType want)
+{
+    PGresult *r = PQexecPrepared(c, name, n, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != want)
+        die("statement %s failed: %s", name, PQerrorMessage(c));
+    return r;
+}
+
 static int parse_list(const char *s, char ***out)
 {
     char *dup = strdup(s);
@@ -233,10 +254,28 @@ static void finalize_params(const claimed *c, const char *outcome, sb a[10], con
         p[k] = sb_close(&a[k]);
 }
 
+/* run_finalize_success.sql's 6 array parameters: item, token, status, start, duration, excerpt. */
+static void success_params(const claimed *c, sb a[6], const char *p[6])
+{
+    for (int k = 0; k < 6; k++)
+        sb_reset(&a[k]);
+    int64_t t = now_us();
+    for (int i = 0; i < c->n; i++) {
+        sb_elem(&a[0], "%ld", c->ids[i]);
+        sb_elem(&a[1], "%ld", c->tokens[i]);
+        sb_elem(&a[2], "200");
+        sb_elem(&a[3], "%lld", (long long)t);
+        sb_elem(&a[4], "1.000");
+        sb_elem(&a[5], "NULL");
+    }
+    for (int k = 0; k < 6; k++)
+        p[k] = sb_close(&a[k]);
+}
+
 /* ---- unlimited: claim + ack throughput ------------------------------------------------------ */
 
 typedef struct worker {
-    const char *conninfo, *claim_sql, *finalize_sql;
+    const char *conninfo, *claim_sql, *success_sql;
     long customer;
     int batch, index;
     double seconds;
@@ -246,9 +285,9 @@ typedef struct worker {
     pthread_barrier_t *barrier;
 } worker;
 
-static void pipe_send(PGconn *c, const char *sql, int n, const char *const *p)
+static void pipe_send(PGconn *c, const char *name, int n, const char *const *p)
 {
-    if (!PQsendQueryParams(c, sql, n, NULL, p, NULL, NULL, 0) || !PQpipelineSync(c))
+    if (!PQsendQueryPrepared(c, name, n, p, NULL, NULL, 0) || !PQpipelineSync(c))
         die("send: %s", PQerrorMessage(c));
 }
 
@@ -275,14 +314,16 @@ static void *unlimited_thread(void *arg)
 {
     worker *w = arg;
     PGconn *c = connect_db(w->conninfo);
+    prepare(c, "claim", w->claim_sql, 16);
+    prepare(c, "success", w->success_sql, 6);
     if (PQenterPipelineMode(c) != 1)
         die("pipeline mode");
     char cust[32], n[16], tokbuf[32], claimed_by[32];
     snprintf(cust, sizeof cust, "{%ld}", w->customer);
     snprintf(n, sizeof n, "{%d}", w->batch);
     snprintf(claimed_by, sizeof claimed_by, "claimbench:%d", w->index);
-    sb fa[10] = {{0}};
-    const char *fp[10];
+    sb fa[6] = {{0}};
+    const char *fp[6];
     claimed prev = {0}, cur = {0};
     long token = ((long)w->index + 1) << 48 | (now_us() & 0xffffffffffL);
     pthread_barrier_wait(w->barrier);
@@ -294,11 +335,11 @@ static void *unlimited_thread(void *arg)
             snprintf(tokbuf, sizeof tokbuf, "%ld", ++token);
             const char *p[16] = {cust, "{\"\"}", n,          cust, n,    "{}", "{}", "100",
                                  "60", tokbuf,   claimed_by, "{}", "{}", "{}", "{}", NULL};
-            pipe_send(c, w->claim_sql, 16, p);
+            pipe_send(c, "claim", 16, p);
         }
         if (have_prev) {
-            finalize_params(&prev, "success", fa, fp);
-            pipe_send(c, w->finalize_sql, 10, fp);
+            success_params(&prev, fa, fp);
+            pipe_send(c, "success", 6, fp);
         }
         if (last && !have_prev)
             break;
@@ -337,9 +378,9 @@ static void *unlimited_thread(void *arg)
 static int cmd_unlimited(int argc, char **argv)
 {
     if (argc < 5)
-        die("usage: unlimited CONNINFO CLAIM_SQL FINALIZE_SQL --customers L --batch N --seconds S");
+        die("usage: unlimited CONNINFO CLAIM_SQL SUCCESS_SQL --customers L --batch N --seconds S");
     const char *conninfo = argv[2];
-    char *claim_sql = read_file(argv[3]), *finalize_sql = read_file(argv[4]);
+    char *claim_sql = read_file(argv[3]), *success_sql = read_file(argv[4]);
     long *ids = NULL;
     int nids = 0, batch = 100;
     double seconds = 5;
@@ -362,7 +403,7 @@ static int cmd_unlimited(int argc, char **argv)
     for (int i = 0; i < nids; i++) {
         w[i] = (worker){.conninfo = conninfo,
                         .claim_sql = claim_sql,
-                        .finalize_sql = finalize_sql,
+                        .success_sql = success_sql,
                         .customer = ids[i],
                         .batch = batch,
                         .index = i,
@@ -416,6 +457,8 @@ static int cmd_round(int argc, char **argv)
     bool spaced = !strcmp(mode, "spaced"), batch = !strcmp(mode, "batch");
     bool with_carriers = !strcmp(mode, "carriers");
     PGconn *c = connect_db(conninfo);
+    prepare(c, "claim", claim_sql, 16);
+    prepare(c, "finalize", finalize_sql, 10);
     sb a[16] = {{0}}, fa[10] = {{0}};
     const char *fp[10];
     long token = now_us();
@@ -474,7 +517,7 @@ static int cmd_round(int argc, char **argv)
                              sb_close(&a[14]),
                              batch ? tick_s : NULL};
         double t0 = mono_s();
-        PGresult *res = exec_params(c, claim_sql, 16, p, PGRES_TUPLES_OK);
+        PGresult *res = exec_prepared(c, "claim", 16, p, PGRES_TUPLES_OK);
         double ms = (mono_s() - t0) * 1000;
         claimed got = {0};
         for (int i = 0; i < PQntuples(res); i++)
@@ -485,7 +528,7 @@ static int cmd_round(int argc, char **argv)
         fflush(stdout);
         if (got.n > 0) { /* untimed: give the items back so the next round sees the same data */
             finalize_params(&got, "release", fa, fp);
-            PQclear(exec_params(c, finalize_sql, 10, fp, PGRES_TUPLES_OK));
+            PQclear(exec_prepared(c, "finalize", 10, fp, PGRES_TUPLES_OK));
         }
         free(got.ids);
         free(got.tokens);

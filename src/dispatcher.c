@@ -1541,7 +1541,7 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         }
     }
     r->sent_ns = uv_hrtime();
-    if (pgconn_query(d->db, sql_q_run_claim, 16, params, on_claim_result, r) != 0) {
+    if (pgconn_query_prepared(d->db, sql_q_run_claim, 16, params, on_claim_result, r) != 0) {
         free(r);
         return;
     }
@@ -1871,6 +1871,9 @@ static void on_flush_timer(uv_timer_t *t)
         return;
     strbuf a[10] = {{0}};
     size_t take = d->solo_left > 0 ? 1 : d->pending.n;
+    bool all_success = true;
+    for (size_t i = 0; i < take && all_success; i++)
+        all_success = strcmp(d->pending.v[i].outcome, "success") == 0;
     for (size_t i = 0; i < take; i++) {
         final_entry *e = &d->pending.v[i];
         for (int k = 0; k < 10; k++)
@@ -1905,7 +1908,14 @@ static void on_flush_timer(uv_timer_t *t)
         params[k] = strbuf_str(&a[k]);
         ok = ok && params[k];
     }
-    if (ok && pgconn_query(d->db, sql_q_run_finalize, 10, params, on_finalize, d) == 0) {
+    if (ok && all_success) {
+        /* run_finalize_success.sql takes item, token, status, start, duration, excerpt. */
+        const char *sp[6] = {params[0], params[1], params[4], params[7], params[8], params[9]};
+        ok = pgconn_query_prepared(d->db, sql_q_run_finalize_success, 6, sp, on_finalize, d) == 0;
+    } else if (ok) {
+        ok = pgconn_query_prepared(d->db, sql_q_run_finalize, 10, params, on_finalize, d) == 0;
+    }
+    if (ok) {
         d->flushing = true;
         d->flush_sent_ns = uv_hrtime();
         if (take == d->pending.n) {

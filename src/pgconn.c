@@ -28,7 +28,21 @@ typedef struct entry {
     void *arg;
     PGresult *last; /* the latest result of this statement, delivered at its sync */
     bool internal;  /* one of our LISTENs: no user callback, not counted as pending */
+    int stmt_slot;  /* c->stmts index when sent as a prepared statement, else -1 */
+    unsigned stmt_id;
+    bool prepare_pending; /* carried the Prepare: the next result is the Prepare's own */
+    bool prepare_failed;
 } entry;
+
+/* A statement prepared on the current session, keyed by the address of its text. */
+typedef struct prepared_stmt {
+    const char *sql;
+    unsigned id; /* the server-side name is "pgpace_<id>"; 0 = free slot */
+    bool ready;  /* its Prepare succeeded; until then calls go out unprepared, so nothing is
+                    queued behind a Prepare that may fail */
+} prepared_stmt;
+
+#define PGCONN_MAX_PREPARED 32
 
 /* A uv_poll_t for one socket. libpq may replace its socket while connecting (another host or
  * address), and a poll handle is bound to one fd for life, so each socket gets its own watch,
@@ -54,6 +68,9 @@ struct pgconn {
     int attempt;       /* reconnect attempts since the last READY, for the backoff */
     int poll_errors;   /* poll callbacks in a row with an error status */
     uint64_t rng;      /* xorshift state for the backoff jitter */
+
+    prepared_stmt stmts[PGCONN_MAX_PREPARED]; /* emptied on every loss */
+    unsigned next_stmt_id;
 
     entry *head, *tail; /* statements in flight, in sending order */
     size_t npending;    /* user entries among them */
@@ -309,9 +326,28 @@ static entry *pop_entry(pgconn *c)
     return e;
 }
 
+/* A prepared statement whose Prepare failed, or that the server no longer knows (someone ran
+ * DEALLOCATE or DISCARD on the session), is prepared again under a new name next time. */
+static void forget_failed_stmt(pgconn *c, const entry *e, const PGresult *res)
+{
+    if (e->stmt_slot < 0 || !res)
+        return;
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+        return;
+    prepared_stmt *ps = &c->stmts[e->stmt_slot];
+    const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    /* 26000: invalid_sql_statement_name. Other errors of the Execute leave the statement. */
+    if (ps->id == e->stmt_id && (e->prepare_failed || (code && strcmp(code, "26000") == 0))) {
+        ps->sql = NULL;
+        ps->id = 0;
+    }
+}
+
 /* Runs the entry's callback with `res` (NULL or its result), then frees both. */
 static void deliver(pgconn *c, entry *e, PGresult *res)
 {
+    forget_failed_stmt(c, e, res);
     if (!e->internal) {
         assert(c->npending > 0);
         c->npending--;
@@ -365,6 +401,7 @@ static void conn_lost(pgconn *c, const char *error)
     c->poll_errors = 0;
     c->listens_left = 0;
     c->fatal_msg[0] = '\0';
+    memset(c->stmts, 0, sizeof c->stmts); /* prepared statements die with the session */
     c->state = ST_BACKOFF;
 
     int delay = reconnect_delay_ms(c);
@@ -503,6 +540,23 @@ static void process_results(pgconn *c)
             const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
             snprintf(c->fatal_msg, sizeof c->fatal_msg, "FATAL: %s", m ? m : "");
         }
+        if (e->prepare_pending) {
+            e->prepare_pending = false;
+            e->prepare_failed = st != PGRES_COMMAND_OK;
+            if (!e->prepare_failed) {
+                if (c->stmts[e->stmt_slot].id == e->stmt_id)
+                    c->stmts[e->stmt_slot].ready = true;
+                PQclear(r);
+                continue;
+            }
+        }
+        /* A failed Prepare aborts the Execute sent with it under the same sync: the
+         * Prepare's error is the one worth reporting. */
+        if (st == PGRES_PIPELINE_ABORTED && e->last &&
+            PQresultStatus(e->last) == PGRES_FATAL_ERROR) {
+            PQclear(r);
+            continue;
+        }
         PQclear(e->last);
         e->last = r;
     }
@@ -551,6 +605,7 @@ static int send_listens(pgconn *c)
         entry *e = calloc(1, sizeof *e);
         int ok = sql && e;
         if (ok) {
+            e->stmt_slot = -1;
             snprintf(sql, len, "LISTEN %s", ident);
             ok = PQsendQueryParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0) &&
                  PQpipelineSync(c->conn);
@@ -825,8 +880,22 @@ void pgconn_start(pgconn *c)
     uv_timer_start(&c->timer, timer_cb, 0, 0);
 }
 
-int pgconn_query(pgconn *c, const char *sql, int nparams, const char *const *params,
-                 pgconn_result_cb cb, void *arg)
+/* The slot of `sql` among the prepared statements, or a free slot (ps->id == 0) to prepare it
+ * in, or -1 when it is being prepared or the cache is full (it is then sent unprepared). */
+static int stmt_slot(pgconn *c, const char *sql)
+{
+    int free_slot = -1;
+    for (int i = 0; i < PGCONN_MAX_PREPARED; i++) {
+        if (c->stmts[i].id && c->stmts[i].sql == sql)
+            return c->stmts[i].ready ? i : -1;
+        if (!c->stmts[i].id && free_slot < 0)
+            free_slot = i;
+    }
+    return free_slot;
+}
+
+static int send_query(pgconn *c, const char *sql, int nparams, const char *const *params,
+                      bool prepared, pgconn_result_cb cb, void *arg)
 {
     if (!c || !sql || nparams < 0 || nparams > 65535 || (nparams > 0 && !params))
         return -EINVAL;
@@ -835,12 +904,39 @@ int pgconn_query(pgconn *c, const char *sql, int nparams, const char *const *par
     entry *e = calloc(1, sizeof *e);
     if (!e)
         return -ENOMEM;
+    e->stmt_slot = -1;
     char err[sizeof c->last_error];
     size_t mark = error_mark(c);
     /* libpq copies sql and params into its output buffer here: nothing to keep. A refusal
      * leaves the pipeline in doubt, so the connection is reset (from the loop: callbacks may
      * not run inside this call). */
-    if (!PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0)) {
+    int sent;
+    int slot = prepared ? stmt_slot(c, sql) : -1;
+    if (slot >= 0) {
+        prepared_stmt *ps = &c->stmts[slot];
+        char name[32];
+        sent = 1;
+        if (!ps->id) {
+            /* Prepare and first Execute share one sync: no extra round trip. */
+            if (++c->next_stmt_id == 0)
+                c->next_stmt_id = 1;
+            snprintf(name, sizeof name, "pgpace_%u", c->next_stmt_id);
+            sent = PQsendPrepare(c->conn, name, sql, nparams, NULL);
+            if (sent) {
+                ps->sql = sql;
+                ps->id = c->next_stmt_id;
+                e->prepare_pending = true;
+            }
+        } else {
+            snprintf(name, sizeof name, "pgpace_%u", ps->id);
+        }
+        e->stmt_slot = slot;
+        e->stmt_id = ps->id;
+        sent = sent && PQsendQueryPrepared(c->conn, name, nparams, params, NULL, NULL, 0);
+    } else {
+        sent = PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    }
+    if (!sent) {
         free(e);
         libpq_error(c, mark, err, sizeof err);
         lose_later(c, err);
@@ -857,6 +953,18 @@ int pgconn_query(pgconn *c, const char *sql, int nparams, const char *const *par
         lose_later(c, err);
     }
     return 0;
+}
+
+int pgconn_query(pgconn *c, const char *sql, int nparams, const char *const *params,
+                 pgconn_result_cb cb, void *arg)
+{
+    return send_query(c, sql, nparams, params, false, cb, arg);
+}
+
+int pgconn_query_prepared(pgconn *c, const char *sql, int nparams, const char *const *params,
+                          pgconn_result_cb cb, void *arg)
+{
+    return send_query(c, sql, nparams, params, true, cb, arg);
 }
 
 bool pgconn_ready(const pgconn *c)

@@ -60,6 +60,13 @@ void pgconn_start(pgconn *c);
 int pgconn_query(pgconn *c, const char *sql, int nparams, const char *const *params,
                  pgconn_result_cb cb, void *arg) PGP_MUST_CHECK;
 
+/* As pgconn_query, for a statement sent often: it is prepared once per session (Prepare and
+ * the first Execute share a sync, so no extra round trip) and executed by name afterwards,
+ * which saves the server parsing and, once its plan cache settles on a generic plan, planning.
+ * `sql` must stay valid and unchanged for the connection's life: its address is the key. */
+int pgconn_query_prepared(pgconn *c, const char *sql, int nparams, const char *const *params,
+                          pgconn_result_cb cb, void *arg) PGP_MUST_CHECK;
+
 bool pgconn_ready(const pgconn *c);
 
 /* Statements sent or queued whose callback has not run yet. */

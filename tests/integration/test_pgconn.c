@@ -288,6 +288,89 @@ static void test_error_isolated(void **state)
     assert_int_equal(t.next, 5);
 }
 
+/* ---- 2b. prepared statements: prepared once, executed by name, errors reported as such ---- */
+
+static const char T2B_SQL[] = "SELECT $1::int * 2";
+static const char T2B_BAD[] = "SELEC $1::int";
+static const char T2B_PREPARED[] =
+    "SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT $1::int * 2'";
+
+/* One step at a time, each sent from the previous one's callback, so that each call sees
+ * the cache state the previous result left. */
+static void t2b_step(pgconn *c, PGresult *res, void *arg)
+{
+    t_ctx *t = arg;
+    int i = t->next++;
+    switch (i) {
+    case 0:
+        assert_value(res, "2");
+        break;
+    case 1:
+        assert_value(res, "4");
+        break;
+    case 2:
+    case 8:
+        assert_value(res, "1"); /* one prepared statement, executed by name */
+        break;
+    case 3:
+    case 4:
+        /* The Prepare's own error (not "pipeline aborted"), each time: not cached. */
+        assert_sqlstate(res, "42601");
+        break;
+    case 5:
+        assert_non_null(res);
+        assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK); /* DEALLOCATE ALL */
+        break;
+    case 6:
+        assert_sqlstate(res, "26000"); /* the server forgot it: reported once... */
+        break;
+    case 7:
+        assert_value(res, "14"); /* ...then prepared again under a new name */
+        break;
+    default:
+        fail();
+    }
+    const char *v[] = {"1", "2", "", "3", "3", "", "3", "7"}; /* by step */
+    switch (i + 1) {
+    case 1:
+    case 7:
+        assert_int_equal(pgconn_query_prepared(c, T2B_SQL, 1, &v[i + 1], t2b_step, t), 0);
+        break;
+    case 2:
+    case 8:
+        query_ok(c, T2B_PREPARED, 0, NULL, t2b_step, t);
+        break;
+    case 3:
+    case 4:
+        assert_int_equal(pgconn_query_prepared(c, T2B_BAD, 1, &v[i + 1], t2b_step, t), 0);
+        break;
+    case 5:
+        query_ok(c, "DEALLOCATE ALL", 0, NULL, t2b_step, t);
+        break;
+    case 6:
+        assert_int_equal(pgconn_query_prepared(c, T2B_SQL, 1, &v[i + 1], t2b_step, t), 0);
+        break;
+    default:
+        pgconn_close(c, closed_cb, t);
+    }
+}
+
+static void t2b_state(pgconn *c, pgconn_state s, void *arg)
+{
+    assert_int_equal(s, PGCONN_READY);
+    const char *v[] = {"1"};
+    assert_int_equal(pgconn_query_prepared(c, T2B_SQL, 1, v, t2b_step, arg), 0);
+}
+
+static void test_prepared(void **state)
+{
+    t_ctx t;
+    t_init(&t);
+    t_open(&t, t.db->conninfo, NULL, t2b_state, NULL);
+    t_run(&t);
+    assert_int_equal(t.next, 9);
+}
+
 /* ---- 3. LISTEN before READY; notifications delivered with channel and payload ---- */
 
 static void t3_channels(pgconn *c, PGresult *res, void *arg)
@@ -723,11 +806,17 @@ static void test_reset(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pipelined_queries), cmocka_unit_test(test_host_fallback),
-        cmocka_unit_test(test_error_isolated),    cmocka_unit_test(test_listen_notify),
-        cmocka_unit_test(test_backend_killed),    cmocka_unit_test(test_unreachable),
-        cmocka_unit_test(test_close_pending),     cmocka_unit_test(test_close_from_callback),
-        cmocka_unit_test(test_close_early),       cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_pipelined_queries),
+        cmocka_unit_test(test_host_fallback),
+        cmocka_unit_test(test_error_isolated),
+        cmocka_unit_test(test_prepared),
+        cmocka_unit_test(test_listen_notify),
+        cmocka_unit_test(test_backend_killed),
+        cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_close_pending),
+        cmocka_unit_test(test_close_from_callback),
+        cmocka_unit_test(test_close_early),
+        cmocka_unit_test(test_reset),
     };
     return TL_RUN(tests, NULL, NULL);
 }
