@@ -97,6 +97,11 @@ typedef struct customer {
     double credit;
     int64_t last_tick;
     bool have_tick;
+    /* Batch: items of tick owed_tick's allowance not claimed at the tick because the
+     * dispatcher, the host or the customer had no room; claimed in scheduled rounds as room
+     * frees, until the next tick (never carried past it: at most one allowance per tick). */
+    int owed;
+    int64_t owed_tick;
     bool waiting;         /* on a full host's or carrier's wait list: out of the heap */
     int round_slot;       /* index in the claim round in flight, or -1 */
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
@@ -161,6 +166,8 @@ typedef struct claim_round {
     int64_t ids[ROUND_MAX_CUSTOMERS];
     int64_t base[ROUND_MAX_CUSTOMERS];
     double credit[ROUND_MAX_CUSTOMERS];
+    int asked[ROUND_MAX_CUSTOMERS]; /* items asked of each customer */
+    int owed[ROUND_MAX_CUSTOMERS];  /* batch tick: allowance left unclaimed for lack of room */
 } claim_round;
 
 struct dispatcher {
@@ -196,8 +203,10 @@ struct dispatcher {
     final_list pending; /* outcomes waiting for a finalisation statement */
     final_list sending; /* outcomes of the statement in flight */
     bool flushing;
-    size_t solo_left;     /* after a failed batch: send this many entries one per statement */
-    delivery *deliveries; /* in flight */
+    size_t solo_left; /* after a failed batch: send this many entries one per statement */
+    int flush_errors; /* finalize statements failed in a row for a database-wide reason */
+    uint64_t flush_hold_until_ns; /* no finalize statement before this (backoff after one) */
+    delivery *deliveries;         /* in flight */
     int in_flight;
 
     bool shutting_down, draining_aborted, closing;
@@ -394,12 +403,25 @@ static void pair_drop(customer *c, const char *carrier)
     *p = c->pairs[--c->n_pairs];
 }
 
+/* The batch tick the clock is in. */
+static int64_t current_tick(const dispatcher *d)
+{
+    return (now_us() / 1000) / d->cfg.batch_tick_ms;
+}
+
+/* What a batch customer may still claim of its latest tick; 0 once the next tick began. */
+static int batch_owed(const dispatcher *d, const customer *c)
+{
+    return c->owed > 0 && c->owed_tick >= current_tick(d) ? c->owed : 0;
+}
+
 /* Puts the customer in the heap at its next eligible time, or takes it out. */
 static void schedule_customer(dispatcher *d, customer *c)
 {
     if (d->role != ROLE_LEADER)
         return;
-    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 && c->mode != MODE_BATCH &&
+    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 &&
+                    (c->mode != MODE_BATCH || batch_owed(d, c) > 0) &&
                     !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
                     !(c->breaker == BREAKER_HALF_OPEN && c->probe_in_flight);
     if (!eligible) {
@@ -585,6 +607,14 @@ static void query_or_log(dispatcher *d, const char *sql, int n, const char *cons
         if (arg && cb == on_customers)
             free(arg);
     }
+}
+
+static void send_session_settings(dispatcher *d)
+{
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", d->cfg.statement_timeout_ms);
+    const char *params[] = {timeout};
+    query_or_log(d, sql_q_run_session, 1, params, on_ignored, NULL, "session settings");
 }
 
 static void reload_customer(dispatcher *d, int64_t id)
@@ -910,7 +940,7 @@ static void on_db_state(pgconn *conn, pgconn_state state, void *arg)
         return;
     }
     LOG_INFO("db_ready", LOG_S("instance", d->instance));
-    query_or_log(d, sql_q_run_session, 0, NULL, on_ignored, NULL, "session settings");
+    send_session_settings(d);
     if (d->shutting_down) {
         arm_flush(d);
         return;
@@ -1572,11 +1602,13 @@ static void run_claim_round(dispatcher *d)
     int room = d->cfg.max_in_flight - d->in_flight;
     for (size_t i = 0; i < n_ids; i++) {
         customer *c = customer_get(d, ids[i]);
-        if (!c || c->paused || c->mode == MODE_BATCH)
+        if (!c || c->paused || (c->mode == MODE_BATCH && batch_owed(d, c) == 0))
             continue;
         int n;
         int64_t base = 0;
-        if (c->mode == MODE_SPACED) {
+        if (c->mode == MODE_BATCH) {
+            n = batch_owed(d, c); /* the rest of this tick's allowance; frontier untouched */
+        } else if (c->mode == MODE_SPACED) {
             /* How many conform now; tat itself moves only by what the claim really got. */
             int64_t probe = c->tat;
             n = gcra_take(&probe, now + LOOKAHEAD_US, c->period_us, c->burst, c->burst);
@@ -1617,6 +1649,7 @@ static void run_claim_round(dispatcher *d)
         c->round_slot = (int)r->n;
         r->ids[r->n] = c->id;
         r->base[r->n] = base;
+        r->asked[r->n] = n;
         r->n++;
     }
     if (r->n == 0) {
@@ -1680,7 +1713,8 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         if (room <= 0)
             break; /* the rest keep this tick: not marked, they get it next time */
         double credit = c->credit;
-        int n = batch_allowance(c->rate, &credit, elapsed, batch_default_cap(c->rate));
+        int allowed = batch_allowance(c->rate, &credit, elapsed, batch_default_cap(c->rate));
+        int n = allowed;
         if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
             n = c->max_in_flight - c->in_flight;
         if (n > room)
@@ -1707,6 +1741,8 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         c->round_slot = (int)r->n;
         r->ids[r->n] = c->id;
         r->credit[r->n] = credit;
+        r->asked[r->n] = n;
+        r->owed[r->n] = allowed > n ? allowed - n : 0;
         r->n++;
     }
     if (r->n == 0) {
@@ -1745,7 +1781,8 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
     int64_t now = now_us();
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
     if (!ok && res)
-        LOG_ERROR("claim_failed", LOG_S("error", PQresultErrorMessage(res)));
+        LOG_ERROR("claim_failed", LOG_S("sqlstate", PQresultErrorField(res, PG_DIAG_SQLSTATE)),
+                  LOG_S("error", PQresultErrorMessage(res)), LOG_I("retry_in_ms", ERROR_RETRY_MS));
     if (ok) {
         const char *round_label[] = {r->tick >= 0 ? "batch_tick" : "scheduled"};
         metrics_counter_add(d->obs.m, d->obs.claim_rounds, round_label, 1);
@@ -1827,7 +1864,14 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
                 c->credit = r->credit[k];
                 c->last_tick = r->tick;
                 c->have_tick = true;
+                c->owed = r->owed[k];
+                c->owed_tick = r->tick;
+            } else if (c->mode == MODE_BATCH) {
+                c->owed -= counts[k];
             }
+            /* Fewer than asked: nothing more is due, so nothing is owed either. */
+            if (c->mode == MODE_BATCH && counts[k] < r->asked[k])
+                c->owed = 0;
         }
         d->claimed += claimed;
         d->stale_recoveries += stale;
@@ -1936,8 +1980,26 @@ static void on_flush_timer(uv_timer_t *t)
 
 static void arm_flush(dispatcher *d)
 {
-    if (!d->flushing && d->pending.n > 0 && pgconn_ready(d->db) && !d->closing)
-        uv_timer_start(&d->flush_timer, on_flush_timer, 0, 0);
+    if (d->flushing || d->pending.n == 0 || !pgconn_ready(d->db) || d->closing)
+        return;
+    uint64_t now = uv_hrtime();
+    uint64_t wait_ms = d->flush_hold_until_ns > now ? (d->flush_hold_until_ns - now) / 1000000 : 0;
+    uv_timer_start(&d->flush_timer, on_flush_timer, wait_ms, 0);
+}
+
+/* Errors that say nothing about the statement's data but about the database's state: disk
+ * full and other resources (53), cancelled or shutting down (57, incl. statement_timeout),
+ * system errors (58), lock or serialization conflicts (40, 55P03), read-only (25006), and
+ * connection trouble (08). The batch is kept whole and retried with backoff; splitting it
+ * and giving entries up would only turn an outage into redeliveries. */
+static bool database_wide_error(const PGresult *res)
+{
+    const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (!code || strlen(code) != 5)
+        return false;
+    return strncmp(code, "53", 2) == 0 || strncmp(code, "57", 2) == 0 ||
+           strncmp(code, "58", 2) == 0 || strncmp(code, "40", 2) == 0 ||
+           strncmp(code, "08", 2) == 0 || strcmp(code, "55P03") == 0 || strcmp(code, "25006") == 0;
 }
 
 static void on_finalize(pgconn *conn, PGresult *res, void *arg)
@@ -1946,10 +2008,31 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
     d->flushing = false;
     d->flush_sent_ns = 0;
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (!ok && res && database_wide_error(res)) {
+        /* Keep every entry, in order, and try again later: 0.25 s doubling to 8 s. */
+        int shift = d->flush_errors < 5 ? d->flush_errors : 5;
+        uint64_t delay_ms = 250u << shift;
+        d->flush_errors++;
+        d->flush_hold_until_ns = uv_hrtime() + delay_ms * 1000000u;
+        const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        LOG_ERROR(
+            "finalize_failed", LOG_S("sqlstate", code), LOG_S("error", PQresultErrorMessage(res)),
+            LOG_I("items", (long long)d->sending.n), LOG_I("retry_in_ms", (long long)delay_ms),
+            LOG_I("failures_in_a_row", d->flush_errors));
+        for (size_t i = 0; i < d->pending.n; i++)
+            final_push(&d->sending, d->pending.v[i]);
+        free(d->pending.v);
+        d->pending = d->sending;
+        d->sending = (final_list){0};
+        arm_flush(d);
+        maybe_finish_shutdown(d);
+        return;
+    }
     if (!ok) {
         if (res)
-            LOG_ERROR("finalize_failed", LOG_S("error", PQresultErrorMessage(res)),
-                      LOG_I("items", (long long)d->sending.n));
+            LOG_ERROR(
+                "finalize_failed", LOG_S("sqlstate", PQresultErrorField(res, PG_DIAG_SQLSTATE)),
+                LOG_S("error", PQresultErrorMessage(res)), LOG_I("items", (long long)d->sending.n));
         /* Lost connection: keep them all for after the reconnect. A statement error: split the
          * batch so one bad entry cannot hold back the others; an entry failing on its own is
          * retried once without its attempt-log text, then given up (its lease expires and the
@@ -1977,10 +2060,14 @@ static void on_finalize(pgconn *conn, PGresult *res, void *arg)
             d->solo_left = n;
         free(d->sending.v);
         d->sending = (final_list){0};
-        if (res && !d->closing)
-            uv_timer_start(&d->flush_timer, on_flush_timer, ERROR_RETRY_MS, 0);
+        if (res) {
+            d->flush_hold_until_ns = uv_hrtime() + ERROR_RETRY_MS * 1000000ull;
+            arm_flush(d);
+        }
         return;
     }
+    d->flush_errors = 0;
+    d->flush_hold_until_ns = 0;
     for (int i = 0; i < PQntuples(res); i++) {
         d->lost_ownership++;
         metrics_counter_add(d->obs.m, d->obs.lost_ownership, NULL, 1);
@@ -2147,6 +2234,7 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
     memcpy(conninfo, d->cfg.conninfo, sizeof conninfo);
     memcpy(instance, d->cfg.instance_name, sizeof instance);
     memcpy(listen, d->cfg.http_listen, sizeof listen);
+    bool new_timeout = cfg->statement_timeout_ms != d->cfg.statement_timeout_ms;
     d->cfg = *cfg;
     memcpy(d->cfg.conninfo, conninfo, sizeof conninfo);
     memcpy(d->cfg.instance_name, instance, sizeof instance);
@@ -2157,6 +2245,8 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
         http_sender_set_allow(d->http, &d->allow);
     if (d->admin && admin_http_set_token(d->admin, cfg->enqueue_token) != 0)
         LOG_ERROR("reload_token_failed", LOG_S("key", "http.enqueue_token"));
+    if (new_timeout && pgconn_ready(d->db))
+        send_session_settings(d);
     if (d->role == ROLE_LEADER && !d->shutting_down) {
         arm_tick_timer(d, (now_us() / 1000) / d->cfg.batch_tick_ms);
         uv_timer_start(&d->backstop_timer, on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,

@@ -2,8 +2,8 @@
  * §5): retries with backoff then a dead letter, network errors, Retry-After, permanent 4xx,
  * response bodies that are not UTF-8, 410 pausing the customer, stale leases recovered, late
  * finalisations that change nothing, a delivery that outlives its lease, draining and releasing
- * on SIGTERM, a second signal, and two instances electing one leader and failing over (kill -9
- * and clean stop).
+ * on SIGTERM, a second signal, two instances electing one leader and failing over (kill -9
+ * and clean stop), and the database failing statements (disk full, statement timeout).
  *
  * Every test gets a fresh migrated database and its own loopback receiver; customer NAME posts
  * to /c/NAME so receiver rules and counts are per customer. Waits are conditions with deadlines
@@ -86,7 +86,7 @@ static void retries_then_dead_letter(void **state)
     customer_set(f, "flaky", "600", TL_ARGV("--max-attempts", "3"));
     rule(f, "flaky", RECV_RESPOND, 500, "oops", NULL, 0, 0);
     long long item = enqueue_one(f, "flaky");
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(tl_wait_query_at_least(f->db->conn, 1, 15000,
                                  "SELECT count(*) FROM pgpace.dead_letter") == 1,
@@ -134,7 +134,7 @@ static void network_errors_are_retried(void **state)
     rule(f, "shaky", RECV_CLOSE, 0, NULL, NULL, 0, 1);
     rule(f, "shaky", RECV_RESET, 0, NULL, NULL, 0, 1);
     long long item = enqueue_one(f, "shaky");
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 10000), "item not delivered after two network errors");
     char *att = tl_query_str(f->db->conn,
@@ -159,7 +159,7 @@ static void retry_after_is_honoured(void **state)
     customer_set(f, "busy", "600", NULL);
     rule(f, "busy", RECV_RESPOND, 429, "slow down", "2", 0, 1);
     long long item = enqueue_one(f, "busy");
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(rx_wait(f, "busy", 2, 15000) == 2, "no second request after a 429");
     CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000), "item not delivered after the 429");
@@ -188,7 +188,7 @@ static void client_error_dead_letters_at_once(void **state)
     customer_set(f, "strict", "600", NULL);
     rule(f, "strict", RECV_RESPOND, 400, "missing field: order_ref", NULL, 0, 0);
     long long item = enqueue_one(f, "strict");
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(tl_wait_query_at_least(f->db->conn, 1, 10000,
                                  "SELECT count(*) FROM pgpace.dead_letter") == 1,
@@ -232,7 +232,7 @@ static void invalid_utf8_response_is_finalised(void **state)
     long long latin1 = enqueue_one(f, "latin1");
     long long cut = enqueue_one(f, "cut");
     enqueue_n(f, "fine", 3);
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(rx_wait(f, "latin1", 1, 10000) == 1 && rx_wait(f, "cut", 1, 10000) == 1 &&
               rx_wait(f, "fine", 3, 10000) == 3,
@@ -264,7 +264,7 @@ static void gone_pauses_the_customer(void **state)
     customer_set(f, "gone", "600", NULL);
     rule(f, "gone", RECV_RESPOND, 410, "gone", NULL, 0, 0);
     long long item = enqueue_one(f, "gone");
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(rx_wait(f, "gone", 1, 10000) == 1, "no request to the customer");
     CHECK(wait_query_eq(f, "SELECT paused::int FROM pgpace.customer WHERE name = 'gone'", 1, 2000),
@@ -309,7 +309,7 @@ static void stale_lease_is_recovered(void **state)
             "interval '1 min', next_action_at = now() - interval '1 s', attempt = 1 "
             "WHERE item_id = %lld",
             item);
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 10000), "stale item not delivered");
     CHECK(wait_event(&f->svc[0], "stale_recovered", 1, 2000), "no stale_recovered in the log");
@@ -440,7 +440,7 @@ static void long_delivery_outlives_lease(void **state)
     customer_set(f, "slow", "600", TL_ARGV("--mode", "unlimited"));
     rule(f, "slow", RECV_RESPOND, 200, "late ok", NULL, 3000, 1);
     long long item = enqueue_one(f, "slow");
-    start_service(f, 0, &(run_opts){"a", 1, 3000, 6000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 1, 3000, 6000, 0, 0, 0});
 
     CHECK(rx_wait(f, "slow", 2, 10000) == 2, "the item was not claimed again after its lease");
     CHECK(wait_event(&f->svc[0], "lost_ownership", 1, 10000),
@@ -464,6 +464,73 @@ static void long_delivery_outlives_lease(void **state)
 
 /* ---- 8. SIGTERM drains, then releases ------------------------------------------------------ */
 
+/* ---- database errors: disk full, statement timeout ----------------------------------------- */
+
+static void logged_event(fx *f, const char *event, const char *needle, int n, int timeout_ms)
+{
+    CHECK(wait_event(&f->svc[0], event, n, timeout_ms), "no %d x event=%s within %d ms", n, event,
+          timeout_ms);
+    char *log = tl_service_log(&f->svc[0]);
+    CHECK(strstr(log, needle) != NULL, "event=%s logged without '%s'", event, needle);
+    free(log);
+}
+
+/* PostgreSQL fails the dispatcher's statements while deliveries go on: outcomes cannot be
+ * written (disk full: simulated by a trigger raising SQLSTATE 53100 with the server's own
+ * message, as a real full disk cannot be arranged portably in CI), then claims and
+ * finalisations wait behind a lock until statement_timeout cancels them (57014). Each failure
+ * is one clear log line with its SQLSTATE, every statement is retried, the process never
+ * exits, and once the database recovers every item is delivered and recorded. */
+static void database_errors_are_logged_and_retried(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "dbfail", "6000", NULL);
+    start_service(f, 0, &(run_opts){"a", 10, 3000, 2000, 0, 0, 300});
+    enqueue_n(f, "dbfail", 5);
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 10000), "items not delivered before the faults");
+
+    tl_exec(f->db->conn,
+            "CREATE FUNCTION public.disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION USING ERRCODE = 'disk_full', MESSAGE = 'could not extend file "
+            "\"base/1/2\": No space left on device', HINT = 'Check free disk space.'; END $$; "
+            "CREATE TRIGGER disk_full BEFORE INSERT ON pgpace.delivery_attempt "
+            "FOR EACH ROW EXECUTE FUNCTION public.disk_full()");
+    enqueue_n(f, "dbfail", 10);
+    /* Delivered, but the outcome cannot be written: retried with backoff, nothing dropped. */
+    CHECK(rx_wait(f, "dbfail", 15, 10000) >= 15, "deliveries stopped while outcomes failed");
+    logged_event(f, "finalize_failed", "sqlstate=53100", 3, 10000);
+    CHECK(q_int(f, QUEUE_EMPTY) == 10, "outcomes of failed finalisations were lost or dropped");
+    CHECK(service_events(&f->svc[0], "finalize_dropped") == 0, "an outcome was given up");
+
+    /* Items due in a moment, then a lock that blocks every UPDATE and DELETE of the queue. */
+    long long later =
+        tl_query_int(f->db->conn, "SELECT count(pgpace.enqueue('dbfail', jsonb_build_object('n', "
+                                  "g), run_at => now() + interval '1 second')) "
+                                  "FROM generate_series(1, 5) g");
+    assert_int_equal(later, 5);
+    int claims_failed = service_events(&f->svc[0], "claim_failed");
+    tl_exec(f->db->conn, "BEGIN; LOCK TABLE pgpace.queue IN EXCLUSIVE MODE");
+    logged_event(f, "claim_failed", "sqlstate=57014", claims_failed + 2, 10000);
+    logged_event(f, "finalize_failed", "canceling statement due to statement timeout", 4, 10000);
+    CHECK(alive(&f->svc[0]), "pgpace exited while statements failed");
+    tl_exec(f->db->conn, "COMMIT");
+
+    tl_exec(f->db->conn, "DROP TRIGGER disk_full ON pgpace.delivery_attempt");
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 20000),
+          "queue not drained after the database recovered");
+    CHECK(q_int(f, "SELECT count(DISTINCT item_id) FROM pgpace.delivery_attempt "
+                   "WHERE outcome = 'success'") == 20,
+          "not every item has its success recorded");
+    size_t total = 0;
+    assert_int_equal(distinct_ids(f, "dbfail", &total), 20);
+    printf("# database errors: 20 items, %zu deliveries (%zu duplicates), finalize_failed %d, "
+           "claim_failed %d, lost_ownership %d\n",
+           total, total - 20, service_events(&f->svc[0], "finalize_failed"),
+           service_events(&f->svc[0], "claim_failed"),
+           service_events(&f->svc[0], "lost_ownership"));
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
 static void sigterm_drains_then_releases(void **state)
 {
     fx *f = *state;
@@ -476,7 +543,7 @@ static void sigterm_drains_then_releases(void **state)
     rule(f, "slowok", RECV_RESPOND, 200, "ok", NULL, 1000, 0);
     enqueue_n(f, "hang", 5);
     enqueue_n(f, "slowok", 3);
-    start_service(f, 0, &(run_opts){"a", 30, 3000, 60000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 30, 3000, 60000, 0, 0, 0});
 
     CHECK(rx_wait(f, "hang", 5, 10000) == 5, "5 deliveries did not reach the receiver");
     CHECK(rx_wait(f, "slowok", 3, 10000) == 3, "3 slow deliveries did not reach the receiver");
@@ -531,7 +598,7 @@ static void second_sigterm_exits_at_once(void **state)
     customer_set(f, "hang", "600", TL_ARGV("--mode", "unlimited"));
     rule(f, "hang", RECV_HANG, 0, NULL, NULL, 0, 0);
     enqueue_n(f, "hang", 3);
-    start_service(f, 0, &(run_opts){"a", 60, 30000, 60000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 60, 30000, 60000, 0, 0, 0});
 
     CHECK(rx_wait(f, "hang", 3, 10000) == 3, "3 deliveries did not reach the receiver");
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 0, 0), 0);
@@ -589,8 +656,8 @@ static void two_instances_one_leader_and_failover(void **state)
     customer_set(f, "bulk", "60", TL_ARGV("--mode", "unlimited"));
     rule(f, "bulk", RECV_RESPOND, 200, "ok", NULL, 5, 0);
     enqueue_n(f, "bulk", total_items);
-    run_opts oa = {"a", 3, 3000, 2000, 256, 100};
-    run_opts ob = {"b", 3, 3000, 2000, 256, 100};
+    run_opts oa = {"a", 3, 3000, 2000, 256, 100, 0};
+    run_opts ob = {"b", 3, 3000, 2000, 256, 100, 0};
     start_service(f, 0, &oa);
     start_service(f, 1, &ob);
     const char *names[2] = {"a", "b"};
@@ -673,8 +740,8 @@ static void standby_takes_over_after_clean_stop(void **state)
 {
     fx *f = *state;
     customer_set(f, "calm", "600", NULL);
-    run_opts oa = {"a", 3, 3000, 2000, 0, 0};
-    run_opts ob = {"b", 3, 3000, 2000, 0, 0};
+    run_opts oa = {"a", 3, 3000, 2000, 0, 0, 0};
+    run_opts ob = {"b", 3, 3000, 2000, 0, 0, 0};
     start_service(f, 0, &oa);
     start_service(f, 1, &ob);
     CHECK(tl_wait_until(one_leader_one_standby, f, 10000),
@@ -703,8 +770,8 @@ static void standby_takes_over_after_clean_stop(void **state)
 static void standby_stops_cleanly(void **state)
 {
     fx *f = *state;
-    run_opts oa = {"a", 3, 3000, 2000, 0, 0};
-    run_opts ob = {"b", 3, 3000, 2000, 0, 0};
+    run_opts oa = {"a", 3, 3000, 2000, 0, 0, 0};
+    run_opts ob = {"b", 3, 3000, 2000, 0, 0, 0};
     start_service(f, 0, &oa);
     start_service(f, 1, &ob);
     CHECK(tl_wait_until(one_leader_one_standby, f, 10000),
@@ -734,6 +801,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(stale_lease_is_recovered, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(late_finaliser_changes_nothing, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(long_delivery_outlives_lease, svc_setup, svc_teardown),
+        cmocka_unit_test_setup_teardown(database_errors_are_logged_and_retried, svc_setup,
+                                        svc_teardown),
         cmocka_unit_test_setup_teardown(sigterm_drains_then_releases, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(second_sigterm_exits_at_once, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(two_instances_one_leader_and_failover, svc_setup,

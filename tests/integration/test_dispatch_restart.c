@@ -134,7 +134,7 @@ static void postgres_restart_mid_run(void **state)
                                         .delay_ms = 100});
     enqueue_n(f, "steady", n_items);
     /* A lease far longer than the outage: nothing may be delivered twice. */
-    start_service(f, 0, &(run_opts){"a", 5, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 5, 3000, 2000, 0, 0, 0});
 
     CHECK(rx_wait(f, "steady", 100, 20000) >= 100, "100 deliveries did not happen");
     long long t0 = tl_now_ms();
@@ -180,7 +180,7 @@ static void postgres_crash_keeps_spacing(void **state)
                          "SELECT id, now() + interval '1 day' FROM pgpace.customer "
                          "WHERE name = 'idle'");
     enqueue_n(f, "paced", n_items);
-    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0});
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
     CHECK(rx_wait(f, "paced", 4, 20000) >= 4, "4 deliveries did not happen");
     CHECK(wait_query_eq(f,

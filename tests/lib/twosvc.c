@@ -61,7 +61,9 @@ void dump_logs(void)
 
 void start_service(fx *f, int slot, const run_opts *o)
 {
-    char extra[128] = "";
+    char extra[128] = "", db_extra[64] = "";
+    if (o->statement_timeout_ms > 0)
+        snprintf(db_extra, sizeof db_extra, "statement_timeout_ms = %d\n", o->statement_timeout_ms);
     size_t n = 0;
     if (o->max_in_flight > 0)
         n +=
@@ -70,13 +72,13 @@ void start_service(fx *f, int slot, const run_opts *o)
         snprintf(extra + n, sizeof extra - n, "claim_batch_max = %d\n", o->claim_batch_max);
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
-             "[database]\nconninfo = dbname=%s\n"
+             "[database]\nconninfo = dbname=%s\n%s"
              "[dispatcher]\ninstance_name = %s\nlease_seconds = %d\nstandby_retry_ms = 200\n"
              "batch_tick_ms = 1000\nbackstop_scan_ms = 1000\nretry_base_ms = 100\n"
              "retry_cap_ms = 1000\ndrain_timeout_ms = %d\nreconnect_max_ms = 1000\n%s"
              "[delivery]\nallow_cidrs = 127.0.0.0/8\nrequest_timeout_ms = %d\n"
              "[http]\nlisten = 127.0.0.1:0\n[log]\nlevel = debug\n",
-             f->db->name, o->instance, o->lease_seconds, o->drain_timeout_ms, extra,
+             f->db->name, db_extra, o->instance, o->lease_seconds, o->drain_timeout_ms, extra,
              o->request_timeout_ms);
     assert_null(f->cfg[slot]);
     f->cfg[slot] = tl_temp_file(cfg);

@@ -36,8 +36,9 @@ typedef struct run_opts {
     int lease_seconds;
     int drain_timeout_ms;
     int request_timeout_ms;
-    int max_in_flight;   /* 0: the default */
-    int claim_batch_max; /* 0: the default */
+    int max_in_flight;        /* 0: the default */
+    int claim_batch_max;      /* 0: the default */
+    int statement_timeout_ms; /* 0: the default */
 } run_opts;
 
 /* Starts instance `slot` (0 or 1) with the test configuration and these options. */

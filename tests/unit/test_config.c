@@ -127,6 +127,7 @@ static void test_dump(void **state)
     config_defaults(&c);
     char *out = dump_to_string(&c);
     assert_contains(out, "database.conninfo = \n");
+    assert_contains(out, "database.statement_timeout_ms = 10000\n");
     assert_contains(out, "dispatcher.lease_seconds = 60\n");
     assert_contains(out, "dispatcher.carrier_max_in_flight = 0\n");
     assert_contains(out, "delivery.dead_letter_on_4xx = true\n");
@@ -135,7 +136,7 @@ static void test_dump(void **state)
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 34); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 35); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -255,7 +256,8 @@ static void test_bool_spellings(void **state)
 static void test_unknown_key(void **state)
 {
     expect_error("# x\n[database]\nconninf = x\n",
-                 "t.ini:3: [database] unknown key 'conninf' (known keys: conninfo)");
+                 "t.ini:3: [database] unknown key 'conninf' (known keys: conninfo, "
+                 "statement_timeout_ms)");
     expect_error("[log]\nlevel = info\nlevle = info\n",
                  "t.ini:3: [log] unknown key 'levle' (known keys: level, format)");
     expect_error("[dispatcher]\nlease = 5\n",
@@ -266,7 +268,8 @@ static void test_unknown_key(void **state)
                  "keepalive_idle_s)");
     /* A key of another section is unknown here. */
     expect_error("[database]\nlease_seconds = 5\n",
-                 "t.ini:2: [database] unknown key 'lease_seconds' (known keys: conninfo)");
+                 "t.ini:2: [database] unknown key 'lease_seconds' (known keys: conninfo, "
+                 "statement_timeout_ms)");
 }
 
 static void test_unknown_section(void **state)
