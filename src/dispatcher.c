@@ -166,8 +166,8 @@ typedef struct claim_round {
     int64_t ids[ROUND_MAX_CUSTOMERS];
     int64_t base[ROUND_MAX_CUSTOMERS];
     double credit[ROUND_MAX_CUSTOMERS];
-    int asked[ROUND_MAX_CUSTOMERS]; /* items asked of each customer */
-    int owed[ROUND_MAX_CUSTOMERS];  /* batch tick: allowance left unclaimed for lack of room */
+    int asked[ROUND_MAX_CUSTOMERS];   /* items asked of each customer */
+    int allowed[ROUND_MAX_CUSTOMERS]; /* batch tick: each customer's allowance this tick */
 } claim_round;
 
 struct dispatcher {
@@ -346,6 +346,11 @@ static void wake(dispatcher *d, waiters *w)
             schedule_customer(d, c);
         }
     }
+    /* Wakes come from completions and from written outcomes (a carrier's room); only the
+     * former re-armed the claim timer, so customers woken by the latter waited for an
+     * unrelated event (found with batch customers behind a capped carrier). */
+    if (n > 0)
+        arm_claim_timer(d);
 }
 
 static int carrier_per_round(const dispatcher *d, const carrier_state *cs)
@@ -401,6 +406,14 @@ static void pair_drop(customer *c, const char *carrier)
         return;
     free(p->carrier);
     *p = c->pairs[--c->n_pairs];
+}
+
+static bool has_due_pair(const customer *c, int64_t now)
+{
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (c->pairs[i].next_us <= now)
+            return true;
+    return false;
 }
 
 /* The batch tick the clock is in. */
@@ -1744,7 +1757,7 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         r->ids[r->n] = c->id;
         r->credit[r->n] = credit;
         r->asked[r->n] = n;
-        r->owed[r->n] = allowed > n ? allowed - n : 0;
+        r->allowed[r->n] = allowed;
         r->n++;
     }
     if (r->n == 0) {
@@ -1866,13 +1879,15 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
                 c->credit = r->credit[k];
                 c->last_tick = r->tick;
                 c->have_tick = true;
-                c->owed = r->owed[k];
+                c->owed = r->allowed[k] - counts[k];
                 c->owed_tick = r->tick;
             } else if (c->mode == MODE_BATCH) {
                 c->owed -= counts[k];
             }
-            /* Fewer than asked: nothing more is due, so nothing is owed either. */
-            if (c->mode == MODE_BATCH && counts[k] < r->asked[k])
+            /* Whatever held items back (no room, a full host, a carrier's cap), the rest of
+             * the allowance is owed while some pair still has due items; a drained customer
+             * (every pair answered with its next future time) is owed nothing. */
+            if (c->mode == MODE_BATCH && (c->owed < 0 || !has_due_pair(c, now)))
                 c->owed = 0;
         }
         d->claimed += claimed;

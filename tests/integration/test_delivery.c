@@ -392,35 +392,41 @@ static int all_delivered(void *arg)
     return 1;
 }
 
-/* Found by the one-hour soak: batch customers sharing one receiver host got only what the
- * host's free connections allowed at the tick, and the rest of their allowance was lost with
- * the tick, so all but a few starved. Now the rest is owed and claimed as connections free up,
- * within the same tick (never more than one allowance per customer per tick). */
-static void batch_ticks_share_a_full_host(void **state)
+/* Found by the one-hour soak: batch customers sharing one receiver host, or one capped
+ * carrier, got only what the host's free connections (or the carrier's cap) allowed at the
+ * tick, and the rest of their allowance was lost with the tick, so most of them starved. Now
+ * the rest is owed and claimed as room frees, within the same tick (never more than one
+ * allowance per customer per tick). `carrier` NULL: the host is the limit (2 connections);
+ * else the carrier's max_in_flight of 2 is. */
+static void batch_ticks_share_a_bottleneck(fx *f, const char *carrier)
 {
-    fx *f = *state;
     receiver_rule slow = {
         .path_prefix = "/c/h", .action = RECV_RESPOND, .status = 200, .delay_ms = 20};
     receiver_on(f->recv, &slow);
     enum { CUSTOMERS = 6, RATE = 10, EACH = 20 };
+    if (carrier)
+        tl_exec(f->db->conn, "INSERT INTO pgpace.carrier (name, max_in_flight) VALUES ('%s', 2)",
+                carrier);
     for (int i = 0; i < CUSTOMERS; i++) {
         char name[16];
         snprintf(name, sizeof name, "h%d", i);
         fx_customer(f, name, TL_ARGV("--mode", "batch", "--rate", "10"));
-        fx_enqueue(f, name, NULL, EACH);
+        fx_enqueue(f, name, carrier, EACH);
     }
-    /* Two connections of 20 ms: about 100 deliveries a second for 60 allowed per tick, so each
+    /* About 100 deliveries a second through the bottleneck for 60 allowed per tick, so each
      * customer's 20 items take its allowance of two ticks. Before the fix most of each tick's
      * allowance was lost and they trickled out over about ten ticks. */
     int64_t start = tl_now_ms();
-    fx_run(f, "dispatcher.batch_tick_ms = 1000\ndelivery.max_host_connections = 2\n");
+    fx_run(f, carrier ? "dispatcher.batch_tick_ms = 1000\n"
+                      : "dispatcher.batch_tick_ms = 1000\ndelivery.max_host_connections = 2\n");
     all_done a = {f->recv, CUSTOMERS, EACH};
-    int ok = tl_wait_until(all_delivered, &a, 20000);
+    int ok = tl_wait_until(all_delivered, &a, 30000);
     int64_t took = tl_now_ms() - start;
     for (int i = 0; i < CUSTOMERS; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "/c/h%d", i);
-        print_message("# batch customer h%d on a 2-connection host: %zu webhooks\n", i,
+        print_message("# batch customer h%d behind %s: %zu webhooks\n", i,
+                      carrier ? "a carrier capped at 2" : "a 2-connection host",
                       receiver_count(f->recv, prefix));
     }
     print_message("# all %d items delivered after %lld ms\n", CUSTOMERS * EACH, (long long)took);
@@ -437,12 +443,22 @@ static void batch_ticks_share_a_full_host(void **state)
      * the owed items to the next tick's allowance shows up as up to 20 in one second. */
     assert_int_equal(tl_query_int(f->db->conn,
                                   "SELECT count(*) FROM (SELECT a.customer_id, "
-                                  "floor(extract(epoch FROM a.started_at) * 1000 / 1000) AS tick, "
+                                  "floor(extract(epoch FROM a.started_at)) AS tick, "
                                   "count(*) AS n FROM pgpace.delivery_attempt a "
                                   "GROUP BY 1, 2 HAVING count(*) > %d) x",
                                   RATE + 2),
                      0);
     fx_stop_service(f, 15000);
+}
+
+static void batch_ticks_share_a_full_host(void **state)
+{
+    batch_ticks_share_a_bottleneck(*state, NULL);
+}
+
+static void batch_ticks_share_a_capped_carrier(void **state)
+{
+    batch_ticks_share_a_bottleneck(*state, "narrow");
 }
 
 int main(void)
@@ -456,6 +472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(logs_hold_no_payload_or_secret, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_ticks_share_a_full_dispatcher, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_ticks_share_a_full_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(batch_ticks_share_a_capped_carrier, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
