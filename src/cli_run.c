@@ -116,6 +116,9 @@ int cli_run(cli_ctx *ctx, int argc, char **argv)
     }
     pgp_error err;
     if (dispatcher_new(&rs->loop, &cfg, &rs->d, &err) != 0) {
+        /* A failure after the database connection and the HTTP sender were made (a bad
+         * [http] listen) closes them with uv_close: run the loop so that finishes and frees. */
+        uv_run(&rs->loop, UV_RUN_DEFAULT);
         uv_loop_close(&rs->loop);
         free(rs);
         return cli_fail(ctx, CLI_FAILED, "%s", err.msg);

@@ -1218,7 +1218,38 @@ static void listen_options(void **state)
         admin_http_options o = {.listen = bad[i]};
         if (admin_http_new(&loop, &o, NULL, &s, &err) != -EINVAL)
             fail_msg("listen '%s' was accepted", bad[i]);
-        tl_assert_contains(err.msg, "[http] listen: expected host:port or [host]:port");
+        char want[256];
+        snprintf(want, sizeof want,
+                 "[http] listen: expected host:port or [host]:port with a numeric address, got "
+                 "'%s'",
+                 bad[i]);
+        assert_string_equal(err.msg, want);
+    }
+    /* `pgpace run` says it once, after its own prefix (it once repeated "[http] listen: "). It
+     * stops before connecting, so no database needs to be reachable. */
+    static const char *const bad_run[] = {"localhost:9187", "127.0.0.1:99999"};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(bad_run); i++) {
+        char ini[256], want[256];
+        snprintf(ini, sizeof ini,
+                 "[database]\nconninfo = host=127.0.0.1 port=1 connect_timeout=1\n[http]\n"
+                 "listen = %s\n",
+                 bad_run[i]);
+        snprintf(want, sizeof want,
+                 "pgpace run: [http] listen: expected host:port or [host]:port with a numeric "
+                 "address, got '%s'\n",
+                 bad_run[i]);
+        char *path = tl_temp_file(ini);
+        tl_service svc = tl_service_start(TL_ARGV("--config", path, "run"), NULL);
+        int status = tl_service_signal(&svc, 0, 1, 10000); /* signal 0: only waits */
+        char *log = tl_service_log(&svc);
+        tl_service_stop(&svc);
+        unlink(path);
+        free(path);
+        if (status != 1)
+            fail_msg("pgpace run with listen = %s: exit %d, expected 1:\n%s", bad_run[i], status,
+                     log);
+        assert_string_equal(log, want);
+        free(log);
     }
     /* Port in use: start fails, naming the address; the server still closes cleanly. */
     admin_http *a = NULL, *b = NULL;

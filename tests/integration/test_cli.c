@@ -1,5 +1,6 @@
 /* test_cli.c - the `pgpace` binary end to end: help and usage errors, customer / carrier /
- * setting administration, stats, configuration files and version. */
+ * setting administration, stats, single-item enqueue errors, configuration files (and
+ * `pgpace run` refusing a bad one) and version. */
 #include "testlib.h"
 
 #include <stdbool.h>
@@ -599,6 +600,41 @@ static void setting_get_set_list(void **state)
     tl_proc_free(&p);
 }
 
+/* ---- enqueue, one item ---- */
+
+static void enqueue_one_item_rejects_bad_input(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = RUN(db, "enqueue", "ghost", "{}");
+    assert_int_equal(p.status, 1);
+    assert_string_equal(p.out, "");
+    assert_string_equal(p.err, "pgpace enqueue: pgpace.enqueue: unknown customer 'ghost'; hint: "
+                               "create it first: pgpace customer set <name> --rate ... --url "
+                               "...\n");
+    tl_proc_free(&p);
+    assert_int_equal(count_rows(db->conn, "pgpace.item"), 0);
+    assert_int_equal(count_rows(db->conn, "pgpace.queue"), 0);
+
+    make_customer(db, "acme");
+    p = RUN(db, "enqueue", "acme", "not json");
+    assert_int_equal(p.status, 1);
+    assert_string_equal(p.out, "");
+    assert_string_equal(p.err, "pgpace enqueue: field payload: invalid input syntax for type json "
+                               "(Token \"not\" is invalid.)\n");
+    tl_proc_free(&p);
+    assert_int_equal(count_rows(db->conn, "pgpace.item"), 0);
+    assert_int_equal(count_rows(db->conn, "pgpace.queue"), 0);
+
+    /* The same path with good input prints the new item's id and enqueues it. */
+    p = RUN_OK(db, "enqueue", "acme", "{\"n\": 1}");
+    long long id = tl_query_int(db->conn, "SELECT id FROM pgpace.item");
+    char want[32];
+    snprintf(want, sizeof want, "%lld\n", id);
+    assert_string_equal(p.out, want);
+    tl_proc_free(&p);
+    assert_int_equal(count_rows(db->conn, "pgpace.queue"), 1);
+}
+
 /* ---- configuration ---- */
 
 static void config_unknown_key_and_malformed_line(void **state)
@@ -629,6 +665,38 @@ static void config_unknown_key_and_malformed_line(void **state)
     assert_int_equal(p.status, 1);
     tl_assert_contains(p.err, "cannot open config file '/nonexistent/pgpace.ini'");
     tl_proc_free(&p);
+}
+
+/* Starts `pgpace --config <ini> run` and waits up to timeout_ms for it to exit by itself.
+ * Returns the exit status (-1 if still running at the deadline, then killed); *log gets its
+ * stderr (owned). */
+static int run_refused(const char *ini, int timeout_ms, char **log)
+{
+    char *path = tl_temp_file(ini);
+    tl_service s = tl_service_start(TL_ARGV("--config", path, "run"), NULL);
+    int status = tl_service_signal(&s, 0, 1, timeout_ms); /* signal 0: only waits */
+    *log = tl_service_log(&s);
+    tl_service_stop(&s);
+    unlink(path);
+    free(path);
+    return status;
+}
+
+static void run_rejects_a_bad_allow_list(void **state)
+{
+    tl_db *db = *state;
+    char ini[700];
+    snprintf(ini, sizeof ini, "[database]\nconninfo = %s\n[delivery]\nallow_cidrs = 10.0.0.0/33\n",
+             db->conninfo);
+    char *log = NULL;
+    int status = run_refused(ini, 10000, &log);
+    if (status != 1)
+        fail_msg("pgpace run with allow_cidrs 10.0.0.0/33: exit %d, expected 1:\n%s", status, log);
+    /* The database is reachable: the allow list alone stops it, with this as its whole output
+     * (the command, the key, the entry and the reason, each once). */
+    assert_string_equal(log, "pgpace run: [delivery] allow_cidrs: allow-list entry "
+                             "\"10.0.0.0/33\": prefix length 33 out of range 0-32\n");
+    free(log);
 }
 
 static void config_conninfo_is_used_without_db(void **state)
@@ -712,8 +780,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(stats_counts_due_in_flight_delayed_and_dead, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(setting_get_set_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(enqueue_one_item_rejects_bad_input, setup, teardown),
         cmocka_unit_test(config_unknown_key_and_malformed_line),
         cmocka_unit_test_setup_teardown(config_conninfo_is_used_without_db, setup, teardown),
+        cmocka_unit_test_setup_teardown(run_rejects_a_bad_allow_list, setup, teardown),
         cmocka_unit_test(config_unreachable_database_names_the_file),
     };
     return TL_RUN(tests, NULL, NULL);

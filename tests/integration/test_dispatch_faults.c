@@ -1,22 +1,30 @@
 /* test_dispatch_faults.c - `pgpace run` against a real receiver when things go wrong (DESIGN §3,
- * §5): retries with backoff then a dead letter, network errors, Retry-After, permanent 4xx,
- * response bodies that are not UTF-8, 410 pausing the customer, stale leases recovered, late
- * finalisations that change nothing, a delivery that outlives its lease, draining and releasing
- * on SIGTERM, a second signal, two instances electing one leader and failing over (kill -9
- * and clean stop), and the database failing statements (disk full, statement timeout).
+ * §5): retries with backoff then a dead letter, network errors, Retry-After (and one that cannot
+ * be parsed), permanent 4xx, response bodies that are not UTF-8, a redirect that is not followed,
+ * 410 pausing the customer, stale leases recovered, late finalisations that change nothing, a
+ * delivery that outlives its lease, draining and releasing on SIGTERM, a second signal, two
+ * instances electing one leader and failing over (kill -9 and clean stop), and the database
+ * failing statements (disk full, statement timeout).
  *
  * Every test gets a fresh migrated database and its own loopback receiver; customer NAME posts
  * to /c/NAME so receiver rules and counts are per customer. Waits are conditions with deadlines
  * (receiver_wait, tl_wait_until, tl_wait_query_at_least), never sleeps. */
 #include "twosvc.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,6 +188,81 @@ static void retry_after_is_honoured(void **state)
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
 }
 
+/* ---- 2b. a Retry-After that cannot be parsed ----------------------------------------------- */
+
+/* The retry_in_ms of every delivery_failed line in the service's log, in order; returns how
+ * many (at most max). */
+static int logged_retry_delays(const tl_service *s, long long *out, int max)
+{
+    char *log = tl_service_log(s);
+    int n = 0;
+    for (char *line = log; line && *line && n < max;) {
+        char *eol = strchr(line, '\n');
+        if (eol)
+            *eol = '\0';
+        if (strstr(line, " event=delivery_failed ")) {
+            const char *p = strstr(line, " retry_in_ms=");
+            out[n++] = p ? atoll(p + strlen(" retry_in_ms=")) : -1;
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    free(log);
+    return n;
+}
+
+/* A Retry-After the strict parser refuses is ignored: the retry waits the normal backoff (base
+ * 100 ms, cap 1000 ms in these tests), not what a lax reading of the value would give (5 s,
+ * 1000 s, or a date decades ahead clamped to retry_after_max_s, 3600 s). */
+static void garbage_retry_after_falls_back_to_backoff(void **state)
+{
+    fx *f = *state;
+    customer_set(f, "garbled", "600", NULL);
+    /* The last matching rule wins and each expires after one request: 429 with "5s", 503 with
+     * "1e3", 429 with an IMF date missing its "GMT", then the default 200. */
+    rule(f, "garbled", RECV_RESPOND, 429, "later", "Thu, 31 Dec 2099 23:59:59", 0, 1);
+    rule(f, "garbled", RECV_RESPOND, 503, "later", "1e3", 0, 1);
+    rule(f, "garbled", RECV_RESPOND, 429, "later", "5s", 0, 1);
+    long long item = enqueue_one(f, "garbled");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
+
+    CHECK(rx_wait(f, "garbled", 4, 15000) == 4,
+          "%zu request(s) within 15 s, expected 4: a garbage Retry-After was honoured",
+          rx_count(f, "garbled"));
+    CHECK(wait_query_eq(f, QUEUE_EMPTY, 0, 5000), "item not delivered after three retries");
+    char *outcomes = tl_query_str(
+        f->db->conn,
+        "SELECT string_agg(attempt || ':' || outcome || ':' || coalesce(http_status, 0), ' ' "
+        "ORDER BY attempt) FROM pgpace.delivery_attempt WHERE item_id = %lld",
+        item);
+    assert_string_equal(outcomes, "1:retry:429 2:retry:503 3:retry:429 4:success:200");
+    free(outcomes);
+
+    /* The delays the dispatcher chose: the k-th retry waits min(cap, base * 2^(k-1)) * (0.5 +
+     * jitter), jitter in [0, 1). */
+    long long delay[8];
+    int n = logged_retry_delays(&f->svc[0], delay, 8);
+    CHECK(n == 3, "%d delivery_failed line(s) in the log, expected 3", n);
+    for (int k = 0; k < 3; k++) {
+        long long step = 100LL << k; /* ms; below the 1000 ms cap */
+        printf("# retry %d after a garbage Retry-After: retry_in_ms=%lld\n", k + 1, delay[k]);
+        CHECK(delay[k] >= step / 2 && delay[k] <= step * 3 / 2,
+              "retry %d chose %lld ms, expected backoff in [%lld, %lld]", k + 1, delay[k], step / 2,
+              step * 3 / 2);
+    }
+    /* And the receiver saw them so: one webhook-id, gaps of backoff size, not seconds. */
+    req_list l = requests_of(f, "garbled");
+    assert_int_equal(l.n, 4);
+    for (size_t i = 1; i < l.n; i++) {
+        int64_t gap = l.v[i].at_us - l.v[i - 1].at_us;
+        CHECK(gap >= 50000 && gap < 2000000, "request %zu came %.1f ms after the previous one",
+              i + 1, gap / 1000.0);
+        assert_string_equal(l.v[i].webhook_id, l.v[0].webhook_id);
+    }
+    free(l.v);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
 /* ---- 3. a permanent 4xx --------------------------------------------------------------------- */
 
 static void client_error_dead_letters_at_once(void **state)
@@ -254,6 +337,158 @@ static void invalid_utf8_response_is_finalised(void **state)
                      1);
     assert_int_equal(rx_count(f, "latin1") + rx_count(f, "cut") + rx_count(f, "fine"), 5);
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+}
+
+/* ---- 3c. a redirect is not followed -------------------------------------------------------- */
+
+/* The loopback receiver sends no Location header, so the redirect comes from this small server:
+ * it reads each request whole (headers and Content-Length body), answers 301 with a Location
+ * pointing at the receiver, and closes the connection. File-scope, so that a failed test that
+ * leaves its thread running leaves it nothing dangling; the next start stops it. */
+#define MOVED_BODY "moved, see Location"
+
+static struct redirector {
+    int fd;
+    int port;
+    char location[256];
+    atomic_int requests;
+    atomic_bool stop;
+    bool running;
+    pthread_t thread;
+} redirector;
+
+/* Reads one request from c: true once its headers and body are in, false on error, EOF, an
+ * oversized request or after 5 s. */
+static bool read_request(int c)
+{
+    char buf[16384];
+    size_t len = 0;
+    long long deadline = tl_now_ms() + 5000;
+    for (;;) {
+        buf[len] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n");
+        if (end) {
+            size_t body = 0;
+            for (const char *p = buf; p && p < end;) {
+                if (strncasecmp(p, "content-length:", 15) == 0)
+                    body = strtoul(p + 15, NULL, 10);
+                p = strchr(p, '\n');
+                if (p)
+                    p++;
+            }
+            if (len >= (size_t)(end + 4 - buf) + body)
+                return true;
+        }
+        if (len == sizeof buf - 1 || tl_now_ms() > deadline)
+            return false;
+        struct pollfd p = {.fd = c, .events = POLLIN};
+        int ready = poll(&p, 1, 50);
+        if (ready < 0)
+            return false;
+        if (ready == 0)
+            continue;
+        ssize_t n = recv(c, buf + len, sizeof buf - 1 - len, 0);
+        if (n <= 0)
+            return false;
+        len += (size_t)n;
+    }
+}
+
+static void *redirector_main(void *arg)
+{
+    struct redirector *r = arg;
+    while (!atomic_load(&r->stop)) {
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int c = accept(r->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        if (read_request(c)) {
+            atomic_fetch_add(&r->requests, 1);
+            char resp[512];
+            int n = snprintf(resp, sizeof resp,
+                             "HTTP/1.1 301 Moved Permanently\r\nLocation: %s\r\n"
+                             "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+                             "Connection: close\r\n\r\n%s",
+                             r->location, strlen(MOVED_BODY), MOVED_BODY);
+            if (n > 0 && (size_t)n < sizeof resp && send(c, resp, (size_t)n, MSG_NOSIGNAL) < 0)
+                perror("redirector: send");
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static void redirector_stop(void)
+{
+    if (!redirector.running)
+        return;
+    atomic_store(&redirector.stop, true);
+    pthread_join(redirector.thread, NULL);
+    close(redirector.fd);
+    redirector.running = false;
+}
+
+static void redirector_start(const char *location)
+{
+    redirector_stop();
+    struct redirector *r = &redirector;
+    r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(r->fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(r->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(r->fd, 16), 0);
+    assert_int_equal(getsockname(r->fd, (struct sockaddr *)&a, &alen), 0);
+    r->port = ntohs(a.sin_port);
+    snprintf(r->location, sizeof r->location, "%s", location);
+    atomic_store(&r->requests, 0);
+    atomic_store(&r->stop, false);
+    assert_int_equal(pthread_create(&r->thread, NULL, redirector_main, r), 0);
+    r->running = true;
+}
+
+static void redirect_is_not_followed(void **state)
+{
+    fx *f = *state;
+    char target[256], url[128];
+    receiver_url(f->rx, "/c/target", target, sizeof target);
+    redirector_start(target);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/c/moved", redirector.port);
+    tl_exec(f->db->conn,
+            "SELECT pgpace.customer_set('moved', rate_per_minute => 600, webhook_url => '%s')",
+            url);
+    long long item = enqueue_one(f, "moved");
+    start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
+
+    CHECK(tl_wait_query_at_least(f->db->conn, 1, 10000,
+                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
+          "no dead letter after a 301");
+    char *dl =
+        tl_query_str(f->db->conn, "SELECT item_id || ' ' || attempts || ' ' || "
+                                  "last_status || ' ' || last_error FROM pgpace.dead_letter");
+    char want[160];
+    snprintf(want, sizeof want,
+             "%lld 1 301 redirect not followed (the webhook URL must answer directly)", item);
+    assert_string_equal(dl, want);
+    free(dl);
+    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT outcome || '|' || http_status || '|' || "
+                             "coalesce(response_excerpt, '<null>') FROM pgpace.delivery_attempt "
+                             "WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, "dead|301|" MOVED_BODY);
+    free(att);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
+    assert_int_equal(atomic_load(&redirector.requests), 1);
+    assert_int_equal(receiver_count(f->rx, NULL), 0); /* the Location was not visited */
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
+    /* Nothing more, even at shutdown. */
+    assert_int_equal(atomic_load(&redirector.requests), 1);
+    assert_int_equal(receiver_count(f->rx, NULL), 0);
+    redirector_stop();
 }
 
 /* ---- 4. 410 Gone pauses the customer ------------------------------------------------------- */
@@ -794,9 +1029,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(retries_then_dead_letter, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(network_errors_are_retried, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(retry_after_is_honoured, svc_setup, svc_teardown),
+        cmocka_unit_test_setup_teardown(garbage_retry_after_falls_back_to_backoff, svc_setup,
+                                        svc_teardown),
         cmocka_unit_test_setup_teardown(client_error_dead_letters_at_once, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(invalid_utf8_response_is_finalised, svc_setup,
                                         svc_teardown),
+        cmocka_unit_test_setup_teardown(redirect_is_not_followed, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(gone_pauses_the_customer, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(stale_lease_is_recovered, svc_setup, svc_teardown),
         cmocka_unit_test_setup_teardown(late_finaliser_changes_nothing, svc_setup, svc_teardown),

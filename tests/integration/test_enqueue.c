@@ -1,6 +1,7 @@
 /* test_enqueue.c - the enqueue paths against a real server: pgpace.enqueue through libpq
  * (transactionality, NOTIFY on commit, idempotency, validation, the producer role) and
- * `pgpace enqueue --file` (bulk JSON lines, all-or-nothing, line-numbered errors). */
+ * `pgpace enqueue --file` (bulk JSON lines, all-or-nothing, line-numbered errors); also the
+ * schema's check on a customer's rate when pgpace.customer_set is called directly. */
 #include "testlib.h"
 
 #include <poll.h>
@@ -337,6 +338,53 @@ static void enqueue_rejects_payload_over_the_limit(void **state)
     /* At the limit is fine. */
     tl_exec(db->conn, "SELECT pgpace.enqueue('acme', jsonb_build_object('p', repeat('x', 91)))");
     assert_int_equal(count_rows(db->conn, "pgpace.item"), 1);
+}
+
+/* ---- the schema's own checks, bypassing the CLI's validation ---- */
+
+/* `SELECT pgpace.customer_set('NAME', rate_per_minute => 'RATE' ...)` must fail on the
+ * customer_rate_valid check constraint (23514). */
+static void expect_rate_refused(PGconn *conn, const char *name, const char *rate, const char *more)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT pgpace.customer_set('%s', rate_per_minute => '%s'%s)", name,
+             rate, more);
+    PGresult *res = PQexec(conn, sql);
+    if (PQresultStatus(res) != PGRES_FATAL_ERROR) {
+        PQclear(res);
+        fail_msg("accepted: %s", sql);
+    }
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+    assert_string_equal(state ? state : "<none>", "23514");
+    assert_string_equal(primary ? primary : "<none>",
+                        "new row for relation \"customer\" violates check constraint "
+                        "\"customer_rate_valid\"");
+    assert_string_equal(constraint ? constraint : "<none>", "customer_rate_valid");
+    PQclear(res);
+}
+
+static void customer_set_sql_rejects_a_bad_rate(void **state)
+{
+    tl_db *db = *state;
+    char *before = tl_query_str(db->conn, "SELECT c::text FROM pgpace.customer c WHERE name = "
+                                          "'acme'");
+    static const char *const rates[] = {"NaN", "Infinity", "-Infinity", "0", "-1"};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+        /* Creating a customer, and updating one. */
+        expect_rate_refused(db->conn, "x", rates[i], ", webhook_url => 'https://example.com/x'");
+        expect_rate_refused(db->conn, "acme", rates[i], "");
+    }
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.customer WHERE name = "
+                                            "'x'"),
+                     0);
+    char *after = tl_query_str(db->conn, "SELECT c::text FROM pgpace.customer c WHERE name = "
+                                         "'acme'");
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    assert_int_equal(count_rows(db->conn, "pgpace.customer"), 2);
 }
 
 /* ---- the producer role ---- */
@@ -713,6 +761,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(enqueue_rejects_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(enqueue_rejects_payload_over_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(customer_set_sql_rejects_a_bad_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(producer_role_can_enqueue_only, producer_setup,
                                         producer_teardown),
         cmocka_unit_test_setup_teardown(producer_role_cannot_execute_other_functions,
