@@ -86,6 +86,36 @@ static void rule(fx *f, const char *customer, receiver_action action, int status
     receiver_on(f->rx, &r);
 }
 
+/* Waits for the one dead letter, then checks it is `item` with `attempts` and `status` (and,
+ * when reason is not NULL, that last_error), that the queue is empty, and (when attempt is not
+ * NULL) that the item's only attempt reads "outcome|status|excerpt". */
+static void expect_dead_letter(fx *f, long long item, int attempts, int status, const char *reason,
+                               const char *attempt, int timeout_ms)
+{
+    CHECK(tl_wait_query_at_least(f->db->conn, 1, timeout_ms,
+                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
+          "no dead letter after HTTP %d within %d ms", status, timeout_ms);
+    char *dl = tl_query_str(f->db->conn,
+                            "SELECT item_id || ' ' || attempts || ' ' || last_status || "
+                            "coalesce(' ' || %s, '') FROM pgpace.dead_letter",
+                            reason ? "last_error" : "NULL");
+    char want[256];
+    snprintf(want, sizeof want, "%lld %d %d%s%s", item, attempts, status, reason ? " " : "",
+             reason ? reason : "");
+    assert_string_equal(dl, want);
+    free(dl);
+    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+    if (!attempt)
+        return;
+    char *att = tl_query_str(f->db->conn,
+                             "SELECT string_agg(outcome || '|' || http_status || '|' || "
+                             "coalesce(response_excerpt, '<null>'), ' ') "
+                             "FROM pgpace.delivery_attempt WHERE item_id = %lld",
+                             item);
+    assert_string_equal(att, attempt);
+    free(att);
+}
+
 /* ---- 1. retries, then a dead letter -------------------------------------------------------- */
 
 static void retries_then_dead_letter(void **state)
@@ -96,16 +126,7 @@ static void retries_then_dead_letter(void **state)
     long long item = enqueue_one(f, "flaky");
     start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
-    CHECK(tl_wait_query_at_least(f->db->conn, 1, 15000,
-                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
-          "no dead letter after 3 failed attempts");
-    char *dl = tl_query_str(f->db->conn, "SELECT item_id || ' ' || attempts || ' ' || last_status "
-                                         "FROM pgpace.dead_letter");
-    char want[64];
-    snprintf(want, sizeof want, "%lld 3 500", item);
-    assert_string_equal(dl, want);
-    free(dl);
-    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
+    expect_dead_letter(f, item, 3, 500, NULL, NULL, 15000);
 
     char *outcomes = tl_query_str(
         f->db->conn,
@@ -273,23 +294,7 @@ static void client_error_dead_letters_at_once(void **state)
     long long item = enqueue_one(f, "strict");
     start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
-    CHECK(tl_wait_query_at_least(f->db->conn, 1, 10000,
-                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
-          "no dead letter after a 400");
-    char *dl = tl_query_str(f->db->conn, "SELECT item_id || ' ' || attempts || ' ' || last_status "
-                                         "FROM pgpace.dead_letter");
-    char want[64];
-    snprintf(want, sizeof want, "%lld 1 400", item);
-    assert_string_equal(dl, want);
-    free(dl);
-    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
-    char *att = tl_query_str(f->db->conn,
-                             "SELECT outcome || '|' || http_status || '|' || "
-                             "coalesce(response_excerpt, '<null>') FROM pgpace.delivery_attempt "
-                             "WHERE item_id = %lld",
-                             item);
-    assert_string_equal(att, "dead|400|missing field: order_ref");
-    free(att);
+    expect_dead_letter(f, item, 1, 400, NULL, "dead|400|missing field: order_ref", 10000);
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
     assert_int_equal(rx_count(f, "strict"), 1);
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
@@ -462,25 +467,9 @@ static void redirect_is_not_followed(void **state)
     long long item = enqueue_one(f, "moved");
     start_service(f, 0, &(run_opts){"a", 3, 3000, 2000, 0, 0, 0});
 
-    CHECK(tl_wait_query_at_least(f->db->conn, 1, 10000,
-                                 "SELECT count(*) FROM pgpace.dead_letter") == 1,
-          "no dead letter after a 301");
-    char *dl =
-        tl_query_str(f->db->conn, "SELECT item_id || ' ' || attempts || ' ' || "
-                                  "last_status || ' ' || last_error FROM pgpace.dead_letter");
-    char want[160];
-    snprintf(want, sizeof want,
-             "%lld 1 301 redirect not followed (the webhook URL must answer directly)", item);
-    assert_string_equal(dl, want);
-    free(dl);
-    assert_int_equal(q_int(f, QUEUE_EMPTY), 0);
-    char *att = tl_query_str(f->db->conn,
-                             "SELECT outcome || '|' || http_status || '|' || "
-                             "coalesce(response_excerpt, '<null>') FROM pgpace.delivery_attempt "
-                             "WHERE item_id = %lld",
-                             item);
-    assert_string_equal(att, "dead|301|" MOVED_BODY);
-    free(att);
+    expect_dead_letter(f, item, 1, 301,
+                       "redirect not followed (the webhook URL must answer directly)",
+                       "dead|301|" MOVED_BODY, 10000);
     assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
     assert_int_equal(atomic_load(&redirector.requests), 1);
     assert_int_equal(receiver_count(f->rx, NULL), 0); /* the Location was not visited */
