@@ -1,6 +1,5 @@
 /* claimbench.c - the C driver of bench/run: sends pgpace's real claim and finalize statements
- * (sql/queries/run_claim.sql or run_claim_simple.sql, run_finalize*.sql) and the naive baselines,
- * and prints timings.
+ * (sql/queries/run_claim.sql, run_finalize*.sql) and the naive baselines, and prints timings.
  *
  * Built by bench/run with the system compiler and pkg-config (cc -O2 ... -lpq -lpthread).
  * Statements are sent the way the dispatcher sends them (src/pgconn.c): prepared once per

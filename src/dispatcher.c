@@ -1561,10 +1561,11 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg);
 /* Sends one claim statement for the customers in `r` (already chosen, with limits in ns). */
 static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *touched)
 {
-    size_t pos = 0, n_carriers = 0;
+    size_t pos = 0;
     carrier_state *cs;
+    /* Every carrier of the round's pairs: an empty list tells the claim that no item names a
+     * carrier, which lets it skip its rankings. */
     while ((cs = hmap_next(touched, &pos)) != NULL) {
-        n_carriers++;
         sep(&p->carrier);
         strbuf_array_text(&p->carrier, cs->name);
         sep(&p->carrier_budget);
@@ -1605,8 +1606,7 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         }
     }
     r->sent_ns = uv_hrtime();
-    if (pgconn_query_prepared(d->db, n_carriers ? sql_q_run_claim : sql_q_run_claim_simple, 16,
-                              params, on_claim_result, r) != 0) {
+    if (pgconn_query_prepared(d->db, sql_q_run_claim, 16, params, on_claim_result, r) != 0) {
         free(r);
         return;
     }

@@ -21,9 +21,7 @@ WITH pair AS (
         OR NOT EXISTS (SELECT 1 FROM pgpace.frontier f
                         WHERE f.customer_id = c.customer_id AND f.last_tick >= $16::bigint)
 ), cand AS (
-    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token, p.ord,
-           row_number() OVER (PARTITION BY p.customer_id, p.carrier
-                              ORDER BY q.priority DESC, q.next_action_at) AS rp
+    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token, p.ord
       FROM pair p
       JOIN cust ON cust.customer_id = p.customer_id
      CROSS JOIN LATERAL (
@@ -32,10 +30,13 @@ WITH pair AS (
            WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
              AND q.next_action_at <= now()
            ORDER BY q.priority DESC, q.next_action_at
-           LIMIT p.n
+           LIMIT least(p.n, cust.n)
              FOR NO KEY UPDATE SKIP LOCKED) q
 ), within_carrier AS (
-    SELECT c.*, row_number() OVER (PARTITION BY c.carrier ORDER BY c.priority DESC, c.next_action_at) AS rk
+    SELECT c.*,
+           row_number() OVER (PARTITION BY c.customer_id, c.carrier
+                              ORDER BY c.priority DESC, c.next_action_at) AS rp,
+           row_number() OVER (PARTITION BY c.carrier ORDER BY c.priority DESC, c.next_action_at) AS rk
       FROM cand c
 ), carrier_budget AS (
     SELECT k.carrier, k.budget FROM unnest($6::text[], $7::integer[]) AS k(carrier, budget)
@@ -50,9 +51,17 @@ WITH pair AS (
       LEFT JOIN carrier_budget b ON b.carrier = w.carrier
      WHERE w.carrier = '' OR w.rk <= coalesce(b.budget, $8::integer)
 ), chosen AS (
-    SELECT w.item_id, w.claim_token AS old_token, w.priority, w.next_action_at
+    -- A round in which no item names a carrier ($6 empty: the caller lists every carrier of
+    -- the round) has one pair per customer, limited to the customer's own limit, so the
+    -- rankings change nothing: that branch is skipped at run time (a one-time filter) and the
+    -- candidates are taken as they are, saving their sorts (a quarter of a 1,000-item claim).
+    SELECT c.item_id, c.claim_token AS old_token, c.priority, c.next_action_at
+      FROM cand c
+     WHERE cardinality($6::text[]) = 0
+    UNION ALL
+    SELECT w.item_id, w.claim_token, w.priority, w.next_action_at
       FROM within_customer w JOIN cust ON cust.customer_id = w.customer_id
-     WHERE w.rc <= cust.n
+     WHERE cardinality($6::text[]) > 0 AND w.rc <= cust.n
 ), claimed AS (
     -- = ANY(ARRAY(...)) keeps this a primary-key probe per chosen row; a join here was planned
     -- as a hash join over the whole queue (measured: a sequential scan of 1M rows per round).
