@@ -13,10 +13,12 @@
  * Scenarios: (1) kill -9 of the leader three times; (3) blackhole / reset / refusal between one
  * instance and PostgreSQL (tcpproxy.h); (4) receiver chaos across 20 customers; (6) statement
  * timeouts on the dispatcher's role, and (6b) the wedge scenario 6 found: a statement error while
- * loading is neither logged nor retried (fails until that is fixed in src/dispatcher.c).
+ * loading must be logged and retried (fixed in src/dispatcher.c; this keeps it fixed).
  *
- * Not covered: a full disk. It cannot be simulated safely on a shared test cluster (filling the
- * volume would break every other test); PostgreSQL restarts are in test_dispatch_restart.c.
+ * Elsewhere: a full disk cannot be made safely on a shared test cluster (filling the volume
+ * would break every other test), so test_dispatch_faults.c:database_errors_are_logged_and_retried
+ * raises the server's own disk-full error (SQLSTATE 53100) from a trigger, beside a statement
+ * timeout behind a lock; PostgreSQL restarts are in test_dispatch_restart.c.
  *
  * Knobs: CHAOS_ONLY=<cmocka filter> runs matching scenarios only (e.g. 'receiver*'),
  * CHAOS_SEED=N replays scenario 4's random receiver rules, CHAOS_KEEP_LOGS=DIR keeps a copy of
