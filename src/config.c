@@ -62,7 +62,7 @@ static const char *const format_names[] = {"logfmt", "json", NULL};
 static const config_key keys[] = {
     STR("database", conninfo, "", "libpq conninfo or URL; empty uses the PG* environment"),
     INT("database", statement_timeout_ms, 10000, 0, 3600000,
-        "dispatcher statements cancelled after this, ms; 0: never"),
+        "dispatcher statements cancelled after, ms; 0: server's"),
 
     STR("dispatcher", instance_name, "", "name in claimed_by and status; empty: host:pid"),
     INT("dispatcher", lease_seconds, 60, 1, 86400, "seconds a claim owns an item"),

@@ -31,7 +31,8 @@ typedef enum log_level {
 typedef struct pgp_config {
     /* [database] */
     char conninfo[1024];      /* libpq conninfo or URL; empty: libpq environment variables */
-    int statement_timeout_ms; /* the dispatcher session's statement_timeout; 0 = none */
+    int statement_timeout_ms; /* the dispatcher session's statement_timeout; 0 = left as the
+                                 server or role sets it */
 
     /* [dispatcher] */
     char instance_name[128];   /* shown in claimed_by and `pgpace status`; empty: host:pid */

@@ -190,6 +190,7 @@ typedef struct run_opts {
     int request_timeout_ms; /* 0: 2000 */
     const char *dispatcher; /* extra [dispatcher] lines, or NULL */
     const char *delivery;   /* extra [delivery] lines, or NULL */
+    const char *database;   /* extra [database] lines, or NULL */
 } run_opts;
 
 /* Starts `pgpace run` as instance `name`; returns its index in f->in. */
@@ -203,14 +204,14 @@ static int start_instance(fx *f, const char *name, const run_opts *o)
         snprintf(conninfo, sizeof conninfo, "dbname=%s", f->db->name);
     char cfg[4096];
     snprintf(cfg, sizeof cfg,
-             "[database]\nconninfo = %s\n"
+             "[database]\nconninfo = %s\n%s"
              "[dispatcher]\ninstance_name = %s\nlease_seconds = %d\nstandby_retry_ms = 200\n"
              "batch_tick_ms = 1000\nbackstop_scan_ms = 1000\nretry_base_ms = 100\n"
              "retry_cap_ms = 1000\ndrain_timeout_ms = 3000\nreconnect_max_ms = 1000\n%s"
              "[delivery]\nallow_cidrs = 127.0.0.0/8\nrequest_timeout_ms = %d\n%s"
              "[http]\nlisten = 127.0.0.1:0\n[log]\nlevel = debug\n",
-             conninfo, name, o->lease_seconds ? o->lease_seconds : 5,
-             o->dispatcher ? o->dispatcher : "",
+             conninfo, o->database ? o->database : "", name,
+             o->lease_seconds ? o->lease_seconds : 5, o->dispatcher ? o->dispatcher : "",
              o->request_timeout_ms ? o->request_timeout_ms : 2000, o->delivery ? o->delivery : "");
     inst *in = &f->in[f->n];
     snprintf(in->name, sizeof in->name, "%s", name);
@@ -1352,10 +1353,12 @@ static void statement_timeouts(void **state)
     enqueue_n(f, "work", n_work);
     char conninfo[256];
     snprintf(conninfo, sizeof conninfo, "dbname=%s user=%s", f->db->name, f->role);
+    /* statement_timeout_ms = 0: the role's statement_timeout, which this test sets, applies. */
     int a = start_instance(f, "a",
                            &(run_opts){.conninfo = conninfo,
                                        .lease_seconds = 5,
-                                       .dispatcher = "max_in_flight = 64\nclaim_batch_max = 50\n"});
+                                       .dispatcher = "max_in_flight = 64\nclaim_batch_max = 50\n",
+                                       .database = "statement_timeout_ms = 0\n"});
     inst *A = &f->in[a];
     CHECK(wait_event(A, "leader_elected", 1, 15000), "A did not lead");
     CHECK(receiver_wait(f->rx, "/c/", 200, 30000) >= 200, "fewer than 200 deliveries");
@@ -1481,7 +1484,8 @@ static void load_error_is_retried(void **state)
     tl_exec(locker, "LOCK TABLE pgpace.schema_migration IN ACCESS EXCLUSIVE MODE");
     char conninfo[256];
     snprintf(conninfo, sizeof conninfo, "dbname=%s user=%s", f->db->name, f->role);
-    int a = start_instance(f, "a", &(run_opts){.conninfo = conninfo});
+    int a = start_instance(
+        f, "a", &(run_opts){.conninfo = conninfo, .database = "statement_timeout_ms = 0\n"});
     inst *A = &f->in[a];
     CHECK(wait_event(A, "db_ready", 1, 15000), "A did not connect");
     /* The schema-version statement waits for the lock and is cancelled after 300 ms; the lock
