@@ -57,6 +57,7 @@ typedef struct sock_watch {
 struct pgconn {
     uv_loop_t *loop;
     uv_timer_t timer;  /* reconnect backoff, connect deadline, or a deferred loss */
+    uv_timer_t kick;   /* processes results libpq read while sending (see send_query) */
     sock_watch *watch; /* the current socket's watch, NULL when none */
     int handles;       /* open libuv handles (the timer and every watch not yet closed) */
 
@@ -566,21 +567,22 @@ static void io_step(pgconn *c, int events)
 {
     unsigned gen = c->gen;
     size_t mark = error_mark(c);
-    if (events & UV_READABLE) {
-        if (!PQconsumeInput(c->conn)) {
-            conn_lost_libpq(c, mark);
-            return;
-        }
-        drain_notifies(c);
-        if (c->gen != gen)
-            return;
-        process_results(c);
-        if (c->gen != gen)
-            return;
-        drain_notifies(c);
-        if (c->gen != gen)
-            return;
+    if ((events & UV_READABLE) && !PQconsumeInput(c->conn)) {
+        conn_lost_libpq(c, mark);
+        return;
     }
+    /* Also on a writable-only event: libpq reads whatever the server sent while it waits to
+     * send (so that neither side blocks), and those results would otherwise sit in its buffer
+     * with nothing left on the socket to wake us. */
+    drain_notifies(c);
+    if (c->gen != gen)
+        return;
+    process_results(c);
+    if (c->gen != gen)
+        return;
+    drain_notifies(c);
+    if (c->gen != gen)
+        return;
     if (PQstatus(c->conn) == CONNECTION_BAD) {
         /* Broken while parsing: what libpq wrote since may include query errors. */
         conn_lost_libpq(c, strlen(PQerrorMessage(c->conn)));
@@ -589,6 +591,17 @@ static void io_step(pgconn *c, int events)
     char err[sizeof c->last_error];
     if (flush_and_arm(c, err, sizeof err) < 0)
         conn_lost(c, err);
+}
+
+/* Results libpq read into its buffer while sending, from user context: processed from the loop
+ * (callbacks may not run inside pgconn_query). Found as 10 s stalls under load: a claim's
+ * result had been read during the flush of the next statement and was only noticed when some
+ * later statement made the socket readable again. */
+static void kick_cb(uv_timer_t *t)
+{
+    pgconn *c = t->data;
+    if (c->state == ST_READY && c->conn && !c->loss_pending)
+        io_step(c, 0);
 }
 
 /* ---- connecting ---- */
@@ -866,6 +879,15 @@ int pgconn_new(uv_loop_t *loop, const pgconn_options *opts, pgconn **out)
     }
     c->timer.data = c;
     c->handles = 1;
+    rc = uv_timer_init(loop, &c->kick);
+    if (rc < 0) {
+        /* The timer is initialised: it must be closed, which frees the struct afterwards. */
+        c->state = ST_CLOSING;
+        uv_close((uv_handle_t *)&c->timer, handle_closed);
+        return rc;
+    }
+    c->kick.data = c;
+    c->handles = 2;
     *out = c;
     return 0;
 }
@@ -951,6 +973,8 @@ static int send_query(pgconn *c, const char *sql, int nparams, const char *const
         lose_later(c, err);
     } else if (flush_and_arm(c, err, sizeof err) < 0) {
         lose_later(c, err);
+    } else if (!PQisBusy(c->conn)) {
+        uv_timer_start(&c->kick, kick_cb, 0, 0); /* a result is already buffered */
     }
     return 0;
 }
@@ -1002,5 +1026,6 @@ void pgconn_close(pgconn *c, pgconn_closed_cb closed_cb, void *arg)
     PQfinish(c->conn);
     c->conn = NULL;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
+    uv_close((uv_handle_t *)&c->kick, handle_closed);
     fail_pending(c);
 }
