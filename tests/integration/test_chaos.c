@@ -1174,15 +1174,25 @@ static void receiver_chaos_many_customers(void **state)
             print_message("#   good gap %zu->%zu at +%.3f s: %.1f ms\n", i - 1, i,
                           (at[i] - at[0]) / 1e6, (at[i] - at[i - 1]) / 1000.0);
     }
+    int64_t span = n_at > 1 ? at[n_at - 1] - at[0] : 0;
     qsort(err, n_gaps, sizeof *err, cmp_i64);
     int64_t p50 = n_gaps ? err[n_gaps / 2] : 0;
+    int64_t p90 = n_gaps ? err[(n_gaps * 90) / 100 < n_gaps ? (n_gaps * 90) / 100 : n_gaps - 1] : 0;
     int64_t p99 = n_gaps ? err[(n_gaps * 99) / 100 < n_gaps ? (n_gaps * 99) / 100 : n_gaps - 1] : 0;
     int64_t worst = n_gaps ? err[n_gaps - 1] : 0;
     free(at);
     free(err);
-    print_message("# good customer beside 19 chaotic ones: %zu gaps, |gap - 100 ms| p50 %.1f ms "
-                  "p99 %.1f ms max %.1f ms\n",
-                  n_gaps, p50 / 1000.0, p99 / 1000.0, worst / 1000.0);
+    /* pgpace's own record of when it sent each of them (delivery_attempt.started_at). */
+    long long min_send_gap = q_int(
+        f, "SELECT coalesce(min(g), 0) FROM (SELECT (extract(epoch FROM a.started_at - "
+           "lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint AS g FROM "
+           "pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = a.customer_id "
+           "WHERE c.name = 'good') x WHERE g IS NOT NULL");
+    print_message("# good customer beside 19 chaotic ones: %zu gaps over %.2f s (199 x 100 ms = "
+                  "19.9 s), |gap - 100 ms| p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms; "
+                  "smallest recorded send gap %.1f ms\n",
+                  n_gaps, span / 1e6, p50 / 1000.0, p90 / 1000.0, p99 / 1000.0, worst / 1000.0,
+                  min_send_gap / 1000.0);
     print_message("# /metrics: %d polls, %d failed (first status %d), worst latency %.1f ms\n",
                   mp.polls, mp.failures, mp.first_failure_status, mp.worst_us / 1000.0);
     print_message("# chaos: dead letters during the chaos %lld, breaker_opened %d, "
@@ -1190,12 +1200,22 @@ static void receiver_chaos_many_customers(void **state)
                   "over 50 ms (the spaced claim lead) %.0f\n",
                   dead_during, breaker_opened, paused, rounds, empty_claims, rounds - within_25,
                   rounds - within_lead);
-    /* 50 ms, half the period: on a shared 2-core machine a rare stall showed p99 30 ms (quiet:
-     * p99 ~1-7 ms); the claim-duration figures above show why when it fails. A spaced
-     * customer is claimed 50 ms ahead of its slot and claims go one at a time on the leader's
-     * connection, so a claim round slower than that (a loaded database) sends late: that is
-     * what the claim-duration figures above show when this fails. */
-    CHECK(p99 < 50000, "good customer's gap p99 error %.1f ms", p99 / 1000.0);
+    /* The good customer keeps its spacing beside the chaos:
+     * - never faster: pgpace's record shows no two sends closer than 100 ms less the event
+     *   loop's 1 ms timer resolution;
+     * - its rate holds: the 200 arrivals span at most 10 % more than 199 periods, and the
+     *   median gap is within 5 ms of 100 ms; nine gaps in ten within 50 ms (half a period).
+     * Single receiver-side gaps also carry the loopback request and the receiver thread's
+     * wake-up (quiet machine: p99 ~1-7 ms; a loaded 2-core machine has shown stalls of tens of
+     * ms), so the tail is reported above rather than held to a bound. A spaced customer is
+     * claimed 50 ms ahead of its slot and claims go one at a time on the leader's connection,
+     * so a claim round slower than that sends late: the claim-duration figures above show it. */
+    CHECK(min_send_gap >= 99000, "two of the good customer's sends %.1f ms apart",
+          min_send_gap / 1000.0);
+    CHECK(span <= 199LL * 110000, "the good customer's 200 webhooks took %.2f s, over 21.9 s",
+          span / 1e6);
+    CHECK(p50 < 5000, "good customer's gap p50 error %.1f ms", p50 / 1000.0);
+    CHECK(p90 < 50000, "good customer's gap p90 error %.1f ms", p90 / 1000.0);
     CHECK(mp.polls >= 50, "only %d /metrics polls", mp.polls);
     CHECK(mp.failures == 0, "%d of %d /metrics polls failed", mp.failures, mp.polls);
     /* 500 ms: far above a healthy answer (~1 ms); a blocked event loop shows as seconds. */

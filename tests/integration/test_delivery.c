@@ -182,30 +182,37 @@ static void breaker_opens_probes_and_closes(void **state)
     fx_stop_service(f, 15000);
 }
 
-static int64_t max_abs_gap_error_us(receiver *recv, const char *prefix, int64_t period_us,
-                                    size_t *count)
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* |gap - period| over consecutive arrivals under `prefix`, sorted ascending into a new array
+ * (*n_gaps entries; the caller frees it). *count is the number of arrivals. */
+static int64_t *gap_errors_us(receiver *recv, const char *prefix, int64_t period_us,
+                              size_t *count, size_t *n_gaps)
 {
     size_t total = receiver_count(recv, NULL);
-    int64_t prev = 0, worst = 0;
+    int64_t *err = calloc(total + 1, sizeof *err);
+    assert_non_null(err);
+    int64_t prev = 0;
     *count = 0;
+    *n_gaps = 0;
     for (size_t i = 0; i < total; i++) {
         receiver_request rq;
         if (receiver_get(recv, i, &rq) != 0)
             break;
         if (strncmp(rq.path, prefix, strlen(prefix)) == 0) {
-            if (prev) {
-                int64_t err = rq.at_us - prev - period_us;
-                if (err < 0)
-                    err = -err;
-                if (err > worst)
-                    worst = err;
-            }
+            if (prev)
+                err[(*n_gaps)++] = llabs(rq.at_us - prev - period_us);
             prev = rq.at_us;
             (*count)++;
         }
         free(rq.body);
     }
-    return worst;
+    qsort(err, *n_gaps, sizeof *err, cmp_i64);
+    return err;
 }
 
 static void bad_receivers_do_not_disturb_others(void **state)
@@ -244,13 +251,21 @@ static void bad_receivers_do_not_disturb_others(void **state)
     fx_run(f, "delivery.breaker_failures = 1000\ndelivery.max_response_bytes = 65536\n");
 
     assert_int_equal(receiver_wait(f->recv, "/c/good", 50, 20000), 50);
-    size_t n = 0;
-    int64_t worst = max_abs_gap_error_us(f->recv, "/c/good", 100000, &n);
-    print_message("# good customer beside 5 bad receivers: %zu webhooks, worst |gap - 100 ms| = "
-                  "%.1f ms\n",
-                  n, (double)worst / 1000.0);
-    /* The loop stayed responsive: no gap off by more than a few scheduler ticks. */
-    assert_true(worst < 25000);
+    size_t n = 0, n_gaps = 0;
+    int64_t *err = gap_errors_us(f->recv, "/c/good", 100000, &n, &n_gaps);
+    assert_true(n_gaps > 10);
+    int64_t p50 = err[n_gaps / 2], p90 = err[n_gaps * 9 / 10], worst = err[n_gaps - 1];
+    free(err);
+    print_message("# good customer beside 5 bad receivers: %zu webhooks, |gap - 100 ms| p50 "
+                  "%.1f ms p90 %.1f ms worst %.1f ms\n",
+                  n, (double)p50 / 1000.0, (double)p90 / 1000.0, (double)worst / 1000.0);
+    /* The loop stayed responsive. A loop blocked by a bad peer shows as a gap off by that
+     * peer's request timeout (1 s); arrivals also carry the receiver thread's wake-up, which
+     * a loaded 2-core machine can delay by tens of ms, so the tail has a wider bound than the
+     * bulk (quiet machine: worst ~2-5 ms). */
+    assert_true(p50 < 5000);
+    assert_true(p90 < 25000);
+    assert_true(worst < 250000);
 
     /* Each bad receiver's items ended the right way, with a clear error class. */
     struct {

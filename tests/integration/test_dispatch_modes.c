@@ -254,9 +254,35 @@ static int windows_complete(void *arg)
     return 1;
 }
 
-/* Spaced customers at 60, 300, 600 and 1200 per minute (burst 1): over a 15 s window from each
- * one's first arrival, the count is W/T + 1 within one, and no two arrivals are closer than T
- * minus the jitter allowance. */
+/* Gaps between the sends pgpace recorded for `name` (delivery_attempt.started_at, taken from
+ * the same clock reading that released the request), in microseconds. Returns the smallest. */
+static int64_t min_recorded_send_gap(const fixture *fx, const char *name, long long *n_gaps)
+{
+    *n_gaps = tl_query_int(fx->db->conn,
+                           "SELECT count(*) - 1 FROM pgpace.delivery_attempt a JOIN pgpace.customer c "
+                           "ON c.id = a.customer_id WHERE c.name = '%s'",
+                           name);
+    return tl_query_int(fx->db->conn,
+                        "SELECT coalesce(min(g), 0) FROM (SELECT (extract(epoch FROM a.started_at - "
+                        "lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint AS g "
+                        "FROM pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = "
+                        "a.customer_id WHERE c.name = '%s') x WHERE g IS NOT NULL",
+                        name);
+}
+
+/* Spaced customers at 60, 300, 600 and 1200 per minute (burst 1), each with a backlog:
+ * - never faster: pgpace's own record of each send (delivery_attempt.started_at) shows no two
+ *   sends closer than T less the event loop's 1 ms timer resolution (a send whose slot is under
+ *   1 ms away goes out at once), and the receiver counts at most W/T + 2
+ *   arrivals in the window of W = 15 s from each customer's first arrival;
+ * - the rate is kept: the receiver counts at least 95 % of W/T + 1 in that window, and the
+ *   median gap it sees is within 5 ms of T.
+ * Arrival times at the receiver also carry the loopback request and the receiver thread's
+ * wake-up, so single receiver-side gaps are reported (p50/p99/min) rather than held to T: on
+ * a loaded 2-core machine one late wake-up of the receiver shortens the next gap by as much.
+ * For burst 1 a late send also moves every later slot (GCRA's tat = max(tat, t) + T with t the
+ * actual send), so lateness costs rate; 5 % is the allowance for a noisy machine, and a
+ * wrong period (a rate off by more than 5 %) still fails. */
 static void spaced_rates_are_kept(void **state)
 {
     fixture *fx = *state;
@@ -282,42 +308,57 @@ static void spaced_rates_are_kept(void **state)
         int64_t *at;
         size_t n = arrivals(fx->rcv, path, NULL, &at);
         assert_true(n > 1);
+        /* Slots 0 .. W/T fall in [first, first + W]; the window reaches T/2 past the last one
+         * so that an on-time arrival a little after its slot still counts. */
         int64_t first = at[0];
         size_t in_window = 0;
-        for (size_t k = 0; k < n && at[k] <= first + SPACED_WINDOW_US; k++)
+        for (size_t k = 0; k < n && at[k] <= first + SPACED_WINDOW_US + period / 2; k++)
             in_window++;
         long long want = SPACED_WINDOW_US / period + 1;
-        /* Gaps inside the window. */
+        long long at_least = (long long)floor(0.95 * (double)want);
+        int64_t *gap = calloc(in_window, sizeof *gap);
         int64_t *err = calloc(in_window, sizeof *err);
+        assert_non_null(gap);
         assert_non_null(err);
-        int64_t min_gap = INT64_MAX, sum_gap = 0;
         size_t n_gaps = 0;
         for (size_t k = 1; k < in_window; k++) {
-            int64_t gap = at[k] - at[k - 1];
-            if (gap < min_gap)
-                min_gap = gap;
-            sum_gap += gap;
-            err[n_gaps++] = llabs(gap - period);
+            gap[n_gaps] = at[k] - at[k - 1];
+            err[n_gaps] = llabs(gap[n_gaps] - period);
+            n_gaps++;
         }
+        qsort(gap, n_gaps, sizeof *gap, cmp_i64);
         qsort(err, n_gaps, sizeof *err, cmp_i64);
-        print_message("# spacing rate=%d/min T=%lldms gap_error_p50=%.1fms p99=%.1fms "
-                      "max=%.1fms min_gap=%.1fms mean_gap=%.2fms n=%zu (want %lld +-1)\n",
-                      sc->rate, (long long)period / 1000,
+        int64_t median_gap = percentile(gap, n_gaps, 50);
+        long long sends = 0;
+        int64_t min_send_gap = min_recorded_send_gap(fx, sc->name, &sends);
+        print_message("# spacing rate=%d/min T=%lldms at the receiver: n=%zu (want %lld, at least "
+                      "%lld, at most %lld) gap p50=%.1fms min=%.1fms, |gap-T| p50=%.1fms "
+                      "p99=%.1fms max=%.1fms; recorded sends: %lld gaps, min %.1fms\n",
+                      sc->rate, (long long)period / 1000, in_window, want, at_least, want + 1,
+                      (double)median_gap / 1000, (double)(n_gaps ? gap[0] : 0) / 1000,
                       (double)percentile(err, n_gaps, 50) / 1000,
                       (double)percentile(err, n_gaps, 99) / 1000,
-                      (double)percentile(err, n_gaps, 100) / 1000, (double)min_gap / 1000,
-                      n_gaps ? (double)sum_gap / (double)n_gaps / 1000 : 0.0, in_window, want);
-        if (llabs((long long)in_window - want) > 1) {
-            print_error("rate %d/min: %zu arrivals in the %lld s window, want %lld +-1\n", sc->rate,
-                        in_window, SPACED_WINDOW_US / 1000000, want);
+                      (double)percentile(err, n_gaps, 100) / 1000, sends,
+                      (double)min_send_gap / 1000);
+        if ((long long)in_window > want + 1 || (long long)in_window < at_least) {
+            print_message("# FAIL rate %d/min: %zu arrivals in the %lld s window, want %lld "
+                          "(at least %lld, at most %lld)\n",
+                          sc->rate, in_window, SPACED_WINDOW_US / 1000000, want, at_least,
+                          want + 1);
             ok = false;
         }
-        if (min_gap < period - SPACING_JITTER_US) {
-            print_error("rate %d/min: a gap of %.1f ms, below T - %d ms = %.1f ms\n", sc->rate,
-                        (double)min_gap / 1000, SPACING_JITTER_US / 1000,
-                        (double)(period - SPACING_JITTER_US) / 1000);
+        if (llabs(median_gap - period) > 5000) {
+            print_message("# FAIL rate %d/min: median gap %.1f ms, T = %lld ms\n", sc->rate,
+                          (double)median_gap / 1000, (long long)period / 1000);
             ok = false;
         }
+        if (sends < 2 || min_send_gap < period - 1000) {
+            print_message("# FAIL rate %d/min: recorded sends %lld gaps, smallest %.1f ms, below "
+                          "T - 1 ms\n",
+                          sc->rate, sends, (double)min_send_gap / 1000);
+            ok = false;
+        }
+        free(gap);
         free(err);
         free(at);
     }
