@@ -190,8 +190,8 @@ static int cmp_i64(const void *a, const void *b)
 
 /* |gap - period| over consecutive arrivals under `prefix`, sorted ascending into a new array
  * (*n_gaps entries; the caller frees it). *count is the number of arrivals. */
-static int64_t *gap_errors_us(receiver *recv, const char *prefix, int64_t period_us,
-                              size_t *count, size_t *n_gaps)
+static int64_t *gap_errors_us(receiver *recv, const char *prefix, int64_t period_us, size_t *count,
+                              size_t *n_gaps)
 {
     size_t total = receiver_count(recv, NULL);
     int64_t *err = calloc(total + 1, sizeof *err);

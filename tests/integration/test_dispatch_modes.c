@@ -258,16 +258,18 @@ static int windows_complete(void *arg)
  * the same clock reading that released the request), in microseconds. Returns the smallest. */
 static int64_t min_recorded_send_gap(const fixture *fx, const char *name, long long *n_gaps)
 {
-    *n_gaps = tl_query_int(fx->db->conn,
-                           "SELECT count(*) - 1 FROM pgpace.delivery_attempt a JOIN pgpace.customer c "
-                           "ON c.id = a.customer_id WHERE c.name = '%s'",
-                           name);
-    return tl_query_int(fx->db->conn,
-                        "SELECT coalesce(min(g), 0) FROM (SELECT (extract(epoch FROM a.started_at - "
-                        "lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint AS g "
-                        "FROM pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = "
-                        "a.customer_id WHERE c.name = '%s') x WHERE g IS NOT NULL",
-                        name);
+    *n_gaps =
+        tl_query_int(fx->db->conn,
+                     "SELECT count(*) - 1 FROM pgpace.delivery_attempt a JOIN pgpace.customer c "
+                     "ON c.id = a.customer_id WHERE c.name = '%s'",
+                     name);
+    return tl_query_int(
+        fx->db->conn,
+        "SELECT coalesce(min(g), 0) FROM (SELECT (extract(epoch FROM a.started_at - "
+        "lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint AS g "
+        "FROM pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = "
+        "a.customer_id WHERE c.name = '%s') x WHERE g IS NOT NULL",
+        name);
 }
 
 /* Spaced customers at 60, 300, 600 and 1200 per minute (burst 1), each with a backlog:
@@ -331,15 +333,14 @@ static void spaced_rates_are_kept(void **state)
         int64_t median_gap = percentile(gap, n_gaps, 50);
         long long sends = 0;
         int64_t min_send_gap = min_recorded_send_gap(fx, sc->name, &sends);
-        print_message("# spacing rate=%d/min T=%lldms at the receiver: n=%zu (want %lld, at least "
-                      "%lld, at most %lld) gap p50=%.1fms min=%.1fms, |gap-T| p50=%.1fms "
-                      "p99=%.1fms max=%.1fms; recorded sends: %lld gaps, min %.1fms\n",
-                      sc->rate, (long long)period / 1000, in_window, want, at_least, want + 1,
-                      (double)median_gap / 1000, (double)(n_gaps ? gap[0] : 0) / 1000,
-                      (double)percentile(err, n_gaps, 50) / 1000,
-                      (double)percentile(err, n_gaps, 99) / 1000,
-                      (double)percentile(err, n_gaps, 100) / 1000, sends,
-                      (double)min_send_gap / 1000);
+        print_message(
+            "# spacing rate=%d/min T=%lldms at the receiver: n=%zu (want %lld, at least "
+            "%lld, at most %lld) gap p50=%.1fms min=%.1fms, |gap-T| p50=%.1fms "
+            "p99=%.1fms max=%.1fms; recorded sends: %lld gaps, min %.1fms\n",
+            sc->rate, (long long)period / 1000, in_window, want, at_least, want + 1,
+            (double)median_gap / 1000, (double)(n_gaps ? gap[0] : 0) / 1000,
+            (double)percentile(err, n_gaps, 50) / 1000, (double)percentile(err, n_gaps, 99) / 1000,
+            (double)percentile(err, n_gaps, 100) / 1000, sends, (double)min_send_gap / 1000);
         if ((long long)in_window > want + 1 || (long long)in_window < at_least) {
             print_message("# FAIL rate %d/min: %zu arrivals in the %lld s window, want %lld "
                           "(at least %lld, at most %lld)\n",
