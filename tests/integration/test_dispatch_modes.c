@@ -18,12 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Arrivals closer together than T minus this fail the spacing tests. The dispatcher sends each
- * spaced item from a timer at its GCRA slot, but the arrival also carries the event loop's
- * timer resolution (1 ms), one HTTP request and the receiver thread's wake-up, which on a
- * shared test machine vary by a few milliseconds (measured p99 about 4 ms, worst seen 6 ms). */
-#define SPACING_JITTER_US 15000
-
 typedef struct fixture {
     tl_db *db;
     receiver *rcv;
@@ -388,17 +382,19 @@ static void spaced_burst_allows_back_to_back(void **state)
      * tat - 4T + (k - 5)T = t0 + (k - 4)T. The schedule is anchored to t0: a late wake-up is
      * absorbed by the tolerance (tau = 4T), so one gap may be shorter than T after a late
      * arrival; what must hold is the anchored schedule, never early and never far behind. */
-    /* Never early; late by at most a generous bound (sanitizer builds on a busy 2-core machine
-     * stall for tens of ms): the test is about the burst, not about latency. */
+    /* Never early by more than 50 ms (t0 is the first *arrival*, which also carries the new
+     * connection's set-up and the receiver's wake-up; a wrong period or a longer burst is off
+     * by a whole second); late by at most a generous bound (sanitizer builds on a busy 2-core
+     * machine stall for tens of ms): the test is about the burst, not about latency. */
     bool ok = true;
     for (size_t k = 5; k < n; k++) {
         int64_t off = at[k] - at[0] - (int64_t)(k - 4) * 1000000;
         print_message("# burst arrival %zu is %+.1f ms off t0 + %zu s\n", k + 1, (double)off / 1000,
                       k - 4);
-        if (off < -SPACING_JITTER_US || off > 250000) {
-            print_error("arrival %zu is %.1f ms off its GCRA time t0 + %zu s (want -%d .. +250 "
-                        "ms)\n",
-                        k + 1, (double)off / 1000, k - 4, SPACING_JITTER_US / 1000);
+        if (off < -50000 || off > 250000) {
+            print_message("# FAIL arrival %zu is %.1f ms off its GCRA time t0 + %zu s (want -50 "
+                          ".. +250 ms)\n",
+                          k + 1, (double)off / 1000, k - 4);
             ok = false;
         }
     }
