@@ -89,6 +89,7 @@ static const config_key keys[] = {
     BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
     INT("delivery", attempt_retention_days, 7, 1, 3650, "days of attempt log kept"),
     INT("delivery", dead_letter_retention_days, 30, 1, 3650, "days of dead letters kept"),
+    INT("delivery", item_retention_days, 7, 1, 3650, "days delivered items are kept at least"),
     INT("delivery", breaker_failures, 5, 1, 1000, "consecutive failures opening the breaker"),
     INT("delivery", breaker_cooldown_ms, 30000, 100, 86400000, "first breaker cooldown, ms"),
     INT("delivery", breaker_cooldown_max_ms, 600000, 100, 86400000, "largest breaker cooldown, ms"),

@@ -61,6 +61,8 @@ typedef struct pgp_config {
     bool dead_letter_on_4xx;        /* other 4xx: dead letter at once (else retry) */
     int attempt_retention_days;     /* attempt log kept this many days (whole partitions) */
     int dead_letter_retention_days; /* dead letters kept this many days (whole partitions) */
+    int item_retention_days;        /* delivered items kept at least this many days (whole
+                                     * partitions, kept while one of the day is pending or dead) */
     int breaker_failures;           /* consecutive failures that open the breaker */
     int breaker_cooldown_ms;        /* first cooldown; doubles on repeated trips */
     int breaker_cooldown_max_ms;

@@ -116,6 +116,9 @@ static void test_defaults(void **state)
     assert_int_equal(c.breaker_failures, 5);
     assert_int_equal(c.breaker_cooldown_ms, 30000);
     assert_int_equal(c.breaker_cooldown_max_ms, 600000);
+    assert_int_equal(c.attempt_retention_days, 7);
+    assert_int_equal(c.dead_letter_retention_days, 30);
+    assert_int_equal(c.item_retention_days, 7);
     assert_int_equal(c.log_level, LOG_LEVEL_INFO);
     assert_int_equal(c.log_format, LOG_FORMAT_LOGFMT);
     assert_string_equal(c.path, "");
@@ -131,12 +134,13 @@ static void test_dump(void **state)
     assert_contains(out, "dispatcher.lease_seconds = 60\n");
     assert_contains(out, "dispatcher.carrier_max_in_flight = 0\n");
     assert_contains(out, "delivery.dead_letter_on_4xx = true\n");
+    assert_contains(out, "delivery.item_retention_days = 7\n");
     assert_contains(out, "log.level = info\n");
     assert_contains(out, "log.format = logfmt\n");
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 35); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 36); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -194,6 +198,7 @@ static void test_full_valid_file(void **state)
                        "retry_after_max_s = 604800\n"
                        "allow_cidrs = 10.0.0.0/8, fd00::/8\n"
                        "dead_letter_on_4xx = off\n"
+                       "item_retention_days = 3650\n"
                        "breaker_failures = 1000\n"
                        "breaker_cooldown_ms = 86400000\n"
                        "breaker_cooldown_max_ms = 86400000\n"
@@ -228,6 +233,7 @@ static void test_full_valid_file(void **state)
     assert_int_equal(c.retry_after_max_s, 604800);
     assert_string_equal(c.allow_cidrs, "10.0.0.0/8, fd00::/8");
     assert_false(c.dead_letter_on_4xx);
+    assert_int_equal(c.item_retention_days, 3650);
     assert_int_equal(c.breaker_failures, 1000);
     assert_int_equal(c.breaker_cooldown_ms, 86400000);
     assert_int_equal(c.breaker_cooldown_max_ms, 86400000);
@@ -367,6 +373,12 @@ static void test_out_of_range(void **state)
     expect_error("[delivery]\nmax_response_bytes = 16777217\n",
                  "t.ini:2: [delivery] max_response_bytes: expected an integer from 0 to 16777216, "
                  "got '16777217'");
+    expect_error("[delivery]\nitem_retention_days = 0\n",
+                 "t.ini:2: [delivery] item_retention_days: expected an integer from 1 to 3650, "
+                 "got '0'");
+    expect_error("[delivery]\nitem_retention_days = 3651\n",
+                 "t.ini:2: [delivery] item_retention_days: expected an integer from 1 to 3650, "
+                 "got '3651'");
     expect_error("[dispatcher]\nstandby_retry_ms = 49\n",
                  "t.ini:2: [dispatcher] standby_retry_ms: expected an integer from 50 to 600000, "
                  "got '49'");
