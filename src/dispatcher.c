@@ -39,6 +39,9 @@ enum role { ROLE_STARTING, ROLE_STANDBY, ROLE_LEADER };
 /* Most customers handled by one claim round. */
 #define ROUND_MAX_CUSTOMERS 4096
 #define PARTITIONS_EVERY_US (3600LL * 1000000)
+/* Most idempotency keys of dropped item days deleted per statement (one per backstop tick while
+ * any are left), so that no statement deletes millions of rows. */
+#define KEY_PURGE_BATCH 10000
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
  * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
 #define LOOKAHEAD_US 50000
@@ -201,6 +204,8 @@ struct dispatcher {
     bool claiming, tick_pending;
     int64_t tick_due; /* tick number waiting for the claim in flight */
     int64_t partitions_at_us;
+    bool keys_pending;      /* dropped item days may still have idempotency keys */
+    bool key_purge_running; /* a run_key_purge statement is outstanding */
 
     final_list pending; /* outcomes waiting for a finalisation statement */
     final_list sending; /* outcomes of the statement in flight */
@@ -735,20 +740,66 @@ static void on_backstop(pgconn *conn, PGresult *res, void *arg)
     arm_claim_timer(d);
 }
 
+static void on_retention(pgconn *conn, PGresult *res, void *arg)
+{
+    if (!res)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        LOG_WARN("retention_failed", LOG_S("error", PQresultErrorMessage(res)));
+        return;
+    }
+    long long dropped = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    if (dropped > 0)
+        LOG_INFO("retention", LOG_I("partitions_dropped", dropped));
+}
+
+/* Housekeeping, on becoming leader and hourly: days ahead, then retention by whole partitions.
+ * Idempotency keys of dropped item days are deleted afterwards, a batch per backstop tick. */
+static void run_housekeeping(dispatcher *d)
+{
+    d->partitions_at_us = now_us();
+    query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
+    char days[16], dead_days[16], item_days[16];
+    snprintf(days, sizeof days, "%d", d->cfg.attempt_retention_days);
+    snprintf(dead_days, sizeof dead_days, "%d", d->cfg.dead_letter_retention_days);
+    snprintf(item_days, sizeof item_days, "%d", d->cfg.item_retention_days);
+    const char *params[] = {days, dead_days, item_days};
+    query_or_log(d, sql_q_run_retention, 3, params, on_retention, NULL, "retention");
+    d->keys_pending = true;
+}
+
+static void on_key_purge(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    d->key_purge_running = false;
+    if (!res)
+        return; /* connection lost: the next tick tries again */
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        /* Left for the next housekeeping run rather than retried every tick. */
+        d->keys_pending = false;
+        LOG_WARN("key_purge_failed", LOG_S("error", PQresultErrorMessage(res)));
+        return;
+    }
+    long long deleted = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    d->keys_pending = deleted >= KEY_PURGE_BATCH;
+    if (deleted > 0)
+        LOG_INFO("idempotency_keys_purged", LOG_I("keys", deleted));
+}
+
 static void on_backstop_timer(uv_timer_t *t)
 {
     dispatcher *d = t->data;
     if (d->role != ROLE_LEADER || d->shutting_down)
         return;
     query_or_log(d, sql_q_run_backstop, 0, NULL, on_backstop, d, "backstop scan");
-    if (now_us() - d->partitions_at_us > PARTITIONS_EVERY_US) {
-        d->partitions_at_us = now_us();
-        query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
-        char days[16], dead_days[16];
-        snprintf(days, sizeof days, "%d", d->cfg.attempt_retention_days);
-        snprintf(dead_days, sizeof dead_days, "%d", d->cfg.dead_letter_retention_days);
-        const char *params[] = {days, dead_days};
-        query_or_log(d, sql_q_run_retention, 2, params, on_ignored, NULL, "retention");
+    if (now_us() - d->partitions_at_us > PARTITIONS_EVERY_US)
+        run_housekeeping(d);
+    if (d->keys_pending && !d->key_purge_running) {
+        char batch[16];
+        snprintf(batch, sizeof batch, "%d", KEY_PURGE_BATCH);
+        const char *params[] = {batch};
+        if (pgconn_query(d->db, sql_q_run_key_purge, 1, params, on_key_purge, d) == 0)
+            d->key_purge_running = true;
     }
 }
 
@@ -890,8 +941,7 @@ static void become_leader(dispatcher *d)
     metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 1);
     uv_timer_start(&d->metrics_timer, on_metrics_timer, 0, QUEUE_METRICS_MS);
     LOG_INFO("leader_elected", LOG_S("instance", d->instance));
-    d->partitions_at_us = now_us();
-    query_or_log(d, sql_q_run_partitions, 0, NULL, on_ignored, NULL, "partitions");
+    run_housekeeping(d);
     query_or_log(d, sql_q_run_frontier, 0, NULL, on_frontier, d, "frontier");
 }
 

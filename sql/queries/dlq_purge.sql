@@ -1,4 +1,5 @@
--- Deletes matching dead letters and their items for good. Same filters as dlq_list.sql.
+-- Deletes matching dead letters, their items and their idempotency keys for good (a purged
+-- item's key may be used again). Same filters as dlq_list.sql.
 WITH removed AS (
     DELETE FROM pgpace.dead_letter d
      USING pgpace.customer c
@@ -11,5 +12,7 @@ WITH removed AS (
     RETURNING d.item_id
 ), items AS (
     DELETE FROM pgpace.item i USING removed r WHERE i.id = r.item_id RETURNING i.id
+), keys AS (
+    DELETE FROM pgpace.item_key k USING items WHERE k.item_id = items.id
 )
 SELECT count(*) FROM items

@@ -212,8 +212,8 @@ static void attempt_partitions_ahead_and_retention(void **state)
         assert_true(fread(sql, 1, 4095, f) > 0);
         fclose(f);
     }
-    const char *params[] = {"7", "30"};
-    PGresult *res = PQexecParams(db->conn, sql, 2, NULL, params, NULL, NULL, 0);
+    const char *params[] = {"7", "30", "7"};
+    PGresult *res = PQexecParams(db->conn, sql, 3, NULL, params, NULL, NULL, 0);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     assert_string_equal(PQgetvalue(res, 0, 0), "2");
     PQclear(res);
