@@ -1,8 +1,11 @@
 /* test_migrate.c - `pgpace migrate` against a real server: apply, re-run, concurrency,
- * checksum mismatch, unreachable database. */
+ * checksum mismatch, unreachable database, the upgrade to day-partitioned items, and retention
+ * by whole partitions. */
+#include "fixture.h"
 #include "testlib.h"
 
 #include "migrate.h"
+#include "sql_embed.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,12 @@
 static int setup(void **state)
 {
     *state = tl_fresh_db(0);
+    return 0;
+}
+
+static int setup_migrated(void **state)
+{
+    *state = tl_fresh_db(1);
     return 0;
 }
 
@@ -225,6 +234,360 @@ static void attempt_partitions_ahead_and_retention(void **state)
                      10);
 }
 
+/* ---- items by day (0007) ------------------------------------------------------------------ */
+
+/* Runs one of the embedded statements (the exact SQL the dispatcher sends) and returns its one
+ * value. */
+static long long run_stmt(PGconn *c, const char *sql, int n, const char *const *params)
+{
+    PGresult *res = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+        fail_msg("statement failed: %s", PQresultErrorMessage(res));
+    long long v = atoll(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return v;
+}
+
+/* The leader's retention statement with the default retentions (attempts 7, dead letters 30,
+ * items 7 days); returns the partitions it dropped. */
+static long long run_retention(PGconn *c)
+{
+    return run_stmt(c, sql_q_run_retention, 3, TL_ARGV("7", "30", "7"));
+}
+
+static long long run_key_purge(PGconn *c, const char *batch)
+{
+    return run_stmt(c, sql_q_run_key_purge, 1, TL_ARGV(batch));
+}
+
+/* Whether the item partition of the UTC day `ago` days back exists. */
+static long long day_exists(PGconn *c, int ago)
+{
+    return tl_query_int(c,
+                        "SELECT (to_regclass('pgpace.item_p' || to_char((now() AT TIME ZONE "
+                        "'UTC')::date - %d, 'YYYYMMDD')) IS NOT NULL)::int",
+                        ago);
+}
+
+/* n delivered items of the UTC day `ago` days back, in that day's own partition (created as the
+ * leader's ensure run would have on the day): ids of that day, keys "<tag>-1".."<tag>-n", created
+ * at noon that day. Returns the day's first id (item i is first + i). */
+static long long old_day(PGconn *c, int ago, const char *tag, int n)
+{
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT pgpace.create_item_partition((now() AT TIME ZONE "
+                                  "'UTC')::date - %d)::int",
+                                  ago),
+                     1);
+    long long first = tl_query_int(c,
+                                   "SELECT pgpace.item_day_first_id((now() AT TIME ZONE "
+                                   "'UTC')::date - %d)",
+                                   ago);
+    tl_exec(c,
+            "INSERT INTO pgpace.item (id, customer_id, payload, idempotency_key, run_at, "
+            "created_at) SELECT %lld + g, c.id, jsonb_build_object('n', g), '%s-' || g, t, t "
+            "FROM pgpace.customer c, generate_series(1, %d) g, LATERAL (SELECT ((now() AT TIME "
+            "ZONE 'UTC')::date - %d)::timestamp AT TIME ZONE 'UTC' + interval '12 hours' AS t) x "
+            "WHERE c.name = 'acme'",
+            first, tag, n, ago);
+    tl_exec(c,
+            "INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id) SELECT "
+            "i.customer_id, i.idempotency_key, i.id FROM pgpace.item i WHERE i.id > %lld AND i.id "
+            "<= %lld",
+            first, first + n);
+    return first;
+}
+
+static long long keys_with_prefix(PGconn *c, const char *tag)
+{
+    return tl_query_int(c,
+                        "SELECT count(*) FROM pgpace.item_key WHERE left(idempotency_key, %d) = "
+                        "'%s-'",
+                        (int)strlen(tag) + 1, tag);
+}
+
+static void item_days_are_dropped_whole_when_nothing_needs_them(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    tl_exec(c, "SELECT pgpace.customer_set('acme', rate_per_minute => 60, webhook_url => "
+               "'http://127.0.0.1:9/')");
+    /* Notes every row deleted from any item partition, also from those about to be dropped. */
+    tl_exec(c, "CREATE TABLE public.item_deleted (id bigint)");
+    tl_exec(c, "CREATE FUNCTION public.note_delete() RETURNS trigger LANGUAGE plpgsql AS $$ "
+               "BEGIN INSERT INTO public.item_deleted VALUES (OLD.id); RETURN NULL; END $$");
+    tl_exec(c, "CREATE TRIGGER note_delete AFTER DELETE ON pgpace.item FOR EACH ROW EXECUTE "
+               "FUNCTION public.note_delete()");
+
+    long long delivered = old_day(c, 10, "a", 5); /* every item delivered */
+    long long pending = old_day(c, 9, "b", 5);    /* one still queued (waiting for a retry) */
+    long long dead = old_day(c, 8, "c", 5);       /* one dead-lettered */
+    old_day(c, 3, "d", 5);                        /* delivered, but within the retention */
+    tl_exec(c,
+            "INSERT INTO pgpace.queue (item_id, customer_id, next_action_at, max_attempts) "
+            "SELECT id, customer_id, now() + interval '1 hour', 12 FROM pgpace.item WHERE id = "
+            "%lld",
+            pending + 3);
+    tl_exec(c,
+            "INSERT INTO pgpace.dead_letter (item_id, customer_id, attempts, last_error) SELECT "
+            "id, customer_id, 12, 'HTTP 500' FROM pgpace.item WHERE id = %lld",
+            dead + 2);
+    long long today =
+        tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', idempotency_key => 'e-1')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT (pgpace.item_id_day(%lld) = (now() AT TIME ZONE "
+                                  "'UTC')::date)::int",
+                                  today),
+                     1);
+
+    /* Only the old day without pending or dead items goes, as a whole partition. */
+    assert_int_equal(run_retention(c), 1);
+    assert_int_equal(day_exists(c, 10), 0);
+    assert_int_equal(day_exists(c, 9), 1);
+    assert_int_equal(day_exists(c, 8), 1);
+    assert_int_equal(day_exists(c, 3), 1);
+    assert_int_equal(day_exists(c, 0), 1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item"), 16);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item WHERE id > %lld AND id < "
+                                  "%lld",
+                                  delivered, delivered + 6),
+                     0);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM public.item_deleted"), 0);
+    assert_int_equal(run_retention(c), 0);
+
+    /* Its keys go in bounded batches; the kept days' keys stay. */
+    assert_int_equal(keys_with_prefix(c, "a"), 5);
+    assert_int_equal(run_key_purge(c, "2"), 2);
+    assert_int_equal(run_key_purge(c, "10000"), 3);
+    assert_int_equal(run_key_purge(c, "10000"), 0);
+    assert_int_equal(keys_with_prefix(c, "a"), 0);
+    assert_int_equal(keys_with_prefix(c, "b") + keys_with_prefix(c, "c") + keys_with_prefix(c, "d"),
+                     15);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item_key_purge"), 0);
+
+    /* Enqueue goes on: a kept day's key still answers with its item, a dropped day's key is
+     * forgotten (a new item, of today), a plain item lands in today's partition. */
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', idempotency_key => "
+                                     "'b-1')"),
+                     pending + 1);
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', idempotency_key => "
+                                     "'e-1')"),
+                     today);
+    long long again = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', idempotency_key => "
+                                      "'a-1')");
+    assert_true(again != delivered + 1);
+    long long plain = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"p\": 1}')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                  "q.item_id = i.id WHERE i.id IN (%lld, %lld) AND i.tableoid = "
+                                  "to_regclass('pgpace.item_p' || to_char((now() AT TIME ZONE "
+                                  "'UTC')::date, 'YYYYMMDD'))",
+                                  again, plain),
+                     2);
+
+    /* The trigger does see deletes: `dlq purge` deletes its item (and frees its key). Then that
+     * day has nothing left that needs it and goes too. */
+    tl_proc p =
+        tl_pgpace(TL_ARGV("--db", db->conninfo, "dlq", "purge", "--customer", "acme"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(
+        tl_query_int(c, "SELECT count(*) FROM public.item_deleted WHERE id = %lld", dead + 2), 1);
+    assert_int_equal(keys_with_prefix(c, "c"), 4);
+    assert_int_equal(run_retention(c), 1);
+    assert_int_equal(day_exists(c, 8), 0);
+    assert_int_equal(day_exists(c, 9), 1);
+    /* Delivering the last pending item frees its day as well. */
+    tl_exec(c, "DELETE FROM pgpace.queue WHERE item_id = %lld", pending + 3);
+    assert_int_equal(run_retention(c), 1);
+    assert_int_equal(day_exists(c, 9), 0);
+    assert_int_equal(run_key_purge(c, "10000"), 9);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM public.item_deleted"), 1);
+}
+
+/* The dispatcher runs retention when it becomes leader, logs the partitions it dropped, and
+ * deletes the dropped day's keys batch by batch on its backstop timer. */
+static void leader_drops_item_days_and_their_keys(void **state)
+{
+    (void)state;
+    fx *f = fx_start();
+    PGconn *c = f->db->conn;
+    fx_customer(f, "acme", TL_ARGV("--rate", "60"));
+    old_day(c, 10, "a", 30);
+    long long kept = old_day(c, 9, "b", 3);
+    tl_exec(c,
+            "INSERT INTO pgpace.queue (item_id, customer_id, next_action_at, max_attempts) "
+            "SELECT id, customer_id, now() + interval '1 hour', 12 FROM pgpace.item WHERE id = "
+            "%lld",
+            kept + 1);
+    fx_run(f, "dispatcher.backstop_scan_ms = 100\n");
+    assert_true(fx_wait_log(f, "partitions_dropped=1", 15000));
+    assert_true(fx_wait_log(f, "event=idempotency_keys_purged keys=30", 15000));
+    assert_int_equal(day_exists(c, 10), 0);
+    assert_int_equal(day_exists(c, 9), 1);
+    assert_int_equal(keys_with_prefix(c, "a"), 0);
+    assert_int_equal(keys_with_prefix(c, "b"), 3);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item_key_purge"), 0);
+    fx_stop_service(f, 5000);
+    fx_finish(f);
+}
+
+/* A database at schema version 6 with items, keys, queue rows and dead letters: 0007 keeps every
+ * row and id, moves the keys, and the old table is retained like a day. */
+static void upgrade_to_item_partitions_keeps_everything(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    /* Version 6 as `pgpace migrate` of an earlier binary leaves it. */
+    PGresult *res = PQexec(c, sql_q_migrate_bootstrap);
+    assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+    PQclear(res);
+    for (int i = 0; i < 6; i++) {
+        char version[8];
+        snprintf(version, sizeof version, "%d", sql_migrations[i].version);
+        tl_exec(c, "BEGIN");
+        res = PQexec(c, sql_migrations[i].text);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+            fail_msg("%s: %s", sql_migrations[i].name, PQresultErrorMessage(res));
+        PQclear(res);
+        res =
+            PQexecParams(c,
+                         "INSERT INTO pgpace.schema_migration (version, name, checksum) VALUES "
+                         "($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
+                         3, NULL, TL_ARGV(version, sql_migrations[i].name, sql_migrations[i].text),
+                         NULL, NULL, 0);
+        assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+        PQclear(res);
+        tl_exec(c, "COMMIT");
+    }
+    assert_int_equal(tl_query_int(c, "SELECT max(version) FROM pgpace.schema_migration"), 6);
+    tl_exec(c, "SELECT pgpace.customer_set(n, rate_per_minute => 60, webhook_url => "
+               "'http://127.0.0.1:9/') FROM unnest(ARRAY['acme', 'beta']) n");
+    tl_exec(c, "SELECT count(pgpace.enqueue(CASE WHEN g %% 3 = 0 THEN 'beta' ELSE 'acme' END, "
+               "jsonb_build_object('n', g), carrier => CASE WHEN g %% 5 = 0 THEN 'k1' END, "
+               "idempotency_key => CASE WHEN g %% 2 = 0 THEN 'key-' || g END, priority => g "
+               "%% 3)) FROM generate_series(1, 300) g");
+    tl_exec(c, "DELETE FROM pgpace.queue WHERE item_id %% 4 = 0");
+    tl_exec(c, "WITH d AS (DELETE FROM pgpace.queue WHERE item_id IN (1, 7) RETURNING *) INSERT "
+               "INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error) "
+               "SELECT item_id, customer_id, nullif(carrier, ''), 12, 'HTTP 500' FROM d");
+    char reader[80];
+    snprintf(reader, sizeof reader, "%s_reader", db->name);
+    tl_exec(c, "CREATE ROLE %s", reader);
+    tl_exec(c, "GRANT SELECT ON pgpace.item TO %s", reader);
+
+    static const char *const snapshots[] = {
+        "SELECT md5(string_agg(t::text, ',' ORDER BY t.id)) FROM pgpace.item t",
+        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.queue t",
+        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.dead_letter t",
+    };
+    char *before[3];
+    for (int i = 0; i < 3; i++)
+        before[i] = tl_query_str(c, "%s", snapshots[i]);
+    char *keys_before = tl_query_str(c, "SELECT string_agg(customer_id || ':' || idempotency_key "
+                                        "|| ':' || id, ',' ORDER BY id) FROM pgpace.item WHERE "
+                                        "idempotency_key IS NOT NULL");
+    long long key2 = tl_query_int(c, "SELECT id FROM pgpace.item WHERE idempotency_key = 'key-2'");
+    long long key8 = tl_query_int(c, "SELECT id FROM pgpace.item WHERE idempotency_key = 'key-8'");
+
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "applied 0007_item_partitions");
+    tl_proc_free(&p);
+
+    /* Every row as it was, ids included, and every key in item_key. */
+    for (int i = 0; i < 3; i++) {
+        char *after = tl_query_str(c, "%s", snapshots[i]);
+        assert_string_equal(after, before[i]);
+        free(after);
+        free(before[i]);
+    }
+    char *keys_after = tl_query_str(c, "SELECT string_agg(customer_id || ':' || idempotency_key "
+                                       "|| ':' || item_id, ',' ORDER BY item_id) FROM "
+                                       "pgpace.item_key");
+    assert_string_equal(keys_after, keys_before);
+    free(keys_after);
+    free(keys_before);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item WHERE tableoid = "
+                                     "'pgpace.item_legacy'::regclass"),
+                     300);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pg_class WHERE oid = "
+                                     "'pgpace.item'::regclass AND relkind = 'p'"),
+                     1);
+    /* Partitions for today and 7 days ahead, as for the attempt log. */
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                                     "'pgpace.item'::regclass AND inhrelid::regclass::text ~ "
+                                     "'_p[0-9]{8}$'"),
+                     8);
+
+    /* Repeated keys answer with the old ids through every path. */
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', idempotency_key => "
+                                     "'key-2')"),
+                     key2);
+    char *json = tl_query_str(c, "SELECT id || ' ' || created FROM pgpace.enqueue_json("
+                                 "'{\"customer\": \"acme\", \"payload\": {}, "
+                                 "\"idempotency_key\": \"key-8\"}')");
+    char want[64];
+    snprintf(want, sizeof want, "%lld false", key8);
+    assert_string_equal(json, want);
+    free(json);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "--file", "-"),
+                  "{\"customer\":\"acme\",\"payload\":{},\"idempotency_key\":\"key-4\"}\n"
+                  "{\"customer\":\"acme\",\"payload\":{},\"idempotency_key\":\"fresh\"}\n"
+                  "{\"customer\":\"acme\",\"payload\":{},\"idempotency_key\":\"fresh\"}\n",
+                  NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "enqueued 1 item(s)");
+    tl_assert_contains(p.out, "(2 duplicate idempotency key(s) skipped)");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item"), 301);
+    /* New ids are of today, exact in JSON (below 2^53). */
+    long long id = tl_query_int(c, "SELECT pgpace.enqueue('beta', '{}')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT (pgpace.item_id_day(%lld) = (now() AT TIME ZONE "
+                                  "'UTC')::date AND %lld < 9007199254740992)::int",
+                                  id, id),
+                     1);
+
+    /* Privileges as before: producers read nothing, the operator's grant carried over. */
+    assert_int_equal(tl_query_int(c, "SELECT has_table_privilege('pgpace_producer', "
+                                     "'pgpace.item', 'SELECT')::int + "
+                                     "has_table_privilege('pgpace_producer', 'pgpace.item_key', "
+                                     "'SELECT')::int + has_function_privilege('pgpace_producer', "
+                                     "'pgpace.next_item_id()', 'EXECUTE')::int"),
+                     0);
+    assert_int_equal(tl_query_int(c, "SELECT has_function_privilege('pgpace_producer', "
+                                     "'pgpace.enqueue(text, jsonb, text, text, timestamptz, "
+                                     "text, integer)', 'EXECUTE')::int + "
+                                     "has_function_privilege('pgpace_producer', "
+                                     "'pgpace.enqueue_json(jsonb)', 'EXECUTE')::int"),
+                     2);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT has_table_privilege('%s', 'pgpace.item', "
+                                  "'SELECT')::int",
+                                  reader),
+                     1);
+
+    /* The old ids are retained like a day: kept while any is queued or dead-lettered, or newer
+     * than the retention; then dropped whole, and their keys purged. */
+    assert_int_equal(run_retention(c), 0);
+    tl_exec(c, "DELETE FROM pgpace.queue WHERE item_id < 8589934592");
+    assert_int_equal(run_retention(c), 0);
+    tl_exec(c, "DELETE FROM pgpace.dead_letter");
+    assert_int_equal(run_retention(c), 0);
+    tl_exec(c, "UPDATE pgpace.item SET created_at = now() - interval '8 days' WHERE id < "
+               "8589934592");
+    assert_int_equal(run_retention(c), 1);
+    assert_int_equal(tl_query_int(c, "SELECT (to_regclass('pgpace.item_legacy') IS NULL)::int"), 1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item"), 2);
+    assert_int_equal(run_key_purge(c, "10000"), 150);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item_key"), 1); /* "fresh" */
+
+    tl_exec(c, "REVOKE ALL ON pgpace.item FROM %s", reader);
+    tl_exec(c, "DROP ROLE %s", reader);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +598,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(newer_schema_is_reported, setup, teardown),
         cmocka_unit_test(unreachable_database_says_where),
         cmocka_unit_test_setup_teardown(attempt_partitions_ahead_and_retention, setup, teardown),
+        cmocka_unit_test_setup_teardown(item_days_are_dropped_whole_when_nothing_needs_them,
+                                        setup_migrated, teardown),
+        cmocka_unit_test(leader_drops_item_days_and_their_keys),
+        cmocka_unit_test_setup_teardown(upgrade_to_item_partitions_keeps_everything, setup,
+                                        teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
