@@ -1,5 +1,6 @@
 /* config.c - the key table, INI loading over defaults with file:line errors, and the dump. */
 #include "config.h"
+#include "netcheck.h"
 #include "validate.h"
 
 #include <ctype.h>
@@ -325,6 +326,17 @@ static char *reader(char *str, int num, void *stream)
     return str;
 }
 
+/* The allow-list as it stands after `line` must parse: a bad CIDR is reported with the file and
+ * line that brought it, not later when the dispatcher starts. */
+static int check_allow_cidrs(parse_state *st, int line, const config_key *k)
+{
+    netcheck_allow allow;
+    pgp_error reason;
+    if (netcheck_parse_allow((const char *)&st->cfg + k->offset, &allow, &reason) < 0)
+        return fail(st, line, -EINVAL, "[%s] %s: %s", k->section, k->name, reason.msg);
+    return 1;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
     parse_state *st = user;
@@ -361,7 +373,7 @@ static int handler(void *user, const char *section, const char *name, const char
                 return fail(st, line, -EINVAL, "[%s] %s: the list is longer than %zu bytes",
                             section, name, k->size - 1);
             snprintf(dst + used, k->size - used, "%s%s", used ? ", " : "", value);
-            return 1;
+            return check_allow_cidrs(st, line, k);
         }
         if (st->seen[i])
             return fail(st, line, -EINVAL, "[%s] %s: duplicate key (already set on line %d)",
@@ -371,6 +383,8 @@ static int handler(void *user, const char *section, const char *name, const char
         if (rc < 0)
             return fail(st, line, rc, "[%s] %s: %s", section, name, reason.msg);
         st->seen[i] = line;
+        if (strcmp(k->name, "allow_cidrs") == 0)
+            return check_allow_cidrs(st, line, k);
         return 1;
     }
     key_list(list, sizeof list, section);

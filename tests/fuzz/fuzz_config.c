@@ -5,8 +5,9 @@
  *   - the return is 0 or a negative errno code; on failure *cfg is left as it was and the
  *     message is non-empty, terminated and starts with the stream name;
  *   - on success cfg.path is the name, and config_dump's output, written back as INI
- *     ("[section]" then "key=value"), loads again and dumps to exactly the same text (so every
- *     stored value is one the loader accepts: bounds, enums, lengths, ordering rules);
+ *     ("[section]" then "key=value"; allow_cidrs one entry per line), loads again and dumps to
+ * exactly the same text (so every stored value is one the loader accepts: bounds, enums, lengths,
+ * ordering rules);
  *   - loading is deterministic (a second load of the same bytes gives the same result).
  */
 #include "fuzz_util.h"
@@ -73,7 +74,21 @@ static char *dump_to_ini(const char *d, size_t *len)
             section[slen] = '\0';
             fprintf(f, "[%s]\n", section);
         }
-        fprintf(f, "%.*s=%.*s\n", (int)(eq - dot - 1), dot + 1, (int)(eol - eq - 3), eq + 3);
+        const char *key = dot + 1, *val = eq + 3;
+        int klen = (int)(eq - key);
+        if (klen == 11 && strncmp(key, "allow_cidrs", 11) == 0 && val < eol) {
+            /* A list: one entry per line, as the docs say (a line holds at most 199 bytes). */
+            for (const char *e = val; e < eol;) {
+                const char *sep = memchr(e, ',', (size_t)(eol - e));
+                const char *end = sep ? sep : eol;
+                fprintf(f, "%.*s=%.*s\n", klen, key, (int)(end - e), e);
+                e = sep ? sep + 1 : eol;
+                while (e < eol && *e == ' ')
+                    e++;
+            }
+        } else {
+            fprintf(f, "%.*s=%.*s\n", klen, key, (int)(eol - val), val);
+        }
         p = eol + 1;
     }
     fclose(f);

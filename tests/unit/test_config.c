@@ -439,6 +439,14 @@ static void test_duplicate_key(void **state)
     assert_int_equal(
         load_text(&c, "[delivery]\nallow_cidrs = 10.0.0.0/8\nallow_cidrs = ::1/128\n", &err), 0);
     assert_string_equal(c.allow_cidrs, "10.0.0.0/8, ::1/128");
+    /* A bad entry is refused where it is written, on the first line or a later one (found by
+     * fuzz_config: garbage used to pass the loader and fail only when `run` started). */
+    expect_error("[delivery]\nallow_cidrs = 10.0.0.0/33\n",
+                 "t.ini:2: [delivery] allow_cidrs: allow-list entry \"10.0.0.0/33\": prefix "
+                 "length 33 out of range 0-32");
+    expect_error("[delivery]\nallow_cidrs = 127.0.0.0/8\n\nallow_cidrs = dead_letter\n",
+                 "t.ini:4: [delivery] allow_cidrs: allow-list entry \"dead_letter\": not an IPv4 "
+                 "or IPv6 address or CIDR");
 }
 
 static void test_key_outside_section(void **state)
