@@ -326,13 +326,30 @@ static char *reader(char *str, int num, void *stream)
     return str;
 }
 
-/* The allow-list as it stands after `line` must parse: a bad CIDR is reported with the file and
- * line that brought it, not later when the dispatcher starts. */
-static int check_allow_cidrs(parse_state *st, int line, const config_key *k)
+/* Adds the entries of one allow_cidrs line to the list, stored as "a, b, c" (entries are
+ * separated by commas or blanks, as netcheck reads them; empty ones are dropped, so the stored
+ * text is the same however it was spread over lines). The list as it then stands must parse:
+ * a bad CIDR is reported with the file and line that brought it, not when `run` starts. */
+static int add_allow_cidrs(parse_state *st, int line, const config_key *k, const char *value)
 {
+    char *dst = (char *)&st->cfg + k->offset;
+    size_t used = strlen(dst);
+    for (const char *p = value; *p;) {
+        size_t skip = strspn(p, ", \t\n\r\f\v");
+        p += skip;
+        size_t len = strcspn(p, ", \t\n\r\f\v");
+        if (!len)
+            break;
+        if (used + (used ? 2 : 0) + len >= k->size)
+            return fail(st, line, -EINVAL, "[%s] %s: the list is longer than %zu bytes", k->section,
+                        k->name, k->size - 1);
+        used +=
+            (size_t)snprintf(dst + used, k->size - used, "%s%.*s", used ? ", " : "", (int)len, p);
+        p += len;
+    }
     netcheck_allow allow;
     pgp_error reason;
-    if (netcheck_parse_allow((const char *)&st->cfg + k->offset, &allow, &reason) < 0)
+    if (netcheck_parse_allow(dst, &allow, &reason) < 0)
         return fail(st, line, -EINVAL, "[%s] %s: %s", k->section, k->name, reason.msg);
     return 1;
 }
@@ -364,16 +381,9 @@ static int handler(void *user, const char *section, const char *name, const char
             continue;
         /* allow_cidrs is a list: it may be given on several lines, which add up (Debian's
          * inih reads at most 199 bytes per line). Any other key set twice is a mistake. */
-        if (st->seen[i] && k->type == KEY_STRING && strcmp(k->name, "allow_cidrs") == 0) {
-            char *dst = (char *)&st->cfg + k->offset;
-            size_t used = strlen(dst);
-            if (!*value)
-                return 1; /* an empty line adds nothing */
-            if (used + 2 + strlen(value) >= k->size)
-                return fail(st, line, -EINVAL, "[%s] %s: the list is longer than %zu bytes",
-                            section, name, k->size - 1);
-            snprintf(dst + used, k->size - used, "%s%s", used ? ", " : "", value);
-            return check_allow_cidrs(st, line, k);
+        if (k->type == KEY_STRING && strcmp(k->name, "allow_cidrs") == 0) {
+            st->seen[i] = st->seen[i] ? st->seen[i] : line;
+            return add_allow_cidrs(st, line, k, value);
         }
         if (st->seen[i])
             return fail(st, line, -EINVAL, "[%s] %s: duplicate key (already set on line %d)",
@@ -383,8 +393,6 @@ static int handler(void *user, const char *section, const char *name, const char
         if (rc < 0)
             return fail(st, line, rc, "[%s] %s: %s", section, name, reason.msg);
         st->seen[i] = line;
-        if (strcmp(k->name, "allow_cidrs") == 0)
-            return check_allow_cidrs(st, line, k);
         return 1;
     }
     key_list(list, sizeof list, section);

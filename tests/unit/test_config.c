@@ -439,6 +439,13 @@ static void test_duplicate_key(void **state)
     assert_int_equal(
         load_text(&c, "[delivery]\nallow_cidrs = 10.0.0.0/8\nallow_cidrs = ::1/128\n", &err), 0);
     assert_string_equal(c.allow_cidrs, "10.0.0.0/8, ::1/128");
+    /* Stored the same however the entries are spread over lines and separators. */
+    assert_int_equal(load_text(&c,
+                               "[delivery]\nallow_cidrs = , 127.0.0.1\nallow_cidrs = ,\n"
+                               "allow_cidrs = ::1 ,,\t10.0.0.0/8 ,\n",
+                               &err),
+                     0);
+    assert_string_equal(c.allow_cidrs, "127.0.0.1, ::1, 10.0.0.0/8");
     /* A bad entry is refused where it is written, on the first line or a later one (found by
      * fuzz_config: garbage used to pass the loader and fail only when `run` started). */
     expect_error("[delivery]\nallow_cidrs = 10.0.0.0/33\n",
