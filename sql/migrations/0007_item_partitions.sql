@@ -20,7 +20,7 @@
 -- its own partition. Attaching it scans it once to check that range (a CHECK constraint added
 -- first would scan just the same); the scan only reads. An empty old table (a fresh install) is
 -- dropped instead. The whole migration is one transaction holding pgpace.item, so enqueues wait
--- for it: about a second per million existing items, most of it copying keys.
+-- for it: 1.3 s for a million existing items, a third of them keyed (measured, 2 cores).
 
 ALTER TABLE pgpace.item RENAME TO item_legacy;
 ALTER INDEX pgpace.item_pkey RENAME TO item_legacy_pkey;
