@@ -150,14 +150,15 @@ END
 $$;
 
 -- Creates the item partitions from today (UTC) through `days_ahead` days ahead; returns how many
--- it created. Creating a partition locks pgpace.item: when that lock is not granted within 2 s
--- (a long transaction holds it), the rest waits for the next run instead of holding every
--- enqueue behind the wait.
+-- it created. Creating a partition locks pgpace.item, and while that request waits every enqueue
+-- and claim queues behind it: when the lock is not granted within 200 ms (a long transaction
+-- holds the table), the rest waits for the next run (hourly, and days are made 7 ahead) instead
+-- of stalling enqueues and claims any longer.
 CREATE FUNCTION pgpace.ensure_item_partitions(days_ahead integer)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-SET lock_timeout = '2s'
+SET lock_timeout = '200ms'
 AS $$
 DECLARE
     day date := (now() AT TIME ZONE 'UTC')::date;
@@ -190,15 +191,16 @@ $$;
 --
 -- The final check and the drop run under an ACCESS EXCLUSIVE lock on pgpace.item, taken first
 -- (taking a partition's lock before the parent's could deadlock with a claim): no transaction
--- that could still add a queue row for the day is then running. When the lock is not granted
--- within 2 s, the rest waits for the next run. The dropped ranges are recorded for
+-- that could still add a queue row for the day is then running. While the request waits, every
+-- enqueue and claim queues behind it, so it waits at most 200 ms (a long transaction holds the
+-- table); the rest then waits for the next run. The dropped ranges are recorded for
 -- pgpace.purge_item_keys, which deletes their idempotency keys in batches.
 -- Returns how many partitions it dropped.
 CREATE FUNCTION pgpace.drop_item_partitions(keep interval)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-SET lock_timeout = '2s'
+SET lock_timeout = '200ms'
 AS $$
 DECLARE
     part record;
