@@ -1183,11 +1183,7 @@ static void receiver_chaos_many_customers(void **state)
     free(at);
     free(err);
     /* pgpace's own record of when it sent each of them (delivery_attempt.started_at). */
-    long long min_send_gap =
-        q_int(f, "SELECT coalesce(min(g), 0) FROM (SELECT (extract(epoch FROM a.started_at - "
-                 "lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint AS g FROM "
-                 "pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = a.customer_id "
-                 "WHERE c.name = 'good') x WHERE g IS NOT NULL");
+    long long min_send_gap = tl_min_send_gap_us(f->db->conn, "good", NULL);
     print_message("# good customer beside 19 chaotic ones: %zu gaps over %.2f s (199 x 100 ms = "
                   "19.9 s), |gap - 100 ms| p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms; "
                   "smallest recorded send gap %.1f ms\n",

@@ -248,24 +248,6 @@ static int windows_complete(void *arg)
     return 1;
 }
 
-/* Gaps between the sends pgpace recorded for `name` (delivery_attempt.started_at, taken from
- * the same clock reading that released the request), in microseconds. Returns the smallest. */
-static int64_t min_recorded_send_gap(const fixture *fx, const char *name, long long *n_gaps)
-{
-    *n_gaps =
-        tl_query_int(fx->db->conn,
-                     "SELECT count(*) - 1 FROM pgpace.delivery_attempt a JOIN pgpace.customer c "
-                     "ON c.id = a.customer_id WHERE c.name = '%s'",
-                     name);
-    return tl_query_int(
-        fx->db->conn,
-        "SELECT coalesce(min(g), 0) FROM (SELECT (extract(epoch FROM a.started_at - "
-        "lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint AS g "
-        "FROM pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = "
-        "a.customer_id WHERE c.name = '%s') x WHERE g IS NOT NULL",
-        name);
-}
-
 /* Spaced customers at 60, 300, 600 and 1200 per minute (burst 1), each with a backlog:
  * - never faster: pgpace's own record of each send (delivery_attempt.started_at) shows no two
  *   sends closer than T less the event loop's 1 ms timer resolution (a send whose slot is under
@@ -326,7 +308,7 @@ static void spaced_rates_are_kept(void **state)
         qsort(err, n_gaps, sizeof *err, cmp_i64);
         int64_t median_gap = percentile(gap, n_gaps, 50);
         long long sends = 0;
-        int64_t min_send_gap = min_recorded_send_gap(fx, sc->name, &sends);
+        int64_t min_send_gap = tl_min_send_gap_us(fx->db->conn, sc->name, &sends);
         print_message(
             "# spacing rate=%d/min T=%lldms at the receiver: n=%zu (want %lld, at least "
             "%lld, at most %lld) gap p50=%.1fms min=%.1fms, |gap-T| p50=%.1fms "

@@ -259,6 +259,26 @@ void tl_exec(PGconn *conn, const char *sql, ...)
     va_end(ap);
 }
 
+long long tl_min_send_gap_us(PGconn *conn, const char *customer, long long *n_gaps)
+{
+    PGresult *res = PQexecParams(
+        conn,
+        "SELECT coalesce(min(g), 0), count(g) FROM (SELECT (extract(epoch FROM "
+        "a.started_at - lag(a.started_at) OVER (ORDER BY a.started_at)) * 1e6)::bigint "
+        "AS g FROM pgpace.delivery_attempt a JOIN pgpace.customer c ON c.id = "
+        "a.customer_id WHERE c.name = $1) x",
+        1, NULL, (const char *const[]){customer}, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        PQclear(res);
+        fail_msg("recorded send gaps of %s: %s", customer, PQerrorMessage(conn));
+    }
+    long long min = atoll(PQgetvalue(res, 0, 0));
+    if (n_gaps)
+        *n_gaps = atoll(PQgetvalue(res, 0, 1));
+    PQclear(res);
+    return min;
+}
+
 void tl_assert_contains_(const char *haystack, const char *needle, const char *file, int line)
 {
     if (!haystack || !strstr(haystack, needle)) {

@@ -55,6 +55,10 @@ char *tl_query_str(PGconn *conn, const char *sql, ...);
 long long tl_query_int(PGconn *conn, const char *sql, ...);
 /* Runs SQL that must succeed (fails the test otherwise). */
 void tl_exec(PGconn *conn, const char *sql, ...);
+/* The smallest gap, in microseconds, between consecutive sends pgpace recorded for `customer`
+ * (delivery_attempt.started_at, the clock reading that released each request); 0 when there
+ * are fewer than two. *n_gaps (if not NULL) gets the number of gaps. */
+long long tl_min_send_gap_us(PGconn *conn, const char *customer, long long *n_gaps);
 
 /* Asserts that `haystack` contains `needle`, printing both when it does not. */
 #define tl_assert_contains(haystack, needle)                                                       \
