@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-/* min(cap, base * 2^attempt) * (0.5 + r) (DESIGN §3), in [0, 1.5 * cap]. The exponential part
- * saturates, so any attempt up to INT_MAX is fine; attempt < 0 counts as 0, a negative base or
- * cap as 0, and r outside [0, 1) (or NaN) is clamped into it. The result is saturated at
+/* The retry delay: min(cap, base * 2^attempt) * (0.5 + r), in [0, 1.5 * cap]. The exponential
+ * part saturates, so any attempt up to INT_MAX is fine; attempt < 0 counts as 0, a negative base
+ * or cap as 0, and r outside [0, 1) (or NaN) is clamped into it. The result is saturated at
  * INT64_MAX. Never fails. */
 int64_t backoff_delay_us(int attempt, int64_t base_us, int64_t cap_us, double r);
 

@@ -3,21 +3,21 @@
  * Contract: pure arithmetic on caller-owned state (the `frontier` row); no I/O, no allocation,
  * no clock. Times are int64_t microseconds on whatever clock the caller uses consistently.
  *
- * Spaced (DESIGN §4.1): period T = 60 s / rate, tolerance tau = (burst - 1) * T. A customer
- * may send at t when tat - tau <= t; each item sent sets tat = max(tat, t) + T. The new tat is
- * derived from the old one whenever t <= tat, so a dispatcher woken exactly at
- * gcra_eligible_at() sends items exactly T apart, and wake-up delays shorter than tau are
- * absorbed instead of accumulating (the seed design's drift). A wake-up after tat re-bases on
- * t: idle time is not banked beyond the burst.
+ * Spaced: period T = 60 s / rate, tolerance tau = (burst - 1) * T. A customer may send at t
+ * when tat - tau <= t; each item sent sets tat = max(tat, t) + T. The new tat is derived from
+ * the old one whenever t <= tat, so a dispatcher woken exactly at gcra_eligible_at() sends
+ * items exactly T apart, and wake-up delays shorter than tau are absorbed instead of
+ * accumulating into drift. A wake-up after tat re-bases on t: idle time is not banked beyond
+ * the burst.
  * The state "never sent" (or a lost UNLOGGED frontier row) is GCRA_TAT_NONE = INT64_MIN, which
  * needs no special case: it is simply a tat infinitely far in the past. All arithmetic
  * saturates at the int64 limits instead of overflowing (pacing is only meaningful well inside
  * them, which epoch or monotonic microseconds are for the next 290,000 years).
  *
- * Batch (DESIGN §4.2): each tick grants rate * ticks_elapsed of credit, of which whole items
- * may be sent. Only the fractional part is carried to the next tick: allowance that was not
- * used (fewer items were due) is dropped, so an idle customer cannot save up a flood. What a
- * gap of several ticks (e.g. a failover) can add is capped separately by credit_cap.
+ * Batch: each tick grants rate * ticks_elapsed of credit, of which whole items may be sent.
+ * Only the fractional part is carried to the next tick: allowance that was not used (fewer
+ * items were due) is dropped, so an idle customer cannot save up a flood. What a gap of several
+ * ticks (e.g. a failover) can add is capped separately by credit_cap.
  */
 #ifndef PGPACE_GCRA_H
 #define PGPACE_GCRA_H

@@ -594,9 +594,9 @@ static void io_step(pgconn *c, int events)
 }
 
 /* Results libpq read into its buffer while sending, from user context: processed from the loop
- * (callbacks may not run inside pgconn_query). Found as 10 s stalls under load: a claim's
- * result had been read during the flush of the next statement and was only noticed when some
- * later statement made the socket readable again. */
+ * (callbacks may not run inside pgconn_query). Without this, a result read during the flush of
+ * the next statement (a claim's, under load) would wait until some later statement made the
+ * socket readable again. */
 static void kick_cb(uv_timer_t *t)
 {
     pgconn *c = t->data;

@@ -1,4 +1,4 @@
-/* sched_heap.h - the spaced-mode scheduler's queue of (due time, customer), DESIGN §4.1.
+/* sched_heap.h - the spaced-mode scheduler's queue of (due time, customer).
  *
  * Contract: a binary min-heap ordered by (due, customer id) in which each customer appears at
  * most once, indexed by an open-addressing hash map from customer id to heap slot, so that
