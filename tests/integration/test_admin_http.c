@@ -1225,7 +1225,7 @@ static void listen_options(void **state)
                  bad[i]);
         assert_string_equal(err.msg, want);
     }
-    /* `pgpace run` says it once, after its own prefix (it once repeated "[http] listen: "). It
+    /* `pgpace run` says it once, after its own prefix ("[http] listen: " is not repeated). It
      * stops before connecting, so no database needs to be reachable. */
     static const char *const bad_run[] = {"localhost:9187", "127.0.0.1:99999"};
     for (size_t i = 0; i < PGP_ARRAY_LEN(bad_run); i++) {

@@ -1,4 +1,4 @@
-/* test_chaos.c - fault injection against `pgpace run` (DESIGN §5): repeated kill -9 of the leader
+/* test_chaos.c - fault injection against `pgpace run`: repeated kill -9 of the leader
  * among three instances, network trouble between pgpace and PostgreSQL through a proxy the test
  * controls (blackhole, reset, refused connections), receiver chaos across 20 customers while a
  * well-behaved customer keeps its spacing and /metrics keeps answering, and statement timeouts
@@ -12,8 +12,8 @@
  *
  * Scenarios: (1) kill -9 of the leader three times; (3) blackhole / reset / refusal between one
  * instance and PostgreSQL (tcpproxy.h); (4) receiver chaos across 20 customers; (6) statement
- * timeouts on the dispatcher's role, and (6b) the wedge scenario 6 found: a statement error while
- * loading must be logged and retried (fixed in src/dispatcher.c; this keeps it fixed).
+ * timeouts on the dispatcher's role, and (6b) a statement error while loading, which must be
+ * logged and retried rather than leave the instance connected and idle.
  *
  * Elsewhere: a full disk cannot be made safely on a shared test cluster (filling the volume
  * would break every other test), so test_dispatch_faults.c:database_errors_are_logged_and_retried
@@ -1482,10 +1482,10 @@ static void statement_timeouts(void **state)
 
 /* ---- 6b. a statement error while loading must not wedge the instance ----------------------- */
 
-/* Found by scenario 6: after (re)connecting, the dispatcher checks the schema version, loads
- * customers, then tries the leader lock. When one of those statements fails with an error (not
- * a lost connection), nothing logs or retries it: the instance stays connected and idle, neither
- * leader nor standby, until its connection is dropped. Made deterministic here: a 300 ms
+/* After (re)connecting, the dispatcher checks the schema version, loads customers, then tries
+ * the leader lock. When one of those statements fails with an error (not a lost connection), it
+ * must be logged and retried: otherwise the instance would stay connected and idle, neither
+ * leader nor standby, until its connection dropped. Made deterministic here: a 300 ms
  * statement timeout on the dispatcher's role and an exclusive lock the test holds on
  * pgpace.schema_migration while the instance connects, released once the statement failed. */
 static void load_error_is_retried(void **state)

@@ -362,8 +362,8 @@ static int all_have_arrivals(void *arg)
     return 1;
 }
 
-/* Found by the soak: when max_in_flight cannot hold every batch allowance of a tick, the same
- * customers (in hash order) got nothing, every tick. Now every customer is served. */
+/* When max_in_flight cannot hold every batch allowance of a tick, every customer is still
+ * served, not the same ones (in hash order) every tick while the rest get nothing. */
 static void batch_ticks_share_a_full_dispatcher(void **state)
 {
     fx *f = *state;
@@ -407,11 +407,10 @@ static int all_delivered(void *arg)
     return 1;
 }
 
-/* Found by the one-hour soak: batch customers sharing one receiver host, or one capped
- * carrier, got only what the host's free connections (or the carrier's cap) allowed at the
- * tick, and the rest of their allowance was lost with the tick, so most of them starved. Now
- * the rest is owed and claimed as room frees, within the same tick (never more than one
- * allowance per customer per tick). `carrier` NULL: the host is the limit (2 connections);
+/* Batch customers sharing one receiver host, or one capped carrier, get at the tick only what
+ * the host's free connections (or the carrier's cap) allow; the rest of their allowance is owed
+ * and claimed as room frees, within the same tick (never more than one allowance per customer
+ * per tick), so that none of them starves. `carrier` NULL: the host is the limit (2 connections);
  * else the carrier's max_in_flight of 2 is. */
 static void batch_ticks_share_a_bottleneck(fx *f, const char *carrier)
 {
@@ -429,8 +428,8 @@ static void batch_ticks_share_a_bottleneck(fx *f, const char *carrier)
         fx_enqueue(f, name, carrier, EACH);
     }
     /* About 100 deliveries a second through the bottleneck for 60 allowed per tick, so each
-     * customer's 20 items take its allowance of two ticks. Before the fix most of each tick's
-     * allowance was lost and they trickled out over about ten ticks. */
+     * customer's 20 items take its allowance of two ticks. Were the unsent allowance dropped with
+     * the tick, they would trickle out over about ten ticks. */
     int64_t start = tl_now_ms();
     fx_run(f, carrier ? "dispatcher.batch_tick_ms = 1000\n"
                       : "dispatcher.batch_tick_ms = 1000\ndelivery.max_host_connections = 2\n");

@@ -1,6 +1,6 @@
 /* test_dispatch_modes.c - `pgpace run` end to end against a real server and a real HTTP
- * receiver: the three scheduling modes (DESIGN §4.1-§4.3), carrier caps (§4.4) and live
- * configuration changes (§5), measured from the receiver's arrival times.
+ * receiver: the three scheduling modes (spaced, batch, unlimited), carrier caps and live
+ * configuration changes, measured from the receiver's arrival times.
  *
  * Every customer has its own receiver path "/c/<name>/", so arrivals are told apart by path
  * prefix. Timing assertions carry explicit tolerances for scheduling and HTTP jitter; the
@@ -726,7 +726,7 @@ static int quiet_delivered(void *arg)
     return w->quiet >= 5;
 }
 
-/* DESIGN §4.4: one carrier replaying its history must not starve the others. A spaced customer
+/* One carrier replaying its history must not starve the others. A spaced customer
  * (1200/min, burst 2) whose carrier "noisy" holds 2000 older items, capped at one per round:
  * five items of its carrier "quiet", enqueued later, are delivered within 3 s while noisy's
  * backlog is still almost whole. */

@@ -446,8 +446,8 @@ static void test_duplicate_key(void **state)
                                &err),
                      0);
     assert_string_equal(c.allow_cidrs, "127.0.0.1, ::1, 10.0.0.0/8");
-    /* A bad entry is refused where it is written, on the first line or a later one (found by
-     * fuzz_config: garbage used to pass the loader and fail only when `run` started). */
+    /* A bad entry is refused where it is written, on the first line or a later one, with file
+     * and line, by the loader rather than only when `run` starts. */
     expect_error("[delivery]\nallow_cidrs = 10.0.0.0/33\n",
                  "t.ini:2: [delivery] allow_cidrs: allow-list entry \"10.0.0.0/33\": prefix "
                  "length 33 out of range 0-32");

@@ -40,7 +40,7 @@ static void sign_rejects_bad_secret_without_echoing_it(void **state)
     tl_assert_contains(err.msg, "not a valid whsec_");
     assert_null(strstr(err.msg, "c2VjcmV0c2VjcmV0"));
     assert_int_not_equal(secret_sign("whsec_!!!!", "m", 1, "{}", 2, sig, &err), 0);
-    /* Found by fuzzing: lenient base64 made these an empty or garbled key. */
+    /* Refused: lenient base64 would make these an empty or garbled key. */
     const char *lenient[] = {"whsec_====",
                              "whsec_A===",
                              "whsec_AA==",

@@ -342,7 +342,7 @@ static void test_message_excerpt(void **state)
     assert_string_equal(err.msg, "m: must be one of spaced, batch, unlimited; got '\\x1b[31mred'");
 }
 
-/* Found by fuzzing: resolvers read these as IPv4 addresses that the URL does not show. */
+/* Refused: resolvers read these as IPv4 addresses that the URL does not show. */
 static void url_rejects_numeric_host_forms(void **state)
 {
     const char *bad[] = {"http://0x7f.1/", "http://0x7f000001/", "http://0x7/", "http://0x7f65536/",
