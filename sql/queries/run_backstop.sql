@@ -1,6 +1,8 @@
 -- The (customer, carrier) pairs that have queue rows, by a loose index scan (one probe per
 -- pair, not per row), with whether one is due now and the earliest time in index order.
 -- Catches work whose NOTIFY was lost (they are best effort) and feeds a new leader.
+-- @params:
+-- @columns: customer_id carrier due next_us
 WITH RECURSIVE pairs AS (
     (SELECT q.customer_id, q.carrier FROM pgpace.queue q
       WHERE q.next_action_at IS NOT NULL

@@ -1,5 +1,6 @@
 -- Records a breaker transition for a customer ($2 state, $3 consecutive failures, $4 trips,
 -- $5 open until in epoch us or NULL, $6 last error).
+-- @params: customer_id state failures trips open_until_us last_error
 INSERT INTO pgpace.breaker AS b (customer_id, state, consecutive_failures, trips, open_until, last_error)
 VALUES ($1::bigint, $2::text, $3::integer, $4::integer,
         CASE WHEN $5::bigint IS NULL THEN NULL

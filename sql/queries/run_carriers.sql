@@ -1,2 +1,6 @@
 -- Carrier caps; 0 means "the configured default".
-SELECT c.name, coalesce(c.max_per_round, 0), coalesce(c.max_in_flight, 0) FROM pgpace.carrier c
+-- @params:
+-- @columns: name max_per_round max_in_flight
+SELECT c.name, coalesce(c.max_per_round, 0) AS max_per_round,
+       coalesce(c.max_in_flight, 0) AS max_in_flight
+  FROM pgpace.carrier c

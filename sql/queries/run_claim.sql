@@ -1,4 +1,5 @@
--- One claim round (DESIGN §3, §4): every due (customer, carrier) pair is one index probe.
+-- One claim round: every due (customer, carrier) pair is one index probe, so its cost follows
+-- the items claimed, not the backlog.
 --  $1 bigint[] pair customer, $2 text[] pair carrier ('' = none), $3 int[] pair limit
 --  $4 bigint[] customer, $5 int[] customer limit this round
 --  $6 text[] carrier, $7 int[] carrier budget this round; $8 int budget of unlisted carriers
@@ -9,6 +10,11 @@
 --  $16 bigint batch tick number (NULL when the round is not a batch tick)
 -- Rows: kind 'i' per claimed item; kind 'd' per pair that had fewer due rows than its limit,
 -- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
+-- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
+-- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
+-- @params: fr_period fr_credit tick
+-- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
+-- @columns: next_us frontier_rows prio due_at
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
     SELECT p.customer_id, p.carrier, p.n, p.ord

@@ -1,10 +1,18 @@
 -- The dispatcher's view of customers: all of them ($1 NULL) or one (after a change NOTIFY),
 -- with their breaker state so a new leader resumes an open breaker.
+-- @params: customer_id
+-- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
+-- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
+-- @columns: breaker_open_until_us
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
-       array_to_string(c.signing_secrets, ' '), coalesce(c.max_in_flight, 0), c.paused,
-       coalesce(c.connect_timeout_ms, 0), coalesce(c.request_timeout_ms, 0),
-       coalesce(b.state, 'closed'), coalesce(b.consecutive_failures, 0), coalesce(b.trips, 0),
-       (extract(epoch FROM b.open_until) * 1000000)::bigint
+       array_to_string(c.signing_secrets, ' ') AS secrets,
+       coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
+       coalesce(c.connect_timeout_ms, 0) AS connect_timeout_ms,
+       coalesce(c.request_timeout_ms, 0) AS request_timeout_ms,
+       coalesce(b.state, 'closed') AS breaker_state,
+       coalesce(b.consecutive_failures, 0) AS breaker_failures,
+       coalesce(b.trips, 0) AS breaker_trips,
+       (extract(epoch FROM b.open_until) * 1000000)::bigint AS breaker_open_until_us
   FROM pgpace.customer c
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
  WHERE $1::bigint IS NULL OR c.id = $1::bigint

@@ -1,8 +1,11 @@
--- Batched finalisation (DESIGN §3): one statement for every outcome, each a compare-and-swap
--- on the claim token. Rows come back only for items this leader no longer owned.
+-- Batched finalisation: one statement for every outcome, each a compare-and-swap on the claim
+-- token, so a leader whose lease expired cannot overwrite the item's newer state. Rows come back only for items this leader no longer owned.
 --  $1 bigint[] item, $2 bigint[] token, $3 text[] outcome (success|retry|dead|release|pause),
 --  $4 bigint[] retry delay ms, $5 int[] http status, $6 text[] error class, $7 text[] error,
 --  $8 bigint[] attempt start (epoch us), $9 float8[] duration ms, $10 text[] response excerpt
+-- @params: item token outcome delay_ms http_status error_class error started_us
+-- @params: duration_ms excerpt
+-- @columns: item_id
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::integer[],
                          $6::text[], $7::text[], $8::bigint[], $9::float8[], $10::text[])

@@ -4,6 +4,8 @@
 --  $1 bigint[] item, $2 bigint[] token, $3 int[] http status, $4 bigint[] attempt start
 --  (epoch us), $5 float8[] duration ms, $6 text[] response excerpt
 -- Rows come back only for items this leader no longer owned.
+-- @params: item token http_status started_us duration_ms excerpt
+-- @columns: item_id
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bigint[], $5::float8[],
                          $6::text[])

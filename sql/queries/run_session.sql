@@ -5,6 +5,7 @@
 -- SQLSTATE 57014 and is retried, instead of holding the pipeline until the watchdog resets it.
 -- 0 leaves it as the server, database or role sets it (its reset value, so a reload from a
 -- non-zero value to 0 gives that default back).
+-- @params: statement_timeout_ms
 SELECT set_config('jit', 'off', false),
        set_config('statement_timeout',
                   CASE WHEN $1::integer > 0 THEN $1::integer::text

@@ -1,1 +1,3 @@
-SELECT pg_try_advisory_lock($1::integer, $2::integer)
+-- @params: lock_class lock_key
+-- @columns: locked
+SELECT pg_try_advisory_lock($1::integer, $2::integer) AS locked
