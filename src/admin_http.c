@@ -1,6 +1,7 @@
 /* admin_http.c - the admin HTTP endpoint (admin_http.h): libuv TCP + Debian's http-parser. */
 #include "admin_http.h"
 
+#include "list.h"
 #include "log.h"
 #include "sql_embed.h"
 
@@ -37,7 +38,7 @@ typedef struct conn {
     uv_shutdown_t shutdown_req;
     int open_handles; /* tcp and timer; the conn is freed when both closed */
     admin_http *srv;
-    struct conn *prev, *next; /* srv->conns */
+    pgp_list link; /* srv->conns */
     conn_state state;
     bool reading; /* uv_read_start in effect */
     http_parser parser;
@@ -83,7 +84,7 @@ struct admin_http {
     bool closing;
     bool full_logged; /* "connection limit reached" logged since it last had room */
     int open_handles; /* listener and reject */
-    conn *conns;
+    pgp_list conns;   /* conn.link */
     size_t nconns;
     char listen[300];
     struct sockaddr_storage addr;
@@ -222,7 +223,7 @@ static int parse_listen(const char *spec, struct sockaddr_storage *out)
 
 static void maybe_finish_close(admin_http *s)
 {
-    if (!s->closing || s->open_handles > 0 || s->conns)
+    if (!s->closing || s->open_handles > 0 || !pgp_list_empty(&s->conns))
         return;
     void (*cb)(void *) = s->closed_cb;
     void *arg = s->closed_arg;
@@ -238,12 +239,7 @@ static void conn_handle_closed(uv_handle_t *h)
     if (--c->open_handles > 0)
         return;
     admin_http *s = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    pgp_list_remove(&c->link);
     s->nconns--;
     if (s->nconns < s->max_conns)
         s->full_logged = false;
@@ -959,10 +955,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->tcp.data = c;
     c->timer.data = c;
     c->open_handles = 1;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    pgp_list_push(&s->conns, &c->link);
     s->nconns++;
     if (uv_tcp_init(s->loop, &c->tcp) != 0) {
         c->state = CONN_CLOSING;
@@ -1008,6 +1001,7 @@ int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
         return pgp_error_set(err, -ENOMEM, "out of memory");
     }
     s->loop = loop;
+    pgp_list_init(&s->conns);
     s->token_len = strlen(token);
     snprintf(s->listen, sizeof s->listen, "%s", listen);
     s->addr = addr;
@@ -1090,8 +1084,11 @@ void admin_http_close(admin_http *s, void (*closed_cb)(void *arg), void *arg)
     s->closing = true;
     s->closed_cb = closed_cb;
     s->closed_arg = arg;
-    for (conn *c = s->conns; c; c = c->next)
-        conn_close(c);
+    pgp_list *pos;
+    pgp_list_each(pos, &s->conns)
+    {
+        conn_close(pgp_list_entry(pos, conn, link));
+    }
     uv_close((uv_handle_t *)&s->listener, listener_closed);
 }
 

@@ -14,6 +14,8 @@
  */
 #include "http_sender.h"
 
+#include "list.h"
+
 #include "pgpace_version.h"
 #include "secret.h"
 
@@ -40,9 +42,9 @@ struct http_sender {
     http_sender_options o;     /* copy; o.allow points at `allow` */
     netcheck_allow allow;      /* copy of the caller's allow-list */
     uint64_t allow_changed_ns; /* uv_hrtime() of the last allow-list change; 0 = never */
-    http_req *reqs;            /* in-flight requests (doubly linked) */
+    pgp_list reqs;             /* in-flight requests (http_req.link) */
     size_t in_flight;
-    sock_ctx *socks;     /* open (not yet closing) socket contexts */
+    pgp_list socks;      /* open (not yet closing) socket contexts (sock_ctx.link) */
     size_t open_handles; /* uv handles not yet through their close callback */
     bool closing;
     void (*closed_cb)(void *arg);
@@ -56,11 +58,11 @@ struct sock_ctx {
     curl_socket_t fd;
     int events; /* UV_READABLE | UV_WRITABLE currently wanted */
     bool closing;
-    sock_ctx *prev, *next;
+    pgp_list link;
 };
 
 struct http_req {
-    http_req *prev, *next;
+    pgp_list link;
     http_sender *s;
     CURL *easy;
     struct curl_slist *headers;
@@ -149,12 +151,7 @@ static void req_free(http_req *r)
 static void req_finish(http_req *r, http_result *res)
 {
     http_sender *s = r->s;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        s->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    pgp_list_remove(&r->link);
     s->in_flight--;
 
     res->excerpt = r->excerpt ? r->excerpt : "";
@@ -256,13 +253,7 @@ static void sock_close(sock_ctx *c)
     if (c->closing)
         return;
     c->closing = true;
-    http_sender *s = c->s;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->socks = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    pgp_list_remove(&c->link);
     /* uv_close stops the poll (and drops the fd from epoll) before curl closes the fd. */
     uv_close((uv_handle_t *)&c->poll, sock_closed_cb);
 }
@@ -319,10 +310,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         c->poll.data = c;
         c->s = s;
         c->fd = fd;
-        c->next = s->socks;
-        if (s->socks)
-            s->socks->prev = c;
-        s->socks = c;
+        pgp_list_push(&s->socks, &c->link);
         s->open_handles++;
         curl_multi_assign(s->multi, fd, c);
     }
@@ -452,6 +440,8 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
         return -ENOMEM;
     }
     s->loop = loop;
+    pgp_list_init(&s->reqs);
+    pgp_list_init(&s->socks);
     s->o = *o;
     if (o->allow)
         s->allow = *o->allow;
@@ -651,10 +641,7 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
         rc = -EIO;
         goto fail_rc;
     }
-    r->next = s->reqs;
-    if (s->reqs)
-        s->reqs->prev = r;
-    s->reqs = r;
+    pgp_list_push(&s->reqs, &r->link);
     s->in_flight++;
     return 0;
 
@@ -680,8 +667,8 @@ void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
 
     /* Abort in-flight requests. Callbacks may call http_send (refused: closing) or close
      * (a no-op now). */
-    while (s->reqs) {
-        http_req *r = s->reqs;
+    while (!pgp_list_empty(&s->reqs)) {
+        http_req *r = pgp_list_entry(s->reqs.next, http_req, link);
         curl_multi_remove_handle(s->multi, r->easy);
         http_result res = {.error_class = "aborted", .error = "sender closed"};
         long status = 0;
@@ -692,8 +679,8 @@ void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
     /* May still report REMOVE for cached connections' sockets: socket_cb handles that. */
     curl_multi_cleanup(s->multi);
     s->multi = NULL;
-    while (s->socks)
-        sock_close(s->socks);
+    while (!pgp_list_empty(&s->socks))
+        sock_close(pgp_list_entry(s->socks.next, sock_ctx, link));
     uv_timer_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, timer_closed_cb);
 }

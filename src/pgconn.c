@@ -3,6 +3,7 @@
 
 #include "backoff.h"
 #include "log.h"
+#include "prng.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -68,7 +69,7 @@ struct pgconn {
     bool loss_pending; /* a send failed in user context; the timer reports the loss */
     int attempt;       /* reconnect attempts since the last READY, for the backoff */
     int poll_errors;   /* poll callbacks in a row with an error status */
-    uint64_t rng;      /* xorshift state for the backoff jitter */
+    prng rng;          /* the reconnect backoff's jitter */
 
     prepared_stmt stmts[PGCONN_MAX_PREPARED]; /* emptied on every loss */
     unsigned next_stmt_id;
@@ -213,11 +214,7 @@ static const char *conn_port(const pgconn *c)
 
 static int reconnect_delay_ms(pgconn *c)
 {
-    /* xorshift64: the jitter only has to differ between processes and attempts. */
-    c->rng ^= c->rng << 13;
-    c->rng ^= c->rng >> 7;
-    c->rng ^= c->rng << 17;
-    double r = (double)(c->rng >> 11) * 0x1.0p-53;
+    double r = prng_double(&c->rng);
     int64_t us = backoff_delay_us(c->attempt, (int64_t)c->reconnect_min_ms * 1000,
                                   (int64_t)c->reconnect_max_ms * 1000, r);
     int64_t ms = us / 1000;
@@ -869,9 +866,7 @@ int pgconn_new(uv_loop_t *loop, const pgconn_options *opts, pgconn **out)
     c->on_notify = opts->on_notify;
     c->arg = opts->arg;
     c->state = ST_IDLE;
-    c->rng = uv_hrtime() ^ ((uint64_t)(uintptr_t)c << 17) ^ 0x9e3779b97f4a7c15u;
-    if (c->rng == 0)
-        c->rng = 1;
+    prng_seed(&c->rng);
     int rc = uv_timer_init(loop, &c->timer);
     if (rc < 0) {
         free_conn(c);
