@@ -9,7 +9,7 @@
  *   standby_retry_ms. Losing the connection drops leadership at once; in-flight deliveries
  *   still finish and their finalisations are sent after reconnecting (the claim token makes a
  *   late finalisation harmless when the item was reclaimed meanwhile).
- * - Scheduling (DESIGN §4): spaced customers by GCRA from an in-memory min-heap and one timer;
+ * - Scheduling: spaced customers by GCRA from an in-memory min-heap and one timer;
  *   batch customers on aligned ticks, once per tick across failovers; unlimited customers as a
  *   work queue; carrier caps per round and in flight. Each claim round is one statement.
  * - dispatcher_shutdown(): stop claiming, let deliveries finish up to drain_timeout_ms, abort

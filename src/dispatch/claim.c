@@ -1,0 +1,582 @@
+/* claim.c - claim rounds and batch ticks: which items to claim, and what the claim returned.
+ *
+ * Owns dispatcher.round (the one claim statement in flight), the claim and tick timers and
+ * the queued tick. Each round is one run_claim.sql statement for every customer it takes:
+ * - scheduled rounds take the customers the scheduler heap says are due: spaced customers as
+ *   many items as GCRA lets through (sent at their slots), unlimited customers up to
+ *   claim_batch_max, batch customers what they are still owed of their tick;
+ * - batch ticks, on aligned multiples of batch_tick_ms, grant every batch customer with due
+ *   work its allowance (rate per tick with fractional credit, once per tick across leader
+ *   failovers), sharing the dispatcher's room and each host's connections evenly among the
+ *   customers due, starting from a point that moves every tick so that when room is short a
+ *   different customer misses out each time.
+ * Every round respects max_in_flight, each customer's max_in_flight, each host's free
+ * connections (reserved within the round), carrier budgets and the breaker.
+ */
+#include "internal.h"
+
+#include "gcra.h"
+#include "log.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+static void run_claim_round(dispatcher *d);
+static void on_claim_result(pgconn *conn, PGresult *res, void *arg);
+
+void claim_on_timer(uv_timer_t *t)
+{
+    run_claim_round(t->data);
+}
+
+/* Arms the claim timer for the scheduler heap's earliest customer (or stops it). */
+void claim_arm(dispatcher *d)
+{
+    uv_timer_t *t = &d->timers[TIMER_CLAIM];
+    if (!is_leading(d) || d->round)
+        return;
+    int64_t id, due;
+    /* At max_in_flight the next delivery to complete re-arms. */
+    if (d->in_flight >= d->cfg.max_in_flight || !sched_heap_peek(&d->heap, &id, &due)) {
+        uv_timer_stop(t);
+        return;
+    }
+    int64_t wait_us = due - now_us();
+    uint64_t delay_ms = wait_us <= 0 ? 0 : (uint64_t)((wait_us + 999) / 1000);
+    uv_update_time(d->loop);
+    uv_timer_start(t, claim_on_timer, delay_ms, 0);
+}
+
+int claim_limit(int want, const customer *c, int room, int host_room_left)
+{
+    int n = want;
+    if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
+        n = c->max_in_flight - c->in_flight;
+    if (n > room)
+        n = room;
+    if (n > host_room_left)
+        n = host_room_left;
+    return n < 0 ? 0 : n;
+}
+
+int batch_tick_allowance(const customer *c, int64_t tick, double *credit)
+{
+    int64_t elapsed = c->have_tick ? tick - c->last_tick : 1;
+    *credit = c->credit;
+    if (elapsed <= 0)
+        return -1; /* this tick was already dispatched (by us or a previous leader) */
+    int allowed = batch_allowance(c->rate, credit, elapsed, batch_default_cap(c->rate));
+    return allowed < 0 ? 0 : allowed;
+}
+
+/* The statement's array parameters, built while customers are added to the round. */
+typedef struct claim_params {
+    strbuf a[SQL_RUN_CLAIM_NPARAMS]; /* only the array parameters are used */
+} claim_params;
+
+static void claim_params_free(claim_params *p)
+{
+    for (size_t i = 0; i < PGP_ARRAY_LEN(p->a); i++)
+        strbuf_free(&p->a[i]);
+}
+
+static strbuf *arr(claim_params *p, int param)
+{
+    strbuf *sb = &p->a[param];
+    strbuf_puts(sb, sb->len ? "," : "{");
+    return sb;
+}
+
+/* Adds one customer's due pairs, least recently served first (the claim lets a customer's
+ * carriers take turns in this order); returns how many pairs it added. A customer none of whose
+ * pairs could go waits for the first of the carriers that held it back. */
+static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c, int n, int64_t now)
+{
+    int added = 0;
+    carrier_state *held[16];
+    size_t n_held = 0;
+    size_t order[64], n_order = 0; /* insertion sort: customers have few active carriers */
+    for (size_t i = 0; i < c->n_pairs && n_order < PGP_ARRAY_LEN(order); i++) {
+        size_t j = n_order++;
+        while (j > 0 && c->pairs[order[j - 1]].served_us > c->pairs[i].served_us) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (size_t o = 0; o < n_order; o++) {
+        pair *pr = &c->pairs[order[o]];
+        if (pr->next_us > now)
+            continue;
+        /* Items without a carrier are not subject to carrier caps. */
+        carrier_state *cs = pr->carrier[0] ? carrier_get(d, pr->carrier) : NULL;
+        if (pr->carrier[0] && !cs)
+            continue;
+        int budget = cs ? carrier_budget(&d->cfg, cs) : n;
+        if (budget <= 0) {
+            /* Held back; its items stay due and go first when the carrier has room. */
+            if (n_held < PGP_ARRAY_LEN(held))
+                held[n_held++] = cs;
+            continue;
+        }
+        if (cs && hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
+            continue;
+        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_CUSTOMER), "%" PRId64, c->id);
+        strbuf_array_text(arr(p, SQL_RUN_CLAIM_P_PAIR_CARRIER), pr->carrier);
+        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_LIMIT), "%d", n < budget ? n : budget);
+        added++;
+    }
+    if (added == 0)
+        for (size_t i = 0; i < n_held; i++)
+            wait_on(&held[i]->waiting, c);
+    return added;
+}
+
+/* Adds the customer to the round with n items asked; frontier columns by mode. */
+static void add_customer(claim_round *r, claim_params *p, customer *c, int n, int64_t base,
+                         double credit, int allowed)
+{
+    strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CUSTOMER), "%" PRId64, c->id);
+    strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CUSTOMER_LIMIT), "%d", n);
+    if (r->tick >= 0 || c->mode == MODE_SPACED) {
+        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_FR_CUSTOMER), "%" PRId64, c->id);
+        if (r->tick >= 0) {
+            strbuf_puts(arr(p, SQL_RUN_CLAIM_P_FR_BASE), "NULL");
+            strbuf_puts(arr(p, SQL_RUN_CLAIM_P_FR_PERIOD), "NULL");
+            strbuf_printf(arr(p, SQL_RUN_CLAIM_P_FR_CREDIT), "%.17g", credit);
+        } else {
+            strbuf_printf(arr(p, SQL_RUN_CLAIM_P_FR_BASE), "%" PRId64, base);
+            strbuf_printf(arr(p, SQL_RUN_CLAIM_P_FR_PERIOD), "%" PRId64, c->period_us);
+            strbuf_puts(arr(p, SQL_RUN_CLAIM_P_FR_CREDIT), "NULL");
+        }
+    }
+    c->round_slot = (int)r->n;
+    r->ids[r->n] = c->id;
+    r->base[r->n] = base;
+    r->credit[r->n] = credit;
+    r->asked[r->n] = n;
+    r->allowed[r->n] = allowed;
+    r->n++;
+}
+
+/* Sends the round's statement. On failure the round is freed and the customers rescheduled. */
+static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *touched)
+{
+    size_t pos = 0;
+    carrier_state *cs;
+    /* Every carrier of the round's pairs: an empty list tells the claim that no item names a
+     * carrier, which lets it skip its rankings. */
+    while ((cs = hmap_next(touched, &pos)) != NULL) {
+        strbuf_array_text(arr(p, SQL_RUN_CLAIM_P_CARRIER), cs->name);
+        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CARRIER_BUDGET), "%d", carrier_budget(&d->cfg, cs));
+    }
+    static const int arrays[] = {
+        SQL_RUN_CLAIM_P_PAIR_CUSTOMER,  SQL_RUN_CLAIM_P_PAIR_CARRIER,   SQL_RUN_CLAIM_P_PAIR_LIMIT,
+        SQL_RUN_CLAIM_P_CUSTOMER,       SQL_RUN_CLAIM_P_CUSTOMER_LIMIT, SQL_RUN_CLAIM_P_CARRIER,
+        SQL_RUN_CLAIM_P_CARRIER_BUDGET, SQL_RUN_CLAIM_P_FR_CUSTOMER,    SQL_RUN_CLAIM_P_FR_BASE,
+        SQL_RUN_CLAIM_P_FR_PERIOD,      SQL_RUN_CLAIM_P_FR_CREDIT};
+    const char *params[SQL_RUN_CLAIM_NPARAMS] = {0};
+    bool ok = true;
+    for (size_t i = 0; i < PGP_ARRAY_LEN(arrays); i++) {
+        strbuf *sb = &p->a[arrays[i]];
+        strbuf_puts(sb, sb->len ? "}" : "{}");
+        params[arrays[i]] = strbuf_str(sb);
+        ok = ok && params[arrays[i]];
+    }
+    char default_budget[16], lease[16], token[24], tick[24];
+    snprintf(default_budget, sizeof default_budget, "%d", d->cfg.carrier_max_per_round);
+    snprintf(lease, sizeof lease, "%d", d->cfg.lease_seconds);
+    snprintf(token, sizeof token, "%" PRId64, r->token);
+    snprintf(tick, sizeof tick, "%" PRId64, r->tick);
+    params[SQL_RUN_CLAIM_P_DEFAULT_CARRIER_BUDGET] = default_budget;
+    params[SQL_RUN_CLAIM_P_LEASE_S] = lease;
+    params[SQL_RUN_CLAIM_P_TOKEN] = token;
+    params[SQL_RUN_CLAIM_P_CLAIMED_BY] = d->instance;
+    params[SQL_RUN_CLAIM_P_TICK] = r->tick >= 0 ? tick : NULL; /* NULL: not a batch tick */
+    if (!ok)
+        LOG_ERROR("out_of_memory", LOG_S("where", "claim parameters"));
+    r->sent_ns = uv_hrtime();
+    if (ok && pgconn_query_prepared(d->db, sql_q_run_claim, SQL_RUN_CLAIM_NPARAMS, params,
+                                    on_claim_result, r) == 0) {
+        d->round = r;
+        return;
+    }
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (c) {
+            c->round_slot = -1;
+            customer_schedule(d, c);
+        }
+    }
+    free(r);
+}
+
+static claim_round *round_new(dispatcher *d, int64_t tick)
+{
+    claim_round *r = calloc(1, sizeof *r);
+    if (!r) {
+        LOG_ERROR("out_of_memory", LOG_S("where", "claim round"));
+        return NULL;
+    }
+    r->d = d;
+    r->tick = tick;
+    /* Tokens are unguessable so that no other writer can finalise an item it did not claim. */
+    uint64_t token;
+    if (RAND_bytes((unsigned char *)&token, sizeof token) != 1)
+        token = prng_next(&d->rng);
+    r->token = (int64_t)(token & INT64_MAX);
+    return r;
+}
+
+/* Sends the round if it has customers; frees what building it took. */
+static void finish_round(dispatcher *d, claim_round *r, claim_params *p, hmap *touched)
+{
+    host_reservations_end(d, r);
+    if (r->n == 0) {
+        free(r);
+    } else {
+        if (r->tick >= 0)
+            LOG_DEBUG("batch_tick", LOG_I("tick", r->tick), LOG_I("customers", (long long)r->n));
+        send_claim(d, r, p, touched);
+    }
+    claim_params_free(p);
+    hmap_free(touched);
+    claim_arm(d);
+}
+
+static void run_claim_round(dispatcher *d)
+{
+    if (!is_leading(d) || d->round)
+        return;
+    int64_t now = now_us();
+    int64_t tick = batch_tick_at(&d->cfg, now);
+    int64_t ids[ROUND_MAX_CUSTOMERS];
+    size_t n_ids = sched_heap_pop_due(&d->heap, now, ids, ROUND_MAX_CUSTOMERS);
+    if (n_ids == 0) {
+        claim_arm(d);
+        return;
+    }
+    claim_round *r = round_new(d, -1);
+    if (!r)
+        return;
+    claim_params p = {0};
+    hmap touched;
+    hmap_init(&touched);
+    int room = d->cfg.max_in_flight - d->in_flight;
+    for (size_t i = 0; i < n_ids; i++) {
+        customer *c = customer_get(d, ids[i]);
+        if (!c || c->paused || (c->mode == MODE_BATCH && batch_owed(c, tick) == 0))
+            continue;
+        int want;
+        int64_t base = 0;
+        if (c->mode == MODE_BATCH) {
+            want = batch_owed(c, tick); /* the rest of this tick's allowance */
+        } else if (c->mode == MODE_SPACED) {
+            /* How many conform now; tat itself moves only by what the claim really got. */
+            int64_t probe = c->tat;
+            want = gcra_take(&probe, now + LOOKAHEAD_US, c->period_us, c->burst, c->burst);
+            base = c->tat == GCRA_TAT_NONE || c->tat < now ? now : c->tat;
+        } else {
+            want = d->cfg.claim_batch_max;
+        }
+        int free_conns = host_room(&d->cfg, c);
+        int n = claim_limit(want, c, room, free_conns);
+        if (n == 0 && free_conns == 0 && c->host) {
+            wait_on(&c->host->waiting, c); /* woken when a request to the host ends */
+            continue;
+        }
+        n = breaker_allowance(d, c, n, now);
+        if (n <= 0 || add_pairs(d, &p, &touched, c, n, now) == 0) {
+            customer_schedule(d, c);
+            continue;
+        }
+        room -= n;
+        host_reserve(c, n);
+        add_customer(r, &p, c, n, base, 0, 0);
+    }
+    finish_round(d, r, &p, &touched);
+}
+
+/* The batch customers with work, in an order that starts at a point moving every tick. */
+static customer **batch_customers(dispatcher *d, size_t *n_out)
+{
+    size_t n = 0, cap = 0, pos = 0;
+    customer **v = NULL, *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        if (c->mode != MODE_BATCH || c->paused || c->n_pairs == 0)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            customer **nv = realloc(v, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        v[n++] = c;
+    }
+    *n_out = n;
+    return v;
+}
+
+static void run_batch_tick(dispatcher *d, int64_t tick)
+{
+    int64_t now = now_us();
+    claim_round *r = round_new(d, tick);
+    if (!r)
+        return;
+    claim_params p = {0};
+    hmap touched;
+    hmap_init(&touched);
+    int room = d->cfg.max_in_flight - d->in_flight;
+    size_t n_batch = 0;
+    customer **batch = batch_customers(d, &n_batch);
+    /* Room and each host's connections are shared out evenly among the customers due this tick
+     * (at least 1 each) instead of first come, first served: a customer rarely has its whole
+     * allowance due, and what a share leaves unclaimed is owed and claimed as room frees. */
+    size_t n_due = 0;
+    for (size_t k = 0; k < n_batch; k++) {
+        if (!has_due_pair(batch[k], now))
+            continue;
+        n_due++;
+        if (batch[k]->host)
+            batch[k]->host->tick_due++;
+    }
+    int room_share = n_due > 0 ? room / (int)(n_due < INT_MAX ? n_due : INT_MAX) : room;
+    if (room_share < 1)
+        room_share = 1;
+    for (size_t k = 0; k < n_batch && r->n < ROUND_MAX_CUSTOMERS; k++) {
+        customer *c = batch[(k + (size_t)tick) % n_batch];
+        if (!has_due_pair(c, now))
+            continue;
+        double credit;
+        int allowed = batch_tick_allowance(c, tick, &credit);
+        if (allowed < 0)
+            continue;
+        if (room <= 0)
+            break; /* the rest keep this tick: not marked, they get it next time */
+        int want = allowed < room_share ? allowed : room_share;
+        if (c->host && c->host->tick_due > 0) {
+            int host_share = (d->cfg.max_host_connections - c->host->in_flight) / c->host->tick_due;
+            if (host_share < 1)
+                host_share = 1;
+            if (want > host_share)
+                want = host_share;
+        }
+        int n = claim_limit(want, c, room, host_room(&d->cfg, c));
+        n = breaker_allowance(d, c, n, now);
+        batch_refund(&credit, 0);
+        if (n > 0)
+            add_pairs(d, &p, &touched, c, n, now);
+        room -= n;
+        host_reserve(c, n);
+        /* Listed even with nothing asked: the tick is recorded for it, once. */
+        add_customer(r, &p, c, n, 0, credit, allowed);
+    }
+    for (size_t k = 0; k < n_batch; k++)
+        if (batch[k]->host)
+            batch[k]->host->tick_due = 0;
+    free(batch);
+    finish_round(d, r, &p, &touched);
+}
+
+static void on_tick_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (!is_leading(d))
+        return;
+    /* The nearest boundary: libuv may fire a few microseconds before it. */
+    int64_t tick = (now_us() / 1000 + d->cfg.batch_tick_ms / 2) / d->cfg.batch_tick_ms;
+    if (d->round)
+        d->tick_queued = tick;
+    else
+        run_batch_tick(d, tick);
+    tick_arm(d, tick);
+}
+
+/* Arms the timer for the boundary after tick `after`. Computed from the tick just handled, not
+ * from a fresh clock read: a timer that fires a little early must not skip a boundary. */
+void tick_arm(dispatcher *d, int64_t after)
+{
+    uv_update_time(d->loop);
+    int64_t now_ms = now_us() / 1000;
+    int64_t next_ms = (after + 1) * d->cfg.batch_tick_ms;
+    uv_timer_start(&d->timers[TIMER_TICK], on_tick_timer,
+                   next_ms > now_ms ? (uint64_t)(next_ms - now_ms) : 0, 0);
+}
+
+/* Per customer of the round: how many items came back and how late the latest went out
+ * compared with its slot (a cold start sends after the claim's round trip). */
+typedef struct round_tally {
+    int counts[ROUND_MAX_CUSTOMERS];
+    int64_t late[ROUND_MAX_CUSTOMERS];
+} round_tally;
+
+/* A pair that returned fewer items than asked: sleep until its next item, or drop it. */
+static void note_drained(customer *c, const claim_row *row)
+{
+    if (!row->has_next) {
+        pair_drop(c, row->carrier);
+        return;
+    }
+    pair *p = pair_find(c, row->carrier);
+    if (p)
+        p->next_us = row->next_us;
+}
+
+/* One claimed item: count it, and start its delivery (at its GCRA slot for spaced customers:
+ * the j-th item of the round goes at base + (j - 1) * T less the burst tolerance, never before
+ * now), or give it straight back when a stop began meanwhile. */
+static void take_item(dispatcher *d, claim_round *r, round_tally *t, customer *c,
+                      const claim_row *row, int64_t now)
+{
+    if (c) {
+        static const char *const mode_names[] = {"spaced", "batch", "unlimited"};
+        const char *mode_label[] = {mode_names[c->mode]};
+        metrics_counter_add(d->obs.m, d->obs.items_claimed, mode_label, 1);
+        pair *served = pair_find(c, row->carrier);
+        if (served)
+            served->served_us = now;
+    }
+    int slot = c && c->round_slot >= 0 && (size_t)c->round_slot < r->n &&
+                       r->ids[c->round_slot] == row->customer_id
+                   ? c->round_slot
+                   : -1;
+    if (slot >= 0)
+        t->counts[slot]++;
+    if (d->stop != STOP_NONE) {
+        final_push(
+            &d->pending,
+            (final_entry){.item_id = row->item_id, .token = r->token, .outcome = OUTCOME_RELEASE});
+        return;
+    }
+    int64_t send_at = now;
+    if (c && c->mode == MODE_SPACED && slot >= 0) {
+        int64_t at = r->base[slot] + (int64_t)(t->counts[slot] - 1) * c->period_us -
+                     gcra_tolerance_us(c->period_us, c->burst);
+        if (at > send_at)
+            send_at = at;
+        /* Late only against a slot at or after the round's base: burst slots before it are
+         * early sends the tolerance allows, not lateness. */
+        int64_t due = at > r->base[slot] ? at : r->base[slot];
+        if (now - due > t->late[slot])
+            t->late[slot] = now - due;
+    }
+    delivery_start(d, row, r->token, send_at);
+}
+
+/* What the round's customers keep once their items are known. */
+static void settle_customers(dispatcher *d, const claim_round *r, const round_tally *t, int64_t now)
+{
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (!c)
+            continue;
+        /* Sent late: the next slot moves by as much, so no gap the receiver sees is shorter
+         * than the period. On time (the normal case) the schedule does not drift. */
+        if (c->mode == MODE_SPACED && t->counts[k] > 0)
+            c->tat = r->base[k] + (int64_t)t->counts[k] * c->period_us + t->late[k];
+        if (r->tick >= 0) {
+            c->credit = r->credit[k];
+            c->last_tick = r->tick;
+            c->have_tick = true;
+            c->owed = r->allowed[k] - t->counts[k];
+            c->owed_tick = r->tick;
+        } else if (c->mode == MODE_BATCH) {
+            c->owed -= t->counts[k];
+        }
+        /* Whatever held items back (no room, a full host, a carrier's cap), the rest of the
+         * allowance is owed while some pair still has due items; a drained customer (every
+         * pair answered with its next future time) is owed nothing. */
+        if (c->mode == MODE_BATCH && (c->owed < 0 || !has_due_pair(c, now)))
+            c->owed = 0;
+    }
+}
+
+static void take_rows(dispatcher *d, claim_round *r, const PGresult *res, int64_t now)
+{
+    round_tally *t = calloc(1, sizeof *t);
+    if (!t) {
+        /* Unreachable in practice; the leases expire and the items come back. */
+        LOG_ERROR("out_of_memory", LOG_S("where", "claim result"));
+        return;
+    }
+    int claimed = 0, stale = 0;
+    for (int i = 0; i < PQntuples(res); i++) {
+        claim_row row;
+        claim_row_parse(res, i, &row);
+        customer *c = customer_get(d, row.customer_id);
+        if (!row.is_item) {
+            if (c)
+                note_drained(c, &row);
+            continue;
+        }
+        claimed++;
+        stale += row.stale;
+        take_item(d, r, t, c, &row, now);
+    }
+    settle_customers(d, r, t, now);
+    free(t);
+    d->claimed += claimed;
+    d->stale_recoveries += stale;
+    metrics_counter_add(d->obs.m, d->obs.stale_recoveries, NULL, stale);
+    if (stale > 0)
+        LOG_INFO("stale_recovered", LOG_I("items", stale), LOG_I("total", d->stale_recoveries));
+    LOG_DEBUG("claimed", LOG_I("items", claimed), LOG_I("customers", (long long)r->n),
+              LOG_I("tick", r->tick));
+}
+
+static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
+{
+    claim_round *r = arg;
+    dispatcher *d = r->d;
+    d->round = NULL;
+    int64_t now = now_us();
+    bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK &&
+              rows_shape_ok(res, SQL_RUN_CLAIM_NCOLS, "claim");
+    if (!ok && res)
+        LOG_ERROR("claim_failed", LOG_S("sqlstate", PQresultErrorField(res, PG_DIAG_SQLSTATE)),
+                  LOG_S("error", PQresultErrorMessage(res)), LOG_I("retry_in_ms", ERROR_RETRY_MS));
+    if (ok) {
+        const char *round_label[] = {r->tick >= 0 ? "batch_tick" : "scheduled"};
+        metrics_counter_add(d->obs.m, d->obs.claim_rounds, round_label, 1);
+        metrics_histogram_observe(d->obs.m, d->obs.claim_seconds, round_label,
+                                  (double)(uv_hrtime() - r->sent_ns) / 1e9);
+        take_rows(d, r, res, now);
+    }
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (!c)
+            continue;
+        c->round_slot = -1;
+        if (!ok) {
+            /* Try again later rather than spin on a failing statement. */
+            for (size_t i = 0; i < c->n_pairs; i++)
+                if (c->pairs[i].next_us < now + ERROR_RETRY_MS * 1000)
+                    c->pairs[i].next_us = now + ERROR_RETRY_MS * 1000;
+        }
+        customer_schedule(d, c);
+    }
+    /* The round reserved its hosts' room for what it asked; customers that found a host full of
+     * those reservations wait for it. The claim may have got fewer (they were not due), so they
+     * look again now rather than at the host's next completion, which might be a long way off
+     * (a receiver that hangs). */
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (c && c->host && c->host->waiting.n > 0)
+            wake(d, &c->host->waiting);
+    }
+    free(r);
+    if (d->tick_queued >= 0 && is_leading(d)) {
+        int64_t tick = d->tick_queued;
+        d->tick_queued = -1;
+        run_batch_tick(d, tick);
+    }
+    claim_arm(d);
+    finalize_arm(d);
+    dispatcher_maybe_finish(d);
+}

@@ -1,0 +1,528 @@
+/* internal.h - what the files of src/dispatch/ share: the dispatcher's state and the calls
+ * between its parts. Private to the dispatcher (and its unit tests); the public contract is
+ * src/dispatcher.h.
+ *
+ * Who owns what:
+ * - state.c        customers, carriers and receiver hosts (lookup, rows applied, due pairs,
+ *                  wait lists, host room, carrier budgets) and when a customer is next
+ *                  eligible (the scheduler heap).
+ * - breaker.c      the per-customer circuit breaker: pure transitions, plus their record.
+ * - outcome.c      what a delivery's result means (pure): outcome, retry delay, error text.
+ * - delivery.c     deliveries in flight: start, GCRA send timer, HTTP completion.
+ * - finalize.c     outcomes waiting to be written, and the batched finalisation statement.
+ * - claim.c        claim rounds (scheduled) and batch ticks, and the claim result.
+ * - leader.c       the start-up chain and election as one state machine, notifications, the
+ *                  statement watchdog.
+ * - housekeeping.c the backstop scan, partitions and retention, key purge, queue gauges.
+ * - rows.c         the result rows of the dispatcher's statements, parsed into structs.
+ * - admin.c        what the admin HTTP listener asks: metrics, readiness, HTTP enqueue.
+ * - ../dispatcher.c  public lifecycle (new, start, reload) and the shutdown.
+ *
+ * Every handle is a timer in dispatcher.timers[] or a delivery's send timer (on the
+ * deliveries list); close_all() in dispatcher.c closes all of them.
+ */
+#ifndef PGPACE_DISPATCH_INTERNAL_H
+#define PGPACE_DISPATCH_INTERNAL_H
+
+#include "admin_http.h"
+#include "config.h"
+#include "dispatcher.h"
+#include "hmap.h"
+#include "http_sender.h"
+#include "list.h"
+#include "netcheck.h"
+#include "obs.h"
+#include "pgconn.h"
+#include "prng.h"
+#include "sched_heap.h"
+#include "sql_embed.h"
+#include "strbuf.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/* When a claim or finalisation statement fails (not a lost connection), wait this long before
+ * trying again so a persistent error cannot spin the loop. */
+#define ERROR_RETRY_MS 1000
+/* Most customers handled by one claim round. */
+#define ROUND_MAX_CUSTOMERS 4096
+/* Spaced customers are claimed this much before their slot and sent from a timer exactly at
+ * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
+#define LOOKAHEAD_US 50000
+
+/* Sends a statement of sql/queries/NAME.sql with its declared parameters: the array must have
+ * exactly the count its @params line declares, or this does not compile. */
+#define DSP_QUERY(d, name, params, cb, arg, what)                                                  \
+    dsp_query((d), sql_q_##name,                                                                   \
+              (int)sizeof(char[PGP_ARRAY_LEN(params) == sql_q_##name##_nparams ? 1 : -1]) *        \
+                  (int)PGP_ARRAY_LEN(params),                                                      \
+              (params), (cb), (arg), (what))
+/* The same for a statement that declares no parameters. */
+#define DSP_QUERY0(d, name, cb, arg, what)                                                         \
+    dsp_query((d), sql_q_##name, (int)sizeof(char[sql_q_##name##_nparams == 0 ? 1 : -1]) - 1,      \
+              NULL, (cb), (arg), (what))
+
+/* ---- state.c ------------------------------------------------------------------------------- */
+
+typedef enum customer_mode { MODE_SPACED, MODE_BATCH, MODE_UNLIMITED } customer_mode;
+
+typedef enum breaker_state { BREAKER_CLOSED, BREAKER_OPEN, BREAKER_HALF_OPEN } breaker_state;
+
+/* Circuit breaker: after `failures_to_open` consecutive failures no claims until open_until;
+ * then one probe (half open); success closes it, failure reopens it with the cooldown doubled.
+ * Expressed as a later eligible time for the scheduler. */
+typedef struct breaker {
+    breaker_state state;
+    int failures;
+    int trips;
+    int64_t open_until; /* epoch us; 0 when closed */
+    bool probe_in_flight;
+} breaker;
+
+/* Customers held back by a full host or carrier, woken when one of its deliveries ends. */
+typedef struct waiters {
+    int64_t *ids;
+    size_t n, cap;
+} waiters;
+
+/* A receiver host ("scheme://authority" of webhook URLs). libcurl opens at most
+ * max_host_connections to one, so claiming more than that for a host would only make items
+ * wait locally while their lease runs. */
+typedef struct host_state {
+    char *key;
+    int in_flight; /* requests on the wire (not ones waiting for their GCRA slot) */
+    int reserved;  /* items asked of it in the claim round being built */
+    int tick_due;  /* its batch customers with due work, while a tick is being built */
+    waiters waiting;
+} host_state;
+
+typedef struct carrier_state {
+    waiters waiting;
+    char *name;
+    int max_per_round; /* 0 = configured default */
+    int max_in_flight; /* 0 = configured default */
+    int in_flight;     /* claimed and not yet finalised */
+} carrier_state;
+
+/* A (customer, carrier) pair that may have due work from next_us on. */
+typedef struct pair {
+    char *carrier; /* "" = items without a carrier */
+    int64_t next_us;
+    int64_t served_us; /* last time one of its items was claimed: carriers take turns */
+} pair;
+
+typedef struct customer {
+    int64_t id;
+    char *name;
+    customer_mode mode;
+    double rate;
+    int burst;
+    int64_t period_us;
+    char *url;
+    char *secrets_buf; /* the space-separated list, split in place into secrets[] */
+    char *secrets[4];
+    size_t n_secrets;
+    int max_in_flight; /* 0 = unlimited */
+    bool paused;
+    int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
+    host_state *host;                           /* owned by dispatcher.hosts */
+    breaker breaker;
+
+    int in_flight;
+    int64_t tat; /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
+    double credit;
+    int64_t last_tick;
+    bool have_tick;
+    /* Batch: items of tick owed_tick's allowance not claimed at the tick because the
+     * dispatcher, the host or the customer had no room; claimed in scheduled rounds as room
+     * frees, until the next tick (never carried past it: at most one allowance per tick). */
+    int owed;
+    int64_t owed_tick;
+    bool waiting;         /* on a full host's or carrier's wait list: out of the heap */
+    int round_slot;       /* index in the claim round in flight, or -1 */
+    int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
+
+    pair *pairs;
+    size_t n_pairs, cap_pairs;
+} customer;
+
+/* ---- outcome.c ----------------------------------------------------------------------------- */
+
+/* What became of one delivery attempt. Spelled for SQL (run_finalize.sql) and metrics by
+ * outcome_name(). */
+typedef enum delivery_outcome {
+    OUTCOME_SUCCESS, /* 2xx: the item is done */
+    OUTCOME_RETRY,   /* failed, tried again after a delay */
+    OUTCOME_DEAD,    /* failed for good: dead-lettered */
+    OUTCOME_RELEASE, /* not attempted (shutdown): the lease is voided and the attempt given back */
+    OUTCOME_PAUSE,   /* 410 Gone: the customer is paused and the item waits for the resume */
+} delivery_outcome;
+
+#define OUTCOME_COUNT 5
+
+const char *outcome_name(delivery_outcome o);
+
+/* The settings classification depends on (a copy of the config's fields). */
+typedef struct outcome_policy {
+    bool dead_letter_on_4xx;
+    int retry_after_max_s;
+    int64_t retry_base_us, retry_cap_us;
+} outcome_policy;
+
+outcome_policy outcome_policy_from(const pgp_config *cfg);
+
+typedef struct outcome_decision {
+    delivery_outcome outcome;
+    int64_t delay_ms;        /* OUTCOME_RETRY: when to try again */
+    const char *error_class; /* the sender's class, "http" for a bad status, NULL on success */
+    char error[512];         /* "" on success */
+    bool receiver_failed;    /* counts against the breaker: a response or network failure that
+                                says the receiver is unwell (not a refused destination, not a
+                                shutdown abort) */
+    bool pause_customer;     /* 410 Gone */
+} outcome_decision;
+
+/* Classifies one attempt. `attempt` is this attempt's number (1 = first) and max_attempts the
+ * item's limit: a retryable failure on the last attempt is OUTCOME_DEAD. now_s feeds a
+ * Retry-After date; jitter in [0, 1) spreads the backoff. Pure. */
+void outcome_classify(const http_result *r, int attempt, int max_attempts, const outcome_policy *p,
+                      int64_t now_s, double jitter, outcome_decision *out);
+
+/* A copy of a receiver's bytes that PostgreSQL accepts as text (valid UTF-8, no NUL); NULL for
+ * NULL input or no memory. */
+char *text_excerpt(const char *s, size_t n);
+
+/* ---- delivery.c ---------------------------------------------------------------------------- */
+
+typedef struct delivery {
+    struct dispatcher *d;
+    pgp_list link;         /* dispatcher.deliveries */
+    uv_timer_t send_timer; /* used when the send waits for its GCRA slot */
+    bool timer_used;
+    char *body; /* payload copy while waiting for the slot */
+    size_t body_len;
+    int64_t item_id, token, customer_id;
+    char *carrier;
+    int attempt, max_attempts;
+    int64_t started_us;
+    bool probe;         /* the one delivery a half-open breaker lets through */
+    int64_t planned_us; /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
+    int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
+    host_state *host;   /* its receiver host (the customer's URL may change meanwhile) */
+    bool host_counted;  /* sent, so counted in host->in_flight */
+} delivery;
+
+/* ---- finalize.c ---------------------------------------------------------------------------- */
+
+typedef struct final_entry {
+    int64_t item_id, token;
+    delivery_outcome outcome;
+    int64_t delay_ms;
+    int http_status; /* 0 = none */
+    char *error_class, *error, *excerpt;
+    int64_t started_us;
+    double duration_ms;
+    int failures; /* finalisation statements that failed with this entry in them */
+    /* The carrier whose in-flight count this outcome still holds: a carrier's cap counts an
+     * item until its outcome is written, as the queue shows it claimed until then. */
+    carrier_state *carrier;
+} final_entry;
+
+typedef struct final_list {
+    final_entry *v;
+    size_t n, cap;
+} final_list;
+
+/* ---- claim.c ------------------------------------------------------------------------------- */
+
+/* What a claim round needs back when its result arrives. */
+typedef struct claim_round {
+    struct dispatcher *d;
+    uint64_t sent_ns; /* uv_hrtime() when the statement was sent */
+    int64_t token;
+    int64_t tick; /* batch tick, or -1 */
+    size_t n;
+    int64_t ids[ROUND_MAX_CUSTOMERS];
+    int64_t base[ROUND_MAX_CUSTOMERS];
+    double credit[ROUND_MAX_CUSTOMERS];
+    int asked[ROUND_MAX_CUSTOMERS];   /* items asked of each customer */
+    int allowed[ROUND_MAX_CUSTOMERS]; /* batch tick: each customer's allowance this tick */
+} claim_round;
+
+/* ---- rows.c -------------------------------------------------------------------------------- */
+
+/* A row of run_claim.sql. Strings point into the PGresult. */
+typedef struct claim_row {
+    bool is_item; /* false: a pair that had fewer due items than asked */
+    int64_t item_id, customer_id;
+    const char *carrier;
+    int attempt, max_attempts;
+    bool stale; /* re-claimed after an earlier lease expired */
+    const char *payload;
+    size_t payload_len;
+    int64_t created_us;
+    bool has_next; /* drained pair: its next future item's time */
+    int64_t next_us;
+} claim_row;
+
+typedef struct customer_row {
+    int64_t id;
+    const char *name, *mode, *url, *secrets;
+    double rate;
+    int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
+    bool paused;
+    const char *breaker_state;
+    int breaker_failures, breaker_trips;
+    int64_t breaker_open_until_us; /* 0 when none */
+} customer_row;
+
+typedef struct frontier_row {
+    int64_t customer_id;
+    bool has_tat, has_tick;
+    int64_t tat_us, last_tick;
+    double credit;
+} frontier_row;
+
+typedef struct backstop_row {
+    int64_t customer_id;
+    const char *carrier;
+    bool due, has_next;
+    int64_t next_us;
+} backstop_row;
+
+typedef struct metrics_row {
+    const char *customer;
+    double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s;
+} metrics_row;
+
+typedef struct carrier_row {
+    const char *name;
+    int max_per_round, max_in_flight;
+} carrier_row;
+
+/* Whether a result has the columns its statement declares (a stale binary against a changed
+ * query would otherwise read the wrong fields); logs the mismatch. */
+bool rows_shape_ok(const PGresult *res, int ncols, const char *what);
+
+void claim_row_parse(const PGresult *res, int r, claim_row *out);
+void customer_row_parse(const PGresult *res, int r, customer_row *out);
+void frontier_row_parse(const PGresult *res, int r, frontier_row *out);
+void backstop_row_parse(const PGresult *res, int r, backstop_row *out);
+void metrics_row_parse(const PGresult *res, int r, metrics_row *out);
+void carrier_row_parse(const PGresult *res, int r, carrier_row *out);
+int64_t row_i64(const PGresult *res, int r, int col);
+
+/* ---- leader.c ------------------------------------------------------------------------------ */
+
+/* The instance's role, from start-up to leadership. Every change goes through leader_enter(),
+ * which runs what leaving the old state and entering the new one need.
+ *
+ *   CONNECTING --db ready--> LOADING --customers loaded--> ELECTING --lock taken--> FRONTIER
+ *   ELECTING --lock busy--> STANDBY --retry--> ELECTING       FRONTIER --loaded--> LEADING
+ *   any --db lost--> CONNECTING
+ *
+ * A failed statement of the chain keeps the state and retries its step after ERROR_RETRY_MS.
+ * Claims run only in LEADING: a leader claims nothing before it knows its customers' GCRA
+ * state (the frontier). */
+typedef enum leader_state {
+    LEADER_CONNECTING, /* waiting for the database connection */
+    LEADER_LOADING,    /* schema check, carriers, customers */
+    LEADER_ELECTING,   /* the lock statement is outstanding */
+    LEADER_STANDBY,    /* another instance leads: try again every standby_retry_ms */
+    LEADER_FRONTIER,   /* the lock is ours: loading the scheduler's state */
+    LEADER_LEADING,    /* claiming */
+} leader_state;
+
+void leader_enter(struct dispatcher *d, leader_state to);
+const char *leader_state_name(leader_state s);
+void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg);
+void leader_on_notify(pgconn *conn, const char *channel, const char *payload, void *arg);
+void leader_on_watchdog(uv_timer_t *t);
+void leader_send_session_settings(struct dispatcher *d);
+/* Reads one customer again (after a change notification, or work for a customer not known). */
+void leader_reload_customer(struct dispatcher *d, int64_t id);
+
+/* ---- the dispatcher ------------------------------------------------------------------------ */
+
+/* Shutdown progress (dispatcher.c). */
+typedef enum stop_state {
+    STOP_NONE,     /* running */
+    STOP_DRAINING, /* no claims; deliveries finish, outcomes are written */
+    STOP_ABORTING, /* drain timeout: the sender is closed, so requests end as released */
+    STOP_CLOSING,  /* handles closing; freed when the last one is */
+} stop_state;
+
+enum dispatcher_timer {
+    TIMER_CLAIM,    /* next scheduled claim round (claim.c) */
+    TIMER_TICK,     /* next batch tick boundary (claim.c) */
+    TIMER_BACKSTOP, /* backstop scan and housekeeping (housekeeping.c) */
+    TIMER_METRICS,  /* queue gauges (housekeeping.c) */
+    TIMER_STANDBY,  /* next election attempt (leader.c) */
+    TIMER_RETRY,    /* a failed start-up step again (leader.c) */
+    TIMER_WATCHDOG, /* stalled statements (leader.c) */
+    TIMER_FLUSH,    /* next finalisation statement (finalize.c) */
+    TIMER_DRAIN,    /* shutdown deadline (dispatcher.c) */
+    TIMER_COUNT
+};
+
+enum key_purge_state { KEY_PURGE_IDLE, KEY_PURGE_WANTED, KEY_PURGE_RUNNING };
+
+struct dispatcher {
+    uv_loop_t *loop;
+    pgp_config cfg;
+    char instance[128];
+    char app_name[160];
+    netcheck_allow allow;
+    pgconn *db;
+    http_sender *http; /* NULL once closed (drain timeout or shutdown) */
+    admin_http *admin; /* NULL when [http] listen is empty */
+    obs obs;
+    prng rng;
+    uv_timer_t timers[TIMER_COUNT];
+
+    leader_state state;
+    stop_state stop;
+    bool notified_ready;   /* systemd READY=1 sent */
+    uint64_t lock_sent_ns; /* 0 = no lock statement outstanding */
+
+    hmap customers; /* int64 id -> customer* */
+    hmap carriers;  /* name -> carrier_state* */
+    hmap hosts;     /* "scheme://authority" -> host_state* */
+    sched_heap heap;
+
+    claim_round *round;  /* the claim statement in flight, or NULL */
+    int64_t tick_queued; /* a batch tick that came while a round was in flight, or -1 */
+
+    int64_t housekeeping_at_us;
+    enum key_purge_state key_purge;
+
+    final_list pending;     /* outcomes waiting for a finalisation statement */
+    final_list sending;     /* outcomes of the statement in flight */
+    uint64_t flush_sent_ns; /* 0 = no finalisation statement outstanding */
+    size_t solo_left;       /* after a failed batch: send this many entries one per statement */
+    int flush_errors;       /* finalize statements failed in a row for a database-wide reason */
+    uint64_t flush_hold_until_ns; /* no finalize statement before this (backoff after one) */
+
+    pgp_list deliveries; /* delivery.link, in flight */
+    int in_flight;
+
+    int open_handles;
+    int exit_status;
+    dispatcher_done_cb done;
+    void *done_arg;
+
+    long long claimed, stale_recoveries, lost_ownership;
+};
+
+typedef struct dispatcher dispatcher;
+
+/* Wall-clock microseconds: scheduling times are compared with times stored by PostgreSQL. */
+static inline int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static inline bool is_leading(const dispatcher *d)
+{
+    return d->state == LEADER_LEADING && d->stop == STOP_NONE;
+}
+
+/* Sends a statement; a statement that cannot be sent is logged (and its callback never runs). */
+int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
+              void *arg, const char *what);
+/* For statements whose result only matters when it failed. */
+void dsp_on_ignored(pgconn *conn, PGresult *res, void *arg);
+/* Stops the service with exit status 1 (a start-up error it cannot recover from). */
+void dispatcher_fatal(dispatcher *d);
+/* Closes everything once a shutdown has nothing left to wait for. */
+void dispatcher_maybe_finish(dispatcher *d);
+/* One of the handles counted in open_handles is closed; the last one frees the dispatcher. */
+void dispatcher_part_closed(dispatcher *d);
+
+/* state.c */
+customer *customer_get(dispatcher *d, int64_t id);
+void customer_free(customer *c);
+customer *customer_apply(dispatcher *d, const customer_row *row);
+void customer_remove(dispatcher *d, int64_t id);
+void customer_schedule(dispatcher *d, customer *c);
+/* When the customer may next be claimed for (a heap key), or false when it may not be now
+ * (paused, waiting for room, nothing due, at its in-flight limit, probe out). Pure. */
+bool customer_due_at(const customer *c, int64_t tick, int64_t *due);
+carrier_state *carrier_get(dispatcher *d, const char *name);
+void carrier_apply(dispatcher *d, const carrier_row *row);
+/* Items this carrier may still get in one round: per-round cap and in-flight headroom. Pure. */
+int carrier_budget(const pgp_config *cfg, const carrier_state *cs);
+host_state *host_for_url(dispatcher *d, const char *url);
+/* Connections of the customer's host not in use or reserved by the round being built. */
+int host_room(const pgp_config *cfg, const customer *c);
+void host_reserve(customer *c, int n);
+void host_reservations_end(dispatcher *d, const claim_round *r);
+void wait_on(waiters *w, customer *c);
+void wake(dispatcher *d, waiters *w);
+void waiters_clear_all(dispatcher *d);
+pair *pair_find(customer *c, const char *carrier);
+void pair_note(customer *c, const char *carrier, int64_t next_us);
+void pair_drop(customer *c, const char *carrier);
+bool has_due_pair(const customer *c, int64_t now);
+int64_t batch_tick_at(const pgp_config *cfg, int64_t t_us);
+/* What a batch customer may still claim of its latest tick; 0 once the next tick began. Pure. */
+int batch_owed(const customer *c, int64_t tick);
+void state_free(dispatcher *d);
+
+/* breaker.c */
+/* Applies one attempt's verdict on the receiver's health; returns whether the state changed.
+ * Pure; now and the cooldowns in microseconds. */
+bool breaker_after_attempt(breaker *b, bool failed, int failures_to_open, int64_t cooldown_us,
+                           int64_t cooldown_max_us, int64_t now);
+/* At claim time: how many of n items the breaker lets through now (an open breaker whose
+ * cooldown passed turns half open and lets one probe through). Pure. */
+int breaker_allows(breaker *b, int n, int64_t now, bool *became_half_open);
+const char *breaker_state_name(breaker_state s);
+void breaker_note(dispatcher *d, customer *c, bool failed, const char *error);
+int breaker_allowance(dispatcher *d, customer *c, int n, int64_t now);
+
+/* delivery.c */
+void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t send_at);
+/* Ends deliveries still waiting for their slot at close: their timers are closed (counted in
+ * open_handles, each calling dispatcher_part_closed) and their leases left to expire. Returns
+ * how many. */
+int deliveries_close_waiting(dispatcher *d);
+
+/* finalize.c */
+/* Appends e; on no memory frees e's strings and returns false (the lease expires and the item
+ * is delivered again: at-least-once holds). */
+bool final_push(final_list *l, final_entry e);
+void final_entry_free(final_entry *e);
+void final_list_free(final_list *l);
+void finalize_arm(dispatcher *d);
+bool finalize_busy(const dispatcher *d);
+
+/* claim.c */
+void claim_arm(dispatcher *d);
+void claim_on_timer(uv_timer_t *t);
+void tick_arm(dispatcher *d, int64_t after);
+/* The most items a customer may be asked for now, given the dispatcher's room, its own limit
+ * and its host's room. Pure. */
+int claim_limit(int want, const customer *c, int room, int host_room);
+/* A batch customer's allowance at `tick` (rate per tick plus carried fractional credit, capped
+ * after a gap); *credit gets the credit to carry. -1 when the customer already had this tick
+ * (from this leader or a previous one). Pure. */
+int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
+
+/* admin.c: the admin listener's callbacks (admin_http_callbacks) */
+int admin_render_metrics(void *arg, strbuf *out);
+void admin_readiness(void *arg, admin_http_readiness *out);
+void admin_enqueue(void *arg, const char *body, size_t len, admin_http_reply *reply);
+void admin_request_done(void *arg, const char *route, int status, double seconds);
+
+/* housekeeping.c */
+/* On becoming leader: partitions ahead, then retention; hourly afterwards. */
+void housekeeping_begin(dispatcher *d);
+/* Starts (or restarts, after a reload) the backstop and queue-gauge timers; scan_now also runs
+ * the backstop scan at once. */
+void housekeeping_restart_timers(dispatcher *d, bool scan_now);
+
+#endif

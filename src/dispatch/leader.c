@@ -1,0 +1,393 @@
+/* leader.c - from connecting to leading: the start-up chain and the election as one state
+ * machine (leader_state, internal.h), the notifications that feed it, and the watchdog.
+ *
+ * Owns dispatcher.state, the standby, retry and watchdog timers, and the leader lock. The
+ * leader runs its claims on the connection that holds the session advisory lock, so an
+ * instance that lost its connection has lost the lock and cannot claim any more (fencing):
+ * a lost connection always returns to LEADER_CONNECTING.
+ */
+#include "internal.h"
+
+#include "db.h"
+#include "log.h"
+#include "migrate.h"
+#include "sdnotify.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *leader_state_name(leader_state s)
+{
+    static const char *const names[] = {"connecting", "loading",  "electing",
+                                        "standby",    "frontier", "leading"};
+    return (unsigned)s < PGP_ARRAY_LEN(names) ? names[s] : "?";
+}
+
+static bool holds_lock(leader_state s)
+{
+    return s == LEADER_FRONTIER || s == LEADER_LEADING;
+}
+
+static void on_retry_timer(uv_timer_t *t);
+static void on_standby_timer(uv_timer_t *t);
+
+/* A statement of the chain failed while the connection stayed up: retry that step after a
+ * pause rather than sit connected, neither leading nor standing by. */
+static void retry_step(dispatcher *d, const char *step, const PGresult *res)
+{
+    LOG_ERROR("startup_step_failed", LOG_S("step", step), LOG_S("error", PQresultErrorMessage(res)),
+              LOG_I("retry_ms", ERROR_RETRY_MS));
+    if (d->stop == STOP_NONE)
+        uv_timer_start(&d->timers[TIMER_RETRY], on_retry_timer, ERROR_RETRY_MS, 0);
+}
+
+/* ---- LOADING: schema check, carriers, customers ------------------------------------------- */
+
+static void on_carriers(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CARRIERS_NCOLS, "carriers"))
+        return; /* a reconnect reloads them */
+    for (int r = 0; r < PQntuples(res); r++) {
+        carrier_row row;
+        carrier_row_parse(res, r, &row);
+        carrier_apply(d, &row);
+    }
+}
+
+static void load_carriers(dispatcher *d)
+{
+    DSP_QUERY0(d, run_carriers, on_carriers, d, "carriers");
+}
+
+/* Applies rows of run_customers.sql; returns how many were applied. */
+static int apply_customers(dispatcher *d, const PGresult *res, bool log_each)
+{
+    int n = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        customer_row row;
+        customer_row_parse(res, r, &row);
+        customer *c = customer_apply(d, &row);
+        if (!c) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+            continue;
+        }
+        if (log_each)
+            LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
+                     LOG_I("burst", c->burst), LOG_I("paused", c->paused));
+        customer_schedule(d, c);
+        n++;
+    }
+    return n;
+}
+
+static void on_customers_loaded(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res)
+        return; /* lost: the reconnect starts over */
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customers")) {
+        retry_step(d, "load customers", res);
+        return;
+    }
+    apply_customers(d, res, false);
+    LOG_INFO("customers_loaded", LOG_I("customers", PQntuples(res)));
+    if (d->state == LEADER_LOADING)
+        leader_enter(d, LEADER_ELECTING);
+}
+
+typedef struct reload_ctx {
+    dispatcher *d;
+    int64_t id;
+} reload_ctx;
+
+static void on_customer_reloaded(pgconn *conn, PGresult *res, void *arg)
+{
+    reload_ctx *ctx = arg;
+    dispatcher *d = ctx->d;
+    int64_t id = ctx->id;
+    free(ctx);
+    if (!res)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customer")) {
+        LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)));
+        return;
+    }
+    if (PQntuples(res) == 0)
+        customer_remove(d, id);
+    apply_customers(d, res, true);
+    claim_arm(d);
+}
+
+void leader_reload_customer(dispatcher *d, int64_t id)
+{
+    reload_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return;
+    ctx->d = d;
+    ctx->id = id;
+    char idbuf[24];
+    snprintf(idbuf, sizeof idbuf, "%" PRId64, id);
+    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_ID] = idbuf};
+    if (DSP_QUERY(d, run_customers, params, on_customer_reloaded, ctx, "customer reload") != 0)
+        free(ctx);
+}
+
+static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        retry_step(d, "schema version", res);
+        return;
+    }
+    int version = atoi(PQgetvalue(res, 0, 0));
+    int expected = migrate_latest_version();
+    if (version != expected) {
+        LOG_ERROR(version < expected ? "schema_too_old" : "schema_too_new",
+                  LOG_I("database_version", version), LOG_I("expected_version", expected),
+                  LOG_S("fix", version < expected ? "run: pgpace migrate" : "upgrade pgpace"));
+        dispatcher_fatal(d);
+        return;
+    }
+    if (!d->notified_ready) {
+        /* Schema checked and the database answers: ready as far as systemd is concerned. */
+        d->notified_ready = true;
+        if (sdnotify_send("READY=1\nSTATUS=connected; electing a leader") != 0)
+            LOG_WARN("sd_notify_failed", LOG_S("state", "READY=1"));
+    }
+    load_carriers(d);
+    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_ID] = NULL}; /* NULL: all */
+    DSP_QUERY(d, run_customers, params, on_customers_loaded, d, "customers");
+}
+
+/* ---- ELECTING and STANDBY: the leader lock ------------------------------------------------- */
+
+static void on_try_lock(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    d->lock_sent_ns = 0;
+    if (!res || d->stop != STOP_NONE)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_TRY_LOCK_NCOLS, "leader lock")) {
+        retry_step(d, "leader lock", res);
+        return;
+    }
+    if (PQgetvalue(res, 0, SQL_RUN_TRY_LOCK_C_LOCKED)[0] == 't')
+        leader_enter(d, LEADER_FRONTIER);
+    else if (d->state != LEADER_STANDBY)
+        leader_enter(d, LEADER_STANDBY);
+    else
+        uv_timer_start(&d->timers[TIMER_STANDBY], on_standby_timer,
+                       (uint64_t)d->cfg.standby_retry_ms, 0);
+}
+
+static void try_lock(dispatcher *d)
+{
+    char cls[16], key[16];
+    snprintf(cls, sizeof cls, "%d", DB_LOCK_CLASS);
+    snprintf(key, sizeof key, "%d", DB_LOCK_LEADER);
+    const char *params[] = {
+        [SQL_RUN_TRY_LOCK_P_LOCK_CLASS] = cls, [SQL_RUN_TRY_LOCK_P_LOCK_KEY] = key};
+    if (DSP_QUERY(d, run_try_lock, params, on_try_lock, d, "leader lock") == 0)
+        d->lock_sent_ns = uv_hrtime();
+}
+
+static void on_standby_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->state == LEADER_STANDBY && d->stop == STOP_NONE)
+        try_lock(d);
+}
+
+/* ---- FRONTIER: the scheduler's state ------------------------------------------------------- */
+
+static void on_frontier(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (!res)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_FRONTIER_NCOLS, "frontier")) {
+        /* Leading without a frontier would claim nothing of the existing backlog. */
+        retry_step(d, "load frontier", res);
+        return;
+    }
+    for (int r = 0; r < PQntuples(res); r++) {
+        frontier_row row;
+        frontier_row_parse(res, r, &row);
+        customer *c = customer_get(d, row.customer_id);
+        if (!c)
+            continue;
+        if (row.has_tat)
+            c->tat = row.tat_us;
+        c->credit = row.credit;
+        if (row.has_tick) {
+            c->last_tick = row.last_tick;
+            c->have_tick = true;
+        }
+    }
+    if (d->state == LEADER_FRONTIER)
+        leader_enter(d, LEADER_LEADING);
+}
+
+static void load_frontier(dispatcher *d)
+{
+    DSP_QUERY0(d, run_frontier, on_frontier, d, "frontier");
+}
+
+static void on_retry_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (d->stop != STOP_NONE || !pgconn_ready(d->db))
+        return; /* a reconnect reruns the whole chain anyway */
+    if (d->state == LEADER_FRONTIER)
+        load_frontier(d);
+    else if (!holds_lock(d->state))
+        leader_enter(d, LEADER_LOADING);
+}
+
+/* ---- the transition function --------------------------------------------------------------- */
+
+/* Leaving FRONTIER or LEADING for anything but LEADING: the lock went with the connection. */
+static void leadership_end(dispatcher *d)
+{
+    LOG_WARN("leadership_lost", LOG_S("instance", d->instance),
+             LOG_S("reason", "database connection lost"));
+    metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 0);
+    static const int timers[] = {TIMER_METRICS, TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
+        uv_timer_stop(&d->timers[timers[i]]);
+    sched_heap_clear(&d->heap);
+    d->tick_queued = -1;
+    waiters_clear_all(d);
+}
+
+void leader_enter(dispatcher *d, leader_state to)
+{
+    leader_state from = d->state;
+    if (holds_lock(from) && !holds_lock(to))
+        leadership_end(d);
+    d->state = to;
+    if (from != to)
+        LOG_DEBUG("leader_state", LOG_S("from", leader_state_name(from)),
+                  LOG_S("to", leader_state_name(to)));
+    switch (to) {
+    case LEADER_CONNECTING:
+        uv_timer_stop(&d->timers[TIMER_RETRY]);
+        uv_timer_stop(&d->timers[TIMER_STANDBY]);
+        break;
+    case LEADER_LOADING:
+        dsp_query(d, sql_q_schema_version, 0, NULL, on_schema_version, d, "schema version");
+        break;
+    case LEADER_ELECTING:
+        try_lock(d);
+        break;
+    case LEADER_STANDBY:
+        LOG_INFO("standby", LOG_S("instance", d->instance),
+                 LOG_I("retry_ms", d->cfg.standby_retry_ms));
+        uv_timer_start(&d->timers[TIMER_STANDBY], on_standby_timer,
+                       (uint64_t)d->cfg.standby_retry_ms, 0);
+        break;
+    case LEADER_FRONTIER:
+        uv_timer_stop(&d->timers[TIMER_STANDBY]);
+        metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 1);
+        LOG_INFO("leader_elected", LOG_S("instance", d->instance));
+        housekeeping_begin(d);
+        load_frontier(d);
+        break;
+    case LEADER_LEADING: {
+        /* Work noted while the frontier loaded is scheduled now; the backstop finds the rest. */
+        size_t pos = 0;
+        customer *c;
+        while ((c = hmap_next(&d->customers, &pos)) != NULL)
+            customer_schedule(d, c);
+        housekeeping_restart_timers(d, true);
+        tick_arm(d, batch_tick_at(&d->cfg, now_us()));
+        claim_arm(d);
+        break;
+    }
+    }
+}
+
+/* ---- events from the connection ------------------------------------------------------------ */
+
+void leader_send_session_settings(dispatcher *d)
+{
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", d->cfg.statement_timeout_ms);
+    const char *params[] = {[SQL_RUN_SESSION_P_STATEMENT_TIMEOUT_MS] = timeout};
+    DSP_QUERY(d, run_session, params, dsp_on_ignored, NULL, "session settings");
+}
+
+void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg)
+{
+    dispatcher *d = arg;
+    if (state == PGCONN_LOST) {
+        metrics_counter_add(d->obs.m, d->obs.reconnects, NULL, 1);
+        leader_enter(d, LEADER_CONNECTING);
+        return;
+    }
+    LOG_INFO("db_ready", LOG_S("instance", d->instance));
+    leader_send_session_settings(d);
+    if (d->stop == STOP_NONE)
+        leader_enter(d, LEADER_LOADING);
+    finalize_arm(d);
+}
+
+void leader_on_notify(pgconn *conn, const char *channel, const char *payload, void *arg)
+{
+    dispatcher *d = arg;
+    if (d->state < LEADER_ELECTING)
+        return; /* the load that follows reads everything anyway */
+    if (strcmp(channel, "pgpace_customer") == 0) {
+        leader_reload_customer(d, strtoll(payload, NULL, 10));
+        return;
+    }
+    if (strcmp(channel, "pgpace_carrier") == 0) {
+        load_carriers(d);
+        return;
+    }
+    if (strcmp(channel, "pgpace_enqueue") != 0 || !holds_lock(d->state))
+        return;
+    char *end = NULL;
+    int64_t id = strtoll(payload, &end, 10);
+    const char *carrier = end && *end == ' ' ? end + 1 : "";
+    customer *c = customer_get(d, id);
+    if (!c) {
+        leader_reload_customer(d, id); /* its backstop scan entry will follow */
+        return;
+    }
+    pair_note(c, carrier, now_us());
+    customer_schedule(d, c);
+    claim_arm(d);
+}
+
+/* A statement unanswered for long means a stalled path that TCP keepalives cannot see (the far
+ * side still acknowledges): reset the connection. */
+void leader_on_watchdog(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    uint64_t now = uv_hrtime();
+    uint64_t limit = (uint64_t)d->cfg.lease_seconds * 500000000ull; /* half a lease */
+    if (limit < 2000000000ull)
+        limit = 2000000000ull;
+    uint64_t claim_ns = d->round ? d->round->sent_ns : 0;
+    const char *stalled = claim_ns && now - claim_ns > limit                   ? "claim"
+                          : d->flush_sent_ns && now - d->flush_sent_ns > limit ? "finalize"
+                          : d->lock_sent_ns && now - d->lock_sent_ns > limit   ? "leader lock"
+                                                                               : NULL;
+    if (!stalled || !pgconn_ready(d->db))
+        return;
+    LOG_ERROR("db_statement_stalled", LOG_S("statement", stalled),
+              LOG_I("waited_ms", (long long)(limit / 1000000)),
+              LOG_S("action", "resetting the database connection"));
+    pgconn_reset(d->db);
+}

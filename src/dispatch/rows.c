@@ -1,0 +1,132 @@
+/* rows.c - the dispatcher's statements' result rows, parsed once into structs.
+ *
+ * Column positions come from each query's `-- @columns:` line (sql/queries/NAME.sql, turned
+ * into SQL_NAME_C_* by embed_sql), so they live with the SQL they index. Strings in the structs
+ * point into the PGresult and live as long as it does.
+ */
+#include "internal.h"
+
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool rows_shape_ok(const PGresult *res, int ncols, const char *what)
+{
+    if (PQnfields(res) == ncols)
+        return true;
+    LOG_ERROR("result_shape_mismatch", LOG_S("statement", what), LOG_I("columns", PQnfields(res)),
+              LOG_I("expected", ncols));
+    return false;
+}
+
+int64_t row_i64(const PGresult *res, int r, int col)
+{
+    return strtoll(PQgetvalue(res, r, col), NULL, 10);
+}
+
+static int row_int(const PGresult *res, int r, int col)
+{
+    return atoi(PQgetvalue(res, r, col));
+}
+
+static double row_double(const PGresult *res, int r, int col)
+{
+    return strtod(PQgetvalue(res, r, col), NULL);
+}
+
+static bool row_bool(const PGresult *res, int r, int col)
+{
+    return PQgetvalue(res, r, col)[0] == 't';
+}
+
+static bool row_null(const PGresult *res, int r, int col)
+{
+    return PQgetisnull(res, r, col) != 0;
+}
+
+void claim_row_parse(const PGresult *res, int r, claim_row *out)
+{
+    *out = (claim_row){.customer_id = row_i64(res, r, SQL_RUN_CLAIM_C_CUSTOMER_ID),
+                       .carrier = PQgetvalue(res, r, SQL_RUN_CLAIM_C_CARRIER)};
+    out->is_item = PQgetvalue(res, r, SQL_RUN_CLAIM_C_KIND)[0] == 'i';
+    if (!out->is_item) {
+        out->has_next = !row_null(res, r, SQL_RUN_CLAIM_C_NEXT_US);
+        if (out->has_next)
+            out->next_us = row_i64(res, r, SQL_RUN_CLAIM_C_NEXT_US);
+        return;
+    }
+    out->item_id = row_i64(res, r, SQL_RUN_CLAIM_C_ITEM_ID);
+    out->attempt = row_int(res, r, SQL_RUN_CLAIM_C_ATTEMPT);
+    out->max_attempts = row_int(res, r, SQL_RUN_CLAIM_C_MAX_ATTEMPTS);
+    out->stale = row_bool(res, r, SQL_RUN_CLAIM_C_STALE);
+    out->payload = PQgetvalue(res, r, SQL_RUN_CLAIM_C_PAYLOAD);
+    out->payload_len = (size_t)PQgetlength(res, r, SQL_RUN_CLAIM_C_PAYLOAD);
+    out->created_us = row_i64(res, r, SQL_RUN_CLAIM_C_CREATED_US);
+}
+
+void customer_row_parse(const PGresult *res, int r, customer_row *out)
+{
+    *out = (customer_row){
+        .id = row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID),
+        .name = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_NAME),
+        .mode = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_MODE),
+        .url = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_WEBHOOK_URL),
+        .secrets = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_SECRETS),
+        .rate = row_double(res, r, SQL_RUN_CUSTOMERS_C_RATE_PER_MINUTE),
+        .burst = row_int(res, r, SQL_RUN_CUSTOMERS_C_BURST),
+        .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_C_MAX_IN_FLIGHT),
+        .connect_timeout_ms = row_int(res, r, SQL_RUN_CUSTOMERS_C_CONNECT_TIMEOUT_MS),
+        .request_timeout_ms = row_int(res, r, SQL_RUN_CUSTOMERS_C_REQUEST_TIMEOUT_MS),
+        .paused = row_bool(res, r, SQL_RUN_CUSTOMERS_C_PAUSED),
+        .breaker_state = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_STATE),
+        .breaker_failures = row_int(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_FAILURES),
+        .breaker_trips = row_int(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_TRIPS),
+        .breaker_open_until_us = row_null(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_OPEN_UNTIL_US)
+                                     ? 0
+                                     : row_i64(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_OPEN_UNTIL_US),
+    };
+}
+
+void frontier_row_parse(const PGresult *res, int r, frontier_row *out)
+{
+    *out = (frontier_row){.customer_id = row_i64(res, r, SQL_RUN_FRONTIER_C_CUSTOMER_ID),
+                          .has_tat = !row_null(res, r, SQL_RUN_FRONTIER_C_TAT_US),
+                          .has_tick = !row_null(res, r, SQL_RUN_FRONTIER_C_LAST_TICK),
+                          .credit = row_double(res, r, SQL_RUN_FRONTIER_C_CREDIT)};
+    if (out->has_tat)
+        out->tat_us = row_i64(res, r, SQL_RUN_FRONTIER_C_TAT_US);
+    if (out->has_tick)
+        out->last_tick = row_i64(res, r, SQL_RUN_FRONTIER_C_LAST_TICK);
+}
+
+void backstop_row_parse(const PGresult *res, int r, backstop_row *out)
+{
+    *out = (backstop_row){.customer_id = row_i64(res, r, SQL_RUN_BACKSTOP_C_CUSTOMER_ID),
+                          .carrier = PQgetvalue(res, r, SQL_RUN_BACKSTOP_C_CARRIER),
+                          .due = row_bool(res, r, SQL_RUN_BACKSTOP_C_DUE),
+                          .has_next = !row_null(res, r, SQL_RUN_BACKSTOP_C_NEXT_US)};
+    if (out->has_next)
+        out->next_us = row_i64(res, r, SQL_RUN_BACKSTOP_C_NEXT_US);
+}
+
+void metrics_row_parse(const PGresult *res, int r, metrics_row *out)
+{
+    *out = (metrics_row){
+        .customer = PQgetvalue(res, r, SQL_RUN_METRICS_C_CUSTOMER),
+        .due = row_double(res, r, SQL_RUN_METRICS_C_DUE),
+        .in_flight = row_double(res, r, SQL_RUN_METRICS_C_IN_FLIGHT),
+        .oldest_due_age_s = row_double(res, r, SQL_RUN_METRICS_C_OLDEST_DUE_AGE_S),
+        .dead_tuples = row_double(res, r, SQL_RUN_METRICS_C_DEAD_TUPLES),
+        .vacuum_age_s = row_double(res, r, SQL_RUN_METRICS_C_VACUUM_AGE_S),
+    };
+}
+
+void carrier_row_parse(const PGresult *res, int r, carrier_row *out)
+{
+    *out = (carrier_row){
+        .name = PQgetvalue(res, r, SQL_RUN_CARRIERS_C_NAME),
+        .max_per_round = row_int(res, r, SQL_RUN_CARRIERS_C_MAX_PER_ROUND),
+        .max_in_flight = row_int(res, r, SQL_RUN_CARRIERS_C_MAX_IN_FLIGHT),
+    };
+}

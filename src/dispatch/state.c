@@ -1,0 +1,374 @@
+/* state.c - the leader's memory of customers, carriers and receiver hosts.
+ *
+ * Owns dispatcher.customers, .carriers, .hosts and .heap: creating and updating entries from
+ * their rows, the (customer, carrier) pairs that may have due work, the wait lists of
+ * customers held back by a full host or carrier, host room and carrier budgets, and when each
+ * customer is next eligible for a claim (its key in the scheduler heap). Once loaded, this
+ * memory is the authority for scheduling; the tables are its record.
+ */
+#include "internal.h"
+
+#include "gcra.h"
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+customer *customer_get(dispatcher *d, int64_t id)
+{
+    return hmap_get(&d->customers, &id, sizeof id);
+}
+
+void customer_free(customer *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_pairs; i++)
+        free(c->pairs[i].carrier);
+    free(c->pairs);
+    free(c->name);
+    free(c->url);
+    free(c->secrets_buf);
+    free(c);
+}
+
+static customer_mode parse_mode(const char *s)
+{
+    return strcmp(s, "batch") == 0       ? MODE_BATCH
+           : strcmp(s, "unlimited") == 0 ? MODE_UNLIMITED
+                                         : MODE_SPACED;
+}
+
+static breaker_state parse_breaker(const char *s)
+{
+    return strcmp(s, "open") == 0        ? BREAKER_OPEN
+           : strcmp(s, "half_open") == 0 ? BREAKER_HALF_OPEN
+                                         : BREAKER_CLOSED;
+}
+
+customer *customer_apply(dispatcher *d, const customer_row *row)
+{
+    customer *c = customer_get(d, row->id);
+    bool fresh = !c;
+    if (fresh) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        c->id = row->id;
+        c->tat = GCRA_TAT_NONE;
+        c->round_slot = -1;
+    }
+    char *name = strdup(row->name);
+    char *url = strdup(row->url);
+    char *secrets = strdup(row->secrets);
+    if (!name || !url || !secrets ||
+        (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
+        free(name);
+        free(url);
+        free(secrets);
+        if (fresh)
+            free(c);
+        return NULL;
+    }
+    free(c->name);
+    free(c->url);
+    free(c->secrets_buf);
+    c->name = name;
+    c->url = url;
+    c->secrets_buf = secrets;
+    c->n_secrets = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(c->secrets_buf, " ", &save);
+         tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
+        c->secrets[c->n_secrets++] = tok;
+    c->mode = parse_mode(row->mode);
+    c->rate = row->rate;
+    c->burst = row->burst;
+    int64_t period = gcra_period_us(c->rate);
+    c->period_us = period > 0 ? period : 60000000;
+    c->max_in_flight = row->max_in_flight;
+    c->paused = row->paused;
+    c->host = host_for_url(d, c->url);
+    c->connect_timeout_ms = row->connect_timeout_ms;
+    c->request_timeout_ms = row->request_timeout_ms;
+    if (fresh) {
+        /* A new leader resumes the breaker where the last one left it, except a probe: that
+         * died with the old leader, so the breaker is open again and lets a new one through. */
+        c->breaker.state = parse_breaker(row->breaker_state);
+        if (c->breaker.state == BREAKER_HALF_OPEN)
+            c->breaker.state = BREAKER_OPEN;
+        c->breaker.failures = row->breaker_failures;
+        c->breaker.trips = row->breaker_trips;
+        c->breaker.open_until = row->breaker_open_until_us;
+    }
+    return c;
+}
+
+void customer_remove(dispatcher *d, int64_t id)
+{
+    customer *gone = hmap_del(&d->customers, &id, sizeof id);
+    if (!gone)
+        return;
+    sched_heap_remove(&d->heap, gone->id);
+    LOG_INFO("customer_removed", LOG_S("customer", gone->name));
+    customer_free(gone);
+}
+
+carrier_state *carrier_get(dispatcher *d, const char *name)
+{
+    carrier_state *cs = hmap_get(&d->carriers, name, strlen(name));
+    if (cs)
+        return cs;
+    cs = calloc(1, sizeof *cs);
+    if (!cs || !(cs->name = strdup(name)) || hmap_put(&d->carriers, name, strlen(name), cs) != 0) {
+        if (cs)
+            free(cs->name);
+        free(cs);
+        return NULL;
+    }
+    return cs;
+}
+
+void carrier_apply(dispatcher *d, const carrier_row *row)
+{
+    carrier_state *cs = carrier_get(d, row->name);
+    if (!cs)
+        return;
+    cs->max_per_round = row->max_per_round;
+    cs->max_in_flight = row->max_in_flight;
+}
+
+int carrier_budget(const pgp_config *cfg, const carrier_state *cs)
+{
+    int budget = cs->max_per_round > 0 ? cs->max_per_round : cfg->carrier_max_per_round;
+    int max = cs->max_in_flight > 0 ? cs->max_in_flight : cfg->carrier_max_in_flight;
+    if (max > 0 && max - cs->in_flight < budget)
+        budget = max - cs->in_flight;
+    return budget < 0 ? 0 : budget;
+}
+
+host_state *host_for_url(dispatcher *d, const char *url)
+{
+    const char *auth = strstr(url, "://");
+    size_t len = auth ? (size_t)(auth + 3 - url) + strcspn(auth + 3, "/?#") : strlen(url);
+    char key[512];
+    if (len >= sizeof key)
+        len = sizeof key - 1;
+    for (size_t i = 0; i < len; i++)
+        key[i] = (char)((url[i] >= 'A' && url[i] <= 'Z') ? url[i] + 32 : url[i]);
+    key[len] = '\0';
+    host_state *h = hmap_get(&d->hosts, key, len);
+    if (h)
+        return h;
+    h = calloc(1, sizeof *h);
+    if (!h || !(h->key = strdup(key)) || hmap_put(&d->hosts, key, len, h) != 0) {
+        if (h)
+            free(h->key);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int host_room(const pgp_config *cfg, const customer *c)
+{
+    if (!c->host)
+        return cfg->max_host_connections;
+    int room = cfg->max_host_connections - c->host->in_flight - c->host->reserved;
+    return room < 0 ? 0 : room;
+}
+
+/* Notes that a round asks n items of the customer's host, so later customers of the same host
+ * in the round see that much less room (in_flight only counts once the claim answers). */
+void host_reserve(customer *c, int n)
+{
+    if (c->host && n > 0)
+        c->host->reserved += n;
+}
+
+/* The round is built (only one claim is in flight at a time): its reservations end. */
+void host_reservations_end(dispatcher *d, const claim_round *r)
+{
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (c && c->host)
+            c->host->reserved = 0;
+    }
+}
+
+/* Puts the customer on a wait list (once); it leaves the heap until woken. */
+void wait_on(waiters *w, customer *c)
+{
+    if (c->waiting)
+        return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        int64_t *ids = realloc(w->ids, cap * sizeof *ids);
+        if (!ids)
+            return; /* stays in the heap: retried on its own schedule */
+        w->ids = ids;
+        w->cap = cap;
+    }
+    w->ids[w->n++] = c->id;
+    c->waiting = true;
+}
+
+/* Room was freed: everyone waiting for it may try again. Wakes come from completions and from
+ * written outcomes (a carrier's room) alike, so this re-arms the claim timer itself. */
+void wake(dispatcher *d, waiters *w)
+{
+    size_t n = w->n;
+    w->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        customer *c = customer_get(d, w->ids[i]);
+        if (c && c->waiting) {
+            c->waiting = false;
+            customer_schedule(d, c);
+        }
+    }
+    if (n > 0)
+        claim_arm(d);
+}
+
+/* Wait lists belong to the leadership that built them. */
+void waiters_clear_all(dispatcher *d)
+{
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        c->waiting = false;
+    pos = 0;
+    host_state *h;
+    while ((h = hmap_next(&d->hosts, &pos)) != NULL)
+        h->waiting.n = 0;
+    pos = 0;
+    carrier_state *cs;
+    while ((cs = hmap_next(&d->carriers, &pos)) != NULL)
+        cs->waiting.n = 0;
+}
+
+pair *pair_find(customer *c, const char *carrier)
+{
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (strcmp(c->pairs[i].carrier, carrier) == 0)
+            return &c->pairs[i];
+    return NULL;
+}
+
+/* Records that (c, carrier) may have due work from next_us on (keeps the earlier time). */
+void pair_note(customer *c, const char *carrier, int64_t next_us)
+{
+    pair *p = pair_find(c, carrier);
+    if (p) {
+        if (next_us < p->next_us)
+            p->next_us = next_us;
+        return;
+    }
+    if (c->n_pairs == c->cap_pairs) {
+        size_t cap = c->cap_pairs ? c->cap_pairs * 2 : 4;
+        pair *v = realloc(c->pairs, cap * sizeof *v);
+        if (!v)
+            return; /* the backstop scan will find it again */
+        c->pairs = v;
+        c->cap_pairs = cap;
+    }
+    char *name = strdup(carrier);
+    if (!name)
+        return;
+    c->pairs[c->n_pairs++] = (pair){name, next_us, 0};
+}
+
+void pair_drop(customer *c, const char *carrier)
+{
+    pair *p = pair_find(c, carrier);
+    if (!p)
+        return;
+    free(p->carrier);
+    *p = c->pairs[--c->n_pairs];
+}
+
+bool has_due_pair(const customer *c, int64_t now)
+{
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (c->pairs[i].next_us <= now)
+            return true;
+    return false;
+}
+
+/* The batch tick a wall-clock time is in: ticks are aligned multiples of batch_tick_ms, so
+ * every leader numbers them alike. */
+int64_t batch_tick_at(const pgp_config *cfg, int64_t t_us)
+{
+    return (t_us / 1000) / cfg->batch_tick_ms;
+}
+
+int batch_owed(const customer *c, int64_t tick)
+{
+    return c->owed > 0 && c->owed_tick >= tick ? c->owed : 0;
+}
+
+bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
+{
+    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 &&
+                    (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
+                    !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
+                    !(c->breaker.state == BREAKER_HALF_OPEN && c->breaker.probe_in_flight);
+    if (!eligible)
+        return false;
+    int64_t at = INT64_MAX;
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (c->pairs[i].next_us < at)
+            at = c->pairs[i].next_us;
+    /* A spaced customer is claimed its lookahead before its GCRA slot (and sent exactly at it
+     * from a timer), but never before its items are due: a retry waiting for its time is not
+     * claimed early, which would only make empty claims. */
+    if (c->mode == MODE_SPACED) {
+        int64_t eligible_at = gcra_eligible_at(c->tat, c->period_us, c->burst);
+        if (eligible_at != INT64_MIN && eligible_at - LOOKAHEAD_US > at)
+            at = eligible_at - LOOKAHEAD_US;
+    }
+    if (c->breaker.state == BREAKER_OPEN && c->breaker.open_until > at)
+        at = c->breaker.open_until;
+    *due = at;
+    return true;
+}
+
+/* Puts the customer in the heap at its next eligible time, or takes it out. */
+void customer_schedule(dispatcher *d, customer *c)
+{
+    if (d->state != LEADER_LEADING)
+        return;
+    int64_t due;
+    if (!customer_due_at(c, batch_tick_at(&d->cfg, now_us()), &due)) {
+        sched_heap_remove(&d->heap, c->id);
+        return;
+    }
+    if (sched_heap_set(&d->heap, c->id, due) != 0)
+        LOG_ERROR("out_of_memory", LOG_S("where", "scheduler heap"));
+}
+
+void state_free(dispatcher *d)
+{
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        customer_free(c);
+    hmap_free(&d->customers);
+    pos = 0;
+    carrier_state *cs;
+    while ((cs = hmap_next(&d->carriers, &pos)) != NULL) {
+        free(cs->waiting.ids);
+        free(cs->name);
+        free(cs);
+    }
+    hmap_free(&d->carriers);
+    pos = 0;
+    host_state *h;
+    while ((h = hmap_next(&d->hosts, &pos)) != NULL) {
+        free(h->waiting.ids);
+        free(h->key);
+        free(h);
+    }
+    hmap_free(&d->hosts);
+    sched_heap_free(&d->heap);
+}
