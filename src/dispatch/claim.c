@@ -555,9 +555,10 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
         c->round_slot = -1;
         if (!ok) {
             /* Try again later rather than spin on a failing statement. */
+            int64_t later = now + (int64_t)ERROR_RETRY_MS * 1000;
             for (size_t i = 0; i < c->n_pairs; i++)
-                if (c->pairs[i].next_us < now + ERROR_RETRY_MS * 1000)
-                    c->pairs[i].next_us = now + ERROR_RETRY_MS * 1000;
+                if (c->pairs[i].next_us < later)
+                    c->pairs[i].next_us = later;
         }
         customer_schedule(d, c);
     }

@@ -272,10 +272,13 @@ void pair_note(customer *c, const char *carrier, int64_t next_us)
         c->pairs = v;
         c->cap_pairs = cap;
     }
-    char *name = strdup(carrier);
-    if (!name)
+    pair *added = &c->pairs[c->n_pairs];
+    added->carrier = strdup(carrier);
+    if (!added->carrier)
         return;
-    c->pairs[c->n_pairs++] = (pair){name, next_us, 0};
+    added->next_us = next_us;
+    added->served_us = 0;
+    c->n_pairs++;
 }
 
 void pair_drop(customer *c, const char *carrier)
