@@ -1,10 +1,13 @@
-/* migrate.c - versioned, checksummed, lock-protected schema migrations. */
+/* migrate.c - versioned, checksummed, lock-protected schema migrations, and the repeatable
+ * function files re-applied when they change. */
 #include "migrate.h"
 
 #include "db.h"
 #include "sql_embed.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,27 +18,73 @@ int migrate_latest_version(void)
     return (int)sql_migrations_count;
 }
 
+static void hex(const unsigned char *digest, unsigned len, char out[65])
+{
+    for (unsigned i = 0; i < len; i++)
+        snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
 static int sha256_hex(const char *text, char out[65])
 {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     if (EVP_Digest(text, strlen(text), digest, &len, EVP_sha256(), NULL) != 1 || len != 32)
         return -EIO;
-    for (unsigned i = 0; i < len; i++)
-        snprintf(out + 2 * i, 3, "%02x", digest[i]);
+    hex(digest, len, out);
     return 0;
 }
 
-int migrate_db_version(PGconn *conn, int *version, pgp_error *err)
+/* ---- the digest of the function files --------------------------------------------------- */
+
+/* Computed once: it depends only on the embedded files. "" if SHA-256 failed, which matches no
+ * stored digest. */
+static pthread_once_t digest_once = PTHREAD_ONCE_INIT;
+static char functions_digest[65];
+
+static void compute_functions_digest(void)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    for (size_t i = 0; ok && i < sql_functions_count; i++) {
+        char sum[65], line[256];
+        ok = sha256_hex(sql_functions[i].text, sum) == 0;
+        int n = snprintf(line, sizeof line, "%s  %s.sql\n", sum, sql_functions[i].name);
+        ok = ok && n > 0 && (size_t)n < sizeof line && EVP_DigestUpdate(ctx, line, (size_t)n) == 1;
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (ok && EVP_DigestFinal_ex(ctx, digest, &len) == 1 && len == 32)
+        hex(digest, len, functions_digest);
+    EVP_MD_CTX_free(ctx);
+}
+
+const char *migrate_functions_digest(void)
+{
+    pthread_once(&digest_once, compute_functions_digest);
+    return functions_digest;
+}
+
+/* ---- reading the database's state ------------------------------------------------------- */
+
+int migrate_db_state(PGconn *conn, int *version, char digest[65], pgp_error *err)
 {
     PGresult *res;
     int rc = db_exec(conn, sql_q_schema_version, 0, NULL, &res, err);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "cannot read the schema version");
     *version = atoi(PQgetvalue(res, 0, 0));
+    snprintf(digest, 65, "%s", PQgetvalue(res, 0, 1)); /* "" for NULL */
     PQclear(res);
     return 0;
 }
+
+int migrate_db_version(PGconn *conn, int *version, pgp_error *err)
+{
+    char digest[65];
+    return migrate_db_state(conn, version, digest, err);
+}
+
+/* ---- migrations ------------------------------------------------------------------------- */
 
 /* Verifies applied migrations; returns the number applied so far or a negative error. */
 static int check_applied(PGconn *conn, pgp_error *err)
@@ -98,9 +147,158 @@ static int apply_one(PGconn *conn, const struct sql_migration *m, pgp_error *err
     return 0;
 }
 
-int migrate_run(PGconn *conn, int *applied, FILE *progress, pgp_error *err)
+/* ---- function files --------------------------------------------------------------------- */
+
+/* The function files to apply, as flags over sql_functions[] with their checksums. */
+typedef struct function_plan {
+    bool *todo;
+    char (*checksum)[65];
+    int n_todo;
+    bool forget; /* the database has rows of files this binary does not have */
+    bool digest; /* the stored digest is not this binary's */
+} function_plan;
+
+static void plan_free(function_plan *p)
 {
-    *applied = 0;
+    free(p->todo);
+    free(p->checksum);
+}
+
+/* Compares the embedded files with pgpace.schema_function: a file is to be applied when its
+ * row is missing or holds another checksum, or always when `all`. */
+static int plan_functions(PGconn *conn, bool all, function_plan *plan, pgp_error *err)
+{
+    size_t n = sql_functions_count;
+    plan->todo = calloc(n + 1, sizeof *plan->todo);
+    plan->checksum = calloc(n + 1, sizeof *plan->checksum);
+    if (!plan->todo || !plan->checksum)
+        return pgp_error_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (sha256_hex(sql_functions[i].text, plan->checksum[i]) != 0)
+            return pgp_error_set(err, -EIO, "cannot compute SHA-256");
+    }
+
+    PGresult *res;
+    int rc = db_exec(conn, sql_q_migrate_function_applied, 0, NULL, &res, err);
+    if (rc != 0)
+        return pgp_error_prefix(err, rc, "cannot read applied function files");
+    int rows = PQntuples(res);
+    for (size_t i = 0; i < n; i++) {
+        bool same = false;
+        for (int r = 0; r < rows && !same; r++) {
+            same = strcmp(PQgetvalue(res, r, 0), sql_functions[i].name) == 0 &&
+                   strcmp(PQgetvalue(res, r, 1), plan->checksum[i]) == 0;
+        }
+        plan->todo[i] = all || !same;
+        plan->n_todo += plan->todo[i];
+    }
+    for (int r = 0; r < rows && !plan->forget; r++) {
+        bool known = false;
+        for (size_t i = 0; i < n && !known; i++)
+            known = strcmp(PQgetvalue(res, r, 0), sql_functions[i].name) == 0;
+        plan->forget = !known;
+    }
+    PQclear(res);
+
+    int version;
+    char stored[65];
+    rc = migrate_db_state(conn, &version, stored, err);
+    if (rc != 0)
+        return rc;
+    plan->digest = strcmp(stored, migrate_functions_digest()) != 0;
+    return 0;
+}
+
+/* "{01_names,02_partitions,...}": names are [A-Za-z0-9_] (embed_sql checks), so no quoting. */
+static char *function_names_array(void)
+{
+    size_t len = 3;
+    for (size_t i = 0; i < sql_functions_count; i++)
+        len += strlen(sql_functions[i].name) + 1;
+    char *out = malloc(len);
+    if (!out)
+        return NULL;
+    char *p = out;
+    *p++ = '{';
+    for (size_t i = 0; i < sql_functions_count; i++)
+        p += sprintf(p, "%s%s", i ? "," : "", sql_functions[i].name);
+    strcpy(p, "}");
+    return out;
+}
+
+/* The statements of one transaction: the planned files, their rows, the rows of files gone
+ * (*forgotten gets their names), the digest. */
+static int apply_functions_tx(PGconn *conn, const function_plan *plan, PGresult **forgotten,
+                              pgp_error *err)
+{
+    for (size_t i = 0; i < sql_functions_count; i++) {
+        if (!plan->todo[i])
+            continue;
+        const char *params[] = {sql_functions[i].name, plan->checksum[i]};
+        int rc = db_exec_simple(conn, sql_functions[i].text, err);
+        if (rc == 0)
+            rc = db_exec(conn, sql_q_migrate_function_record, 2, params, NULL, err);
+        if (rc != 0) {
+            return pgp_error_prefix(err, rc,
+                                    "function file %s failed; no function file was applied "
+                                    "(rolled back)",
+                                    sql_functions[i].name);
+        }
+    }
+
+    char *names = function_names_array();
+    if (!names)
+        return pgp_error_set(err, -ENOMEM, "out of memory");
+    const char *forget_params[] = {names};
+    int rc = db_exec(conn, sql_q_migrate_function_forget, 1, forget_params, forgotten, err);
+    free(names);
+    if (rc != 0)
+        return pgp_error_prefix(err, rc, "cannot update pgpace.schema_function");
+
+    const char *digest_params[] = {migrate_functions_digest()};
+    rc = db_exec(conn, sql_q_migrate_function_digest, 1, digest_params, NULL, err);
+    if (rc != 0)
+        return pgp_error_prefix(err, rc, "cannot update pgpace.schema_function_digest");
+    return 0;
+}
+
+/* Re-applies the function files that changed, in one transaction. After a migration every file
+ * is applied: a migration may have dropped a view or function to change what it depends on.
+ * Progress lines are written once the transaction committed. */
+static int apply_functions(PGconn *conn, bool all, migrate_result *result, FILE *progress,
+                           pgp_error *err)
+{
+    function_plan plan = {0};
+    PGresult *forgotten = NULL;
+    int rc = plan_functions(conn, all, &plan, err);
+    if (rc == 0 && (plan.n_todo > 0 || plan.forget || plan.digest)) {
+        rc = db_exec_simple(conn, "BEGIN", err);
+        if (rc == 0)
+            rc = apply_functions_tx(conn, &plan, &forgotten, err);
+        if (rc == 0)
+            rc = db_exec_simple(conn, "COMMIT", err);
+        if (rc != 0)
+            db_rollback(conn);
+    }
+    if (rc == 0) {
+        result->functions = plan.n_todo;
+        for (size_t i = 0; progress && i < sql_functions_count; i++) {
+            if (plan.todo[i])
+                fprintf(progress, "applied function file %s\n", sql_functions[i].name);
+        }
+        for (int r = 0; progress && forgotten && r < PQntuples(forgotten); r++) {
+            fprintf(progress, "forgot function file %s (not in this binary)\n",
+                    PQgetvalue(forgotten, r, 0));
+        }
+    }
+    PQclear(forgotten);
+    plan_free(&plan);
+    return rc;
+}
+
+int migrate_run(PGconn *conn, migrate_result *result, FILE *progress, pgp_error *err)
+{
+    *result = (migrate_result){0};
     char lock_class[16], lock_key[16];
     snprintf(lock_class, sizeof lock_class, "%d", DB_LOCK_CLASS);
     snprintf(lock_key, sizeof lock_key, "%d", DB_LOCK_MIGRATE);
@@ -118,11 +316,13 @@ int migrate_run(PGconn *conn, int *applied, FILE *progress, pgp_error *err)
     for (int i = done; rc == 0 && i < (int)sql_migrations_count; i++) {
         rc = apply_one(conn, &sql_migrations[i], err);
         if (rc == 0) {
-            (*applied)++;
+            result->migrations++;
             if (progress)
                 fprintf(progress, "applied %s\n", sql_migrations[i].name);
         }
     }
+    if (rc == 0)
+        rc = apply_functions(conn, result->migrations > 0, result, progress, err);
 
     pgp_error unlock_err;
     if (db_exec(conn, sql_q_unlock_migrate, 2, lock_params, NULL, &unlock_err) != 0 && rc == 0)
