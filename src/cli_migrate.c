@@ -2,16 +2,21 @@
 #include "cli.h"
 #include "migrate.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char migrate_usage[] =
     "usage: pgpace migrate [--status] [--db CONNINFO] [--config FILE]\n"
     "\n"
     "Applies the schema migrations this binary carries, in order, each in its own transaction,\n"
-    "under an advisory lock (concurrent runs wait for each other). Running it again is a no-op.\n"
+    "under an advisory lock (concurrent runs wait for each other). Then re-applies, in one more\n"
+    "transaction, the function files (functions and views) that differ from those the database\n"
+    "last had: each one that changed, or all after a migration. Running it again is a no-op.\n"
     "A migration that was edited after it was applied is an error and nothing is applied.\n"
     "\n"
-    "  --status   only report the database's schema version and the one this binary expects\n";
+    "  --status   only report the database's schema version and the one this binary expects,\n"
+    "             and whether the database's functions are this binary's\n";
 
 int cli_migrate(cli_ctx *ctx, int argc, char **argv)
 {
@@ -43,20 +48,25 @@ int cli_migrate(cli_ctx *ctx, int argc, char **argv)
     pgp_error err;
     int version = 0;
     if (status_only) {
-        if (migrate_db_version(ctx->conn, &version, &err) != 0)
+        char digest[65];
+        if (migrate_db_state(ctx->conn, &version, digest, &err) != 0)
             return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
-        printf("database schema version %d; this binary expects %d%s\n", version,
+        bool same = strcmp(digest, migrate_functions_digest()) == 0;
+        printf("database schema version %d; this binary expects %d; functions %s%s\n", version,
                migrate_latest_version(),
-               version < migrate_latest_version() ? " (run: pgpace migrate)" : "");
+               same        ? "up to date"
+               : digest[0] ? "differ from this binary's"
+                           : "not recorded",
+               version < migrate_latest_version() || !same ? " (run: pgpace migrate)" : "");
         return CLI_OK;
     }
-    int applied = 0;
-    if (migrate_run(ctx->conn, &applied, stdout, &err) != 0)
+    migrate_result done;
+    if (migrate_run(ctx->conn, &done, stdout, &err) != 0)
         return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
-    if (applied == 0)
+    if (done.migrations == 0 && done.functions == 0)
         printf("schema is up to date at version %d\n", migrate_latest_version());
     else
-        printf("applied %d migration(s); schema is at version %d\n", applied,
-               migrate_latest_version());
+        printf("applied %d migration(s) and %d function file(s); schema is at version %d\n",
+               done.migrations, done.functions, migrate_latest_version());
     return CLI_OK;
 }

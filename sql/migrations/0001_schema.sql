@@ -1,4 +1,4 @@
--- 0001_schema.sql - the pgpace data model (DESIGN §2).
+-- 0001_schema.sql - the pgpace data model.
 -- Applied by `pgpace migrate` inside one transaction; the runner has already created the
 -- `pgpace` schema and its `schema_migration` bookkeeping table.
 
@@ -100,10 +100,10 @@ CREATE TABLE pgpace.queue (
     autovacuum_analyze_scale_factor = 0.02,
     autovacuum_vacuum_cost_delay = 0
 );
--- The one index the claim reads. DESIGN §2 suggests (customer_id, priority DESC, next_action_at);
--- carrier is added after customer_id so that the claim probes each active (customer, carrier)
--- pair: a carrier holding 100,000 due items of a customer then costs one probe, and the other
--- carriers' items of that customer are found without reading past its backlog (DESIGN §4.4).
+-- The one index the claim reads: (customer_id, priority DESC, next_action_at) with carrier
+-- after customer_id, so that the claim probes each active (customer, carrier) pair: a carrier
+-- holding 100,000 due items of a customer then costs one probe, and the other carriers' items of
+-- that customer are found without reading past its backlog (one carrier cannot starve the rest).
 -- Bookkeeping columns (attempt, claimed_by, last_error) are deliberately in no index.
 CREATE INDEX queue_claim ON pgpace.queue (customer_id, carrier, priority DESC, next_action_at)
     WHERE next_action_at IS NOT NULL;

@@ -1,5 +1,5 @@
 -- 0005_dead_letter_partitions.sql - dead letters partitioned by day, so retention drops whole
--- days instead of deleting rows (DESIGN §2). Existing rows move to the DEFAULT partition,
+-- days instead of deleting rows. Existing rows move to the DEFAULT partition,
 -- which retention never drops: they stay until purged with `pgpace dlq purge`.
 ALTER TABLE pgpace.dead_letter RENAME TO dead_letter_before_0005;
 ALTER INDEX pgpace.dead_letter_customer RENAME TO dead_letter_before_0005_customer;

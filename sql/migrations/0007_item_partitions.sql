@@ -1,5 +1,5 @@
 -- 0007_item_partitions.sql - delivered items are dropped by whole days, like the attempt log
--- and dead letters (DESIGN §2: retention never deletes rows one by one).
+-- and dead letters (retention never deletes rows one by one).
 --
 -- Item ids carry their day: id = (days since 1970-01-01 UTC) << 33 | (nextval & (2^33 - 1))
 -- (pgpace.next_item_id(), the column default). pgpace.item is partitioned by RANGE (id), one

@@ -1,3 +1,12 @@
--- Highest applied migration, or 0 when pgpace was never migrated into this database.
-SELECT CASE WHEN to_regclass('pgpace.schema_migration') IS NULL THEN 0
-            ELSE (SELECT coalesce(max(version), 0) FROM pgpace.schema_migration) END
+-- The database's schema version (0 when pgpace was never migrated into it) and the digest of the
+-- function files `pgpace migrate` applied last (migrate_functions_digest() of that binary; NULL
+-- when none was recorded: never migrated, or migrated only by a pgpace from before
+-- sql/functions). Either table may be missing, and a statement that names a missing table fails
+-- before it runs, so both are read through table_to_xml(), which takes the table as a value (NULL
+-- when missing). The XML is matched as text, which needs no XML support in the server.
+SELECT coalesce((SELECT max(m[1]::integer)
+                   FROM regexp_matches(table_to_xml(to_regclass('pgpace.schema_migration'),
+                                                    false, false, '')::text,
+                                       '<version>([0-9]+)</version>', 'g') AS m), 0) AS version,
+       substring(table_to_xml(to_regclass('pgpace.schema_function_digest'), false, false, '')::text
+                 FROM '<digest>([0-9a-f]{64})</digest>') AS functions_digest

@@ -1,6 +1,8 @@
 /* test_migrate.c - `pgpace migrate` against a real server: apply, re-run, concurrency,
- * checksum mismatch, unreachable database, the upgrade to day-partitioned items, and retention
- * by whole partitions. */
+ * checksum mismatch and comment-only revisions, unreachable database, the upgrade from every
+ * earlier schema version compared with a fresh install, the function files (re-applied when
+ * changed, rolled back together), the upgrade to day-partitioned items, and retention by whole
+ * partitions. */
 #include "fixture.h"
 #include "testlib.h"
 
@@ -12,6 +14,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+static void assert_schema_version(PGconn *c, int version, const char *digest);
 
 static int setup(void **state)
 {
@@ -34,17 +38,33 @@ static int teardown(void **state)
 static void migrate_creates_schema_and_records_it(void **state)
 {
     tl_db *db = *state;
-    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    /* A database pgpace never saw answers version 0, no functions (no pgpace schema yet). */
+    assert_schema_version(db->conn, 0, NULL);
+    char expected[160];
+    snprintf(expected, sizeof expected,
+             "database schema version 0; this binary expects %d; functions not recorded (run: "
+             "pgpace migrate)",
+             migrate_latest_version());
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, expected);
+    tl_proc_free(&p);
+
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
     assert_int_equal(p.status, 0);
     tl_assert_contains(p.out, "applied 0001_schema");
+    tl_assert_contains(p.out, "applied function file 01_names\n");
     tl_proc_free(&p);
+    assert_schema_version(db->conn, migrate_latest_version(), migrate_functions_digest());
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.schema_function"),
+                     (long long)sql_functions_count);
 
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.schema_migration"),
                      migrate_latest_version());
     assert_int_equal(tl_query_int(db->conn, "SELECT min(length(checksum)) FROM "
                                             "pgpace.schema_migration"),
                      64);
-    /* DESIGN §2 physical rules. */
+    /* The queue's storage settings, the UNLOGGED frontier, the attempt log by day. */
     char *opts = tl_query_str(db->conn, "SELECT array_to_string(reloptions, ',') FROM pg_class "
                                         "WHERE oid = 'pgpace.queue'::regclass");
     tl_assert_contains(opts, "fillfactor=80");
@@ -98,25 +118,39 @@ static void concurrent_migrations_are_safe(void **state)
 {
     tl_db *db = *state;
     /* Four migrate processes at once: the advisory lock serialises them; all succeed and the
-     * migration is applied exactly once. */
+     * migrations and the function files are applied exactly once. Each child exits with 10 +
+     * 2 * (it applied 0001) + (it applied the first function file), or 1 when it failed. */
     enum { N = 4 };
     pid_t kids[N];
+    char first_function[128];
+    snprintf(first_function, sizeof first_function, "applied function file %s\n",
+             sql_functions[0].name);
     for (int i = 0; i < N; i++) {
         kids[i] = fork();
         assert_true(kids[i] >= 0);
         if (kids[i] == 0) {
             tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
-            _exit(p.status);
+            if (p.status != 0)
+                _exit(1);
+            _exit(10 + 2 * (strstr(p.out, "applied 0001_schema\n") != NULL) +
+                  (strstr(p.out, first_function) != NULL));
         }
     }
+    int schema_applied = 0, functions_applied = 0;
     for (int i = 0; i < N; i++) {
         int st;
         assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
         assert_true(WIFEXITED(st));
-        assert_int_equal(WEXITSTATUS(st), 0);
+        assert_in_range(WEXITSTATUS(st), 10, 13);
+        schema_applied += (WEXITSTATUS(st) - 10) / 2;
+        functions_applied += (WEXITSTATUS(st) - 10) % 2;
     }
+    assert_int_equal(schema_applied, 1);
+    assert_int_equal(functions_applied, 1);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.schema_migration"),
                      migrate_latest_version());
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.schema_function"),
+                     (long long)sql_functions_count);
 }
 
 static void checksum_mismatch_is_an_error(void **state)
@@ -133,6 +167,86 @@ static void checksum_mismatch_is_an_error(void **state)
     tl_proc_free(&p);
 }
 
+/* The checksums pgpace recorded for migrations whose comments were revised later, as released:
+ * sha256sum of 0001, 0005 and 0007 before their citations of DESIGN were removed. An older
+ * pgpace left these in schema_migration. */
+static const char *released_checksum(int version)
+{
+    switch (version) {
+    case 1:
+        return "38f38044022879d6da2a1fb332048d91b14121c2846ebe242b979393a0d84ac8";
+    case 5:
+        return "1c3ccc79337427c34f7837e5a846cb4d3acb3c7f77b3840e3bdd2ceb122f4439";
+    case 7:
+        return "5c6f9dab233f11c4b107339a57903b65da3af75ca68e2ccde8826646ff7068ab";
+    default:
+        return NULL;
+    }
+}
+
+/* The number of schema_migration rows whose checksum is the SHA-256 of the embedded text. */
+static long long current_checksums(PGconn *c)
+{
+    long long n = 0;
+    for (size_t i = 0; i < sql_migrations_count; i++) {
+        char version[16];
+        snprintf(version, sizeof version, "%d", sql_migrations[i].version);
+        PGresult *res =
+            PQexecParams(c,
+                         "SELECT count(*) FROM pgpace.schema_migration WHERE version = $1 AND "
+                         "checksum = encode(sha256(convert_to($2, 'UTF8')), 'hex')",
+                         2, NULL, TL_ARGV(version, sql_migrations[i].text), NULL, NULL, 0);
+        assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+        n += atoll(PQgetvalue(res, 0, 0));
+        PQclear(res);
+    }
+    return n;
+}
+
+static void released_checksum_of_a_revised_migration_is_accepted(void **state)
+{
+    tl_db *db = *state;
+    tl_exec(db->conn, "UPDATE pgpace.schema_migration SET checksum = '%s' WHERE version = 1",
+            released_checksum(1));
+    assert_int_equal(current_checksums(db->conn), migrate_latest_version() - 1);
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "updated the checksum of 0001_schema (its comments were revised)");
+    tl_assert_contains(p.out, "schema is up to date");
+    tl_proc_free(&p);
+    assert_int_equal(current_checksums(db->conn), migrate_latest_version());
+    /* Once: the record now holds the current checksum. */
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    assert_null(strstr(p.out, "updated the checksum"));
+    tl_proc_free(&p);
+
+    /* A released checksum counts for its own migration only; any other is still refused, and
+     * nothing is updated then. */
+    tl_exec(db->conn, "UPDATE pgpace.schema_migration SET checksum = '%s' WHERE version = 1",
+            released_checksum(1));
+    tl_exec(db->conn, "UPDATE pgpace.schema_migration SET checksum = '%s' WHERE version = 5",
+            released_checksum(7));
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "migration 0005_dead_letter_partitions was changed after it was "
+                              "applied");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn,
+                                  "SELECT count(*) FROM pgpace.schema_migration WHERE version = 1 "
+                                  "AND checksum = '%s'",
+                                  released_checksum(1)),
+                     1);
+    tl_exec(db->conn,
+            "UPDATE pgpace.schema_migration SET checksum = "
+            "'9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08' WHERE version = 5");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "migration 0005_dead_letter_partitions was changed after it was "
+                              "applied: checksum in the database 9f86d081884c...");
+    tl_proc_free(&p);
+}
+
 static void newer_schema_is_reported(void **state)
 {
     tl_db *db = *state;
@@ -145,6 +259,316 @@ static void newer_schema_is_reported(void **state)
     assert_int_equal(p.status, 1);
     tl_assert_contains(p.err, "newer than this binary");
     tl_proc_free(&p);
+}
+
+/* ---- upgrades from every earlier version, and the function files ------------------------- */
+
+/* Leaves the database as `pgpace migrate` of an older pgpace at schema version k left it (k = 0:
+ * never migrated): that binary's bootstrap (schema_migration only: it had no function files),
+ * then migrations 1..k, each in its own transaction and recorded with the checksum that binary
+ * computed, i.e. the released one for migrations whose comments were revised since. */
+static void migrate_like_an_older_pgpace(PGconn *c, int k)
+{
+    if (k == 0)
+        return;
+    tl_exec(c, "CREATE SCHEMA IF NOT EXISTS pgpace; CREATE TABLE IF NOT EXISTS "
+               "pgpace.schema_migration (version integer PRIMARY KEY, name text NOT NULL, "
+               "checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    for (int i = 0; i < k; i++) {
+        char version[8];
+        snprintf(version, sizeof version, "%d", sql_migrations[i].version);
+        const char *released = released_checksum(sql_migrations[i].version);
+        tl_exec(c, "BEGIN");
+        PGresult *res = PQexec(c, sql_migrations[i].text);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+            fail_msg("%s: %s", sql_migrations[i].name, PQresultErrorMessage(res));
+        PQclear(res);
+        res = PQexecParams(c,
+                           "INSERT INTO pgpace.schema_migration (version, name, checksum) VALUES "
+                           "($1, $2, coalesce($4, encode(sha256(convert_to($3, 'UTF8')), "
+                           "'hex')))",
+                           4, NULL,
+                           (const char *const[]){version, sql_migrations[i].name,
+                                                 sql_migrations[i].text, released},
+                           NULL, NULL, 0);
+        assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+        PQclear(res);
+        tl_exec(c, "COMMIT");
+    }
+}
+
+/* Asserts what sql/queries/schema_version.sql (the dispatcher's check) answers: the version,
+ * and the functions' digest (NULL: none recorded). */
+static void assert_schema_version(PGconn *c, int version, const char *digest)
+{
+    PGresult *res = PQexec(c, sql_q_schema_version);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 2)
+        fail_msg("schema_version.sql: %s", PQresultErrorMessage(res));
+    assert_int_equal(atoi(PQgetvalue(res, 0, 0)), version);
+    if (digest)
+        assert_string_equal(PQgetvalue(res, 0, 1), digest);
+    else
+        assert_true(PQgetisnull(res, 0, 1));
+    PQclear(res);
+}
+
+/* The catalog of schema pgpace as sorted lines (tests/integration/catalog_dump.sql). */
+typedef struct catalog {
+    char **lines;
+    int n;
+} catalog;
+
+static catalog catalog_dump(PGconn *c)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/integration/catalog_dump.sql",
+             getenv("PGPACE_SOURCE_ROOT"));
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s (run the tests through meson test)", path);
+    char *sql = calloc(1, 65536);
+    assert_non_null(sql);
+    size_t len = fread(sql, 1, 65535, f);
+    fclose(f);
+    assert_true(len > 0 && len < 65535);
+    PGresult *res = PQexec(c, sql);
+    free(sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("catalog_dump.sql: %s", PQresultErrorMessage(res));
+    catalog cat = {calloc((size_t)PQntuples(res) + 1, sizeof(char *)), PQntuples(res)};
+    assert_non_null(cat.lines);
+    for (int i = 0; i < cat.n; i++) {
+        cat.lines[i] = strdup(PQgetvalue(res, i, 0));
+        assert_non_null(cat.lines[i]);
+    }
+    PQclear(res);
+    return cat;
+}
+
+static void catalog_free(catalog *cat)
+{
+    for (int i = 0; i < cat->n; i++)
+        free(cat->lines[i]);
+    free(cat->lines);
+}
+
+/* Fails with the first line (of the sorted dumps) where `got` differs from `want`, and the
+ * character where the two lines part, with some context before it. */
+static void assert_same_catalog(const catalog *want, const catalog *got, const char *what)
+{
+    int i = 0;
+    while (i < want->n && i < got->n && strcmp(want->lines[i], got->lines[i]) == 0)
+        i++;
+    if (i == want->n && i == got->n)
+        return;
+    const char *a = i < want->n ? want->lines[i] : "(the dump ends here)";
+    const char *b = i < got->n ? got->lines[i] : "(the dump ends here)";
+    size_t at = 0;
+    while (a[at] && a[at] == b[at])
+        at++;
+    size_t from = at > 160 ? at - 160 : 0;
+    fail_msg("%s: the catalog differs from a fresh install's at line %d (of %d, %d here), "
+             "character %zu\n  fresh install: %.200s\n  %s: %.200s\n  where they part, fresh "
+             "install: ...%.320s\n  where they part, %s: ...%.320s",
+             what, i + 1, want->n, got->n, at, a, what, b, a + from, what, b + from);
+}
+
+/* For every k, a database left at schema version k by an older pgpace (without function files,
+ * with the released checksums) migrated by this one has exactly a fresh install's catalog. */
+static void upgrade_from_every_version_matches_a_fresh_install(void **state)
+{
+    (void)state;
+    tl_db *fresh = tl_fresh_db(1);
+    catalog want = catalog_dump(fresh->conn);
+    tl_drop_db(fresh);
+    /* The dump sees the schema: every function and view, the bookkeeping tables. */
+    assert_true(want.n > 250);
+    int functions = 0, views = 0;
+    for (int i = 0; i < want.n; i++) {
+        functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
+        views += strncmp(want.lines[i], "view ", 5) == 0;
+    }
+    assert_int_equal(functions, 19);
+    assert_int_equal(views, 3);
+
+    for (int k = 0; k <= migrate_latest_version(); k++) {
+        tl_db *db = tl_fresh_db(0);
+        migrate_like_an_older_pgpace(db->conn, k);
+        assert_schema_version(db->conn, k, NULL);
+        tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+        if (p.status != 0)
+            fail_msg("migrate from version %d: exit %d: %s", k, p.status, p.err);
+        char line[160];
+        if (k < migrate_latest_version()) {
+            snprintf(line, sizeof line, "applied %s\n", sql_migrations[k].name);
+            tl_assert_contains(p.out, line);
+        }
+        if (k >= 1)
+            tl_assert_contains(p.out, "updated the checksum of 0001_schema (its comments were "
+                                      "revised)");
+        snprintf(line, sizeof line, "applied %d migration(s) and %d function file(s)",
+                 migrate_latest_version() - k, (int)sql_functions_count);
+        tl_assert_contains(p.out, line);
+        tl_proc_free(&p);
+        assert_schema_version(db->conn, migrate_latest_version(), migrate_functions_digest());
+        assert_int_equal(current_checksums(db->conn), migrate_latest_version());
+
+        catalog got = catalog_dump(db->conn);
+        char what[64];
+        snprintf(what, sizeof what, "upgraded from version %d", k);
+        assert_same_catalog(&want, &got, what);
+        catalog_free(&got);
+        tl_drop_db(db);
+    }
+    catalog_free(&want);
+}
+
+static void assert_no_function_applied(const tl_proc *p)
+{
+    if (strstr(p->out, "applied function file"))
+        fail_msg("expected no function file to be applied, got:\n%s", p->out);
+}
+
+/* A function file whose recorded checksum differs (as after an edit) is re-applied, alone; what
+ * the database had changed in its functions is replaced and privileges stay as they were. A
+ * second run is a no-op, and rows of files the binary does not have are forgotten. */
+static void changed_function_file_is_reapplied(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    /* An operator's grant on a function of 08_customer, which re-applying must keep. */
+    char role[80];
+    snprintf(role, sizeof role, "%s_ops", db->name);
+    tl_exec(c, "CREATE ROLE %s", role);
+    tl_exec(c,
+            "GRANT EXECUTE ON FUNCTION pgpace.customer_set_timeouts(text, integer, integer) "
+            "TO %s",
+            role);
+    catalog want = catalog_dump(c);
+
+    /* Up to date: nothing is applied, no function row changes. */
+    static const char procs[] = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_proc "
+                                "WHERE pronamespace = 'pgpace'::regnamespace";
+    static const char rows[] = "SELECT string_agg(name || ' ' || checksum || ' ' || applied_at, "
+                               "',' ORDER BY name) FROM pgpace.schema_function";
+    char *procs_before = tl_query_str(c, procs), *rows_before = tl_query_str(c, rows);
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "schema is up to date");
+    assert_no_function_applied(&p);
+    tl_proc_free(&p);
+    char *procs_after = tl_query_str(c, procs), *rows_after = tl_query_str(c, rows);
+    assert_string_equal(procs_after, procs_before);
+    assert_string_equal(rows_after, rows_before);
+    free(procs_after);
+    free(rows_after);
+    free(procs_before);
+    free(rows_before);
+
+    /* As if 05_enqueue and 08_customer had been edited: their rows carry other checksums and the
+     * digest is another binary's. The database's enqueue and customer_set_timeouts differ from
+     * the files (a setting of their own). */
+    tl_exec(c, "UPDATE pgpace.schema_function SET checksum = repeat('0', 64) WHERE name IN "
+               "('05_enqueue', '08_customer')");
+    tl_exec(c, "UPDATE pgpace.schema_function_digest SET digest = repeat('1', 64)");
+    tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
+               "integer) SET work_mem = '1MB'");
+    tl_exec(c, "ALTER FUNCTION pgpace.customer_set_timeouts(text, integer, integer) SET work_mem "
+               "= '1MB'");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "functions differ from this binary's (run: pgpace migrate)");
+    tl_proc_free(&p);
+
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "applied function file 05_enqueue\n");
+    tl_assert_contains(p.out, "applied function file 08_customer\n");
+    tl_assert_contains(p.out, "applied 0 migration(s) and 2 function file(s)");
+    assert_null(strstr(p.out, "applied function file 06_enqueue_json"));
+    tl_proc_free(&p);
+    catalog got = catalog_dump(c);
+    assert_same_catalog(&want, &got, "after re-applying 05_enqueue and 08_customer");
+    catalog_free(&got);
+    assert_schema_version(c, migrate_latest_version(), migrate_functions_digest());
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.schema_function WHERE checksum "
+                                     "= repeat('0', 64)"),
+                     0);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "; functions up to date\n");
+    tl_proc_free(&p);
+
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "schema is up to date");
+    assert_no_function_applied(&p);
+    tl_proc_free(&p);
+
+    /* A file the binary no longer has (its function dropped by a migration). */
+    tl_exec(c, "INSERT INTO pgpace.schema_function (name, checksum) VALUES ('99_gone', "
+               "repeat('2', 64))");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "forgot function file 99_gone (not in this binary)");
+    assert_no_function_applied(&p);
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.schema_function"),
+                     (long long)sql_functions_count);
+
+    catalog_free(&want);
+    tl_exec(c,
+            "REVOKE ALL ON FUNCTION pgpace.customer_set_timeouts(text, integer, integer) FROM "
+            "%s",
+            role);
+    tl_exec(c, "DROP ROLE %s", role);
+}
+
+/* A function file that fails rolls back every file of the run, and the error names it. Once the
+ * cause is gone, the next run applies them and re-creates what was missing. */
+static void failing_function_file_rolls_back(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    catalog want = catalog_dump(c);
+    /* 05_enqueue and 11_instance changed, the database's enqueue differs from its file, and
+     * pgpace.instance has become a view with other columns, which CREATE OR REPLACE VIEW cannot
+     * change. */
+    tl_exec(c, "UPDATE pgpace.schema_function SET checksum = repeat('0', 64) WHERE name IN "
+               "('05_enqueue', '11_instance')");
+    tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
+               "integer) SET work_mem = '1MB'");
+    tl_exec(c, "DROP VIEW pgpace.leader; DROP VIEW pgpace.instance; CREATE VIEW pgpace.instance "
+               "AS SELECT 1 AS pid");
+    static const char odd_enqueue[] =
+        "SELECT count(*) FROM pg_proc WHERE oid = 'pgpace.enqueue(text, jsonb, text, text, "
+        "timestamptz, text, integer)'::regprocedure AND proconfig @> '{work_mem=1MB}'";
+
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "function file 11_instance failed; no function file was applied "
+                              "(rolled back)");
+    tl_assert_contains(p.err, "cannot change name of view column");
+    assert_no_function_applied(&p);
+    tl_proc_free(&p);
+    /* 05_enqueue ran before 11_instance failed, and was rolled back with it. */
+    assert_int_equal(tl_query_int(c, odd_enqueue), 1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.schema_function WHERE checksum "
+                                     "= repeat('0', 64)"),
+                     2);
+    assert_int_equal(tl_query_int(c, "SELECT (to_regclass('pgpace.leader') IS NULL)::int"), 1);
+
+    tl_exec(c, "DROP VIEW pgpace.instance");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "applied function file 05_enqueue\n");
+    tl_assert_contains(p.out, "applied function file 11_instance\n");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, odd_enqueue), 0);
+    catalog got = catalog_dump(c);
+    assert_same_catalog(&want, &got, "after the failed run and the next one");
+    catalog_free(&got);
+    catalog_free(&want);
 }
 
 static void unreachable_database_says_where(void **state)
@@ -440,27 +864,7 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
     tl_db *db = *state;
     PGconn *c = db->conn;
     /* Version 6 as `pgpace migrate` of an earlier binary leaves it. */
-    PGresult *res = PQexec(c, sql_q_migrate_bootstrap);
-    assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
-    PQclear(res);
-    for (int i = 0; i < 6; i++) {
-        char version[8];
-        snprintf(version, sizeof version, "%d", sql_migrations[i].version);
-        tl_exec(c, "BEGIN");
-        res = PQexec(c, sql_migrations[i].text);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
-            fail_msg("%s: %s", sql_migrations[i].name, PQresultErrorMessage(res));
-        PQclear(res);
-        res =
-            PQexecParams(c,
-                         "INSERT INTO pgpace.schema_migration (version, name, checksum) VALUES "
-                         "($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
-                         3, NULL, TL_ARGV(version, sql_migrations[i].name, sql_migrations[i].text),
-                         NULL, NULL, 0);
-        assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
-        PQclear(res);
-        tl_exec(c, "COMMIT");
-    }
+    migrate_like_an_older_pgpace(c, 6);
     assert_int_equal(tl_query_int(c, "SELECT max(version) FROM pgpace.schema_migration"), 6);
     tl_exec(c, "SELECT pgpace.customer_set(n, rate_per_minute => 60, webhook_url => "
                "'http://127.0.0.1:9/') FROM unnest(ARRAY['acme', 'beta']) n");
@@ -595,8 +999,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(migrate_twice_is_a_noop, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_migrations_are_safe, setup, teardown),
         cmocka_unit_test_setup_teardown(checksum_mismatch_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(released_checksum_of_a_revised_migration_is_accepted,
+                                        setup_migrated, teardown),
         cmocka_unit_test_setup_teardown(newer_schema_is_reported, setup, teardown),
         cmocka_unit_test(unreachable_database_says_where),
+        cmocka_unit_test(upgrade_from_every_version_matches_a_fresh_install),
+        cmocka_unit_test_setup_teardown(changed_function_file_is_reapplied, setup_migrated,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(failing_function_file_rolls_back, setup_migrated, teardown),
         cmocka_unit_test_setup_teardown(attempt_partitions_ahead_and_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(item_days_are_dropped_whole_when_nothing_needs_them,
                                         setup_migrated, teardown),

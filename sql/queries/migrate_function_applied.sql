@@ -1,0 +1,1 @@
+SELECT name, checksum FROM pgpace.schema_function ORDER BY name

@@ -1,0 +1,3 @@
+-- Rows of function files this binary does not have ($1: the names it has): their functions
+-- were dropped by a migration, or the database was migrated by a newer pgpace before.
+DELETE FROM pgpace.schema_function f WHERE f.name <> ALL ($1::text[]) RETURNING f.name

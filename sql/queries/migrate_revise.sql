@@ -1,0 +1,3 @@
+-- A migration whose comments were revised: its record moves from the former checksum to the
+-- current one (src/migrate.c, comment_revisions).
+UPDATE pgpace.schema_migration SET checksum = $3 WHERE version = $1 AND checksum = $2
