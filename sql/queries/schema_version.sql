@@ -4,6 +4,8 @@
 -- sql/functions). Either table may be missing, and a statement that names a missing table fails
 -- before it runs, so both are read through table_to_xml(), which takes the table as a value (NULL
 -- when missing). The XML is matched as text, which needs no XML support in the server.
+-- @params:
+-- @columns: version functions_digest
 SELECT coalesce((SELECT max(m[1]::integer)
                    FROM regexp_matches(table_to_xml(to_regclass('pgpace.schema_migration'),
                                                     false, false, '')::text,

@@ -143,16 +143,27 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
     dispatcher *d = arg;
     if (!res)
         return;
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+        !rows_shape_ok(res, SQL_SCHEMA_VERSION_NCOLS, "schema version")) {
         retry_step(d, "schema version", res);
         return;
     }
-    int version = atoi(PQgetvalue(res, 0, 0));
+    int version = (int)row_i64(res, 0, SQL_SCHEMA_VERSION_C_VERSION);
     int expected = migrate_latest_version();
     if (version != expected) {
         LOG_ERROR(version < expected ? "schema_too_old" : "schema_too_new",
                   LOG_I("database_version", version), LOG_I("expected_version", expected),
                   LOG_S("fix", version < expected ? "run: pgpace migrate" : "upgrade pgpace"));
+        dispatcher_fatal(d);
+        return;
+    }
+    /* Same tables, other functions (a binary upgraded without `pgpace migrate`, or a migrate by
+     * another version since): running would mix this binary's statements with those functions. */
+    const char *digest = PQgetvalue(res, 0, SQL_SCHEMA_VERSION_C_FUNCTIONS_DIGEST);
+    if (strcmp(digest, migrate_functions_digest()) != 0) {
+        LOG_ERROR("schema_functions_differ", LOG_S("database_digest", digest[0] ? digest : "none"),
+                  LOG_S("expected_digest", migrate_functions_digest()),
+                  LOG_S("fix", "run: pgpace migrate (with this pgpace)"));
         dispatcher_fatal(d);
         return;
     }
@@ -285,7 +296,7 @@ void leader_enter(dispatcher *d, leader_state to)
         uv_timer_stop(&d->timers[TIMER_STANDBY]);
         break;
     case LEADER_LOADING:
-        dsp_query(d, sql_q_schema_version, 0, NULL, on_schema_version, d, "schema version");
+        DSP_QUERY0(d, schema_version, on_schema_version, d, "schema version");
         break;
     case LEADER_ELECTING:
         try_lock(d);
