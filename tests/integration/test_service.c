@@ -129,6 +129,31 @@ static void old_schema_refuses_to_start(void **state)
     free(log);
 }
 
+/* Same migration version, other function bodies (a binary upgraded without `pgpace migrate`):
+ * it refuses to start and names the fix, and runs once the digest matches again. */
+static void other_functions_refuse_to_start(void **state)
+{
+    fx *f = *state;
+    tl_exec(f->db->conn, "UPDATE pgpace.schema_function_digest SET digest = repeat('0', 64)");
+    fx_run(f, NULL);
+    assert_true(fx_wait_log(f, "event=schema_functions_differ", 10000));
+    int exit_status = -1;
+    for (int i = 0; i < 500 && exit_status < 0; i++)
+        exit_status = tl_service_signal(&f->svc, 0, 1, 20);
+    assert_int_equal(exit_status, 1);
+    f->running = false;
+    char *log = fx_log(f);
+    tl_assert_contains(log, "database_digest=0000000000000000");
+    tl_assert_contains(log, "pgpace migrate");
+    free(log);
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.schema_function_digest "
+                                               "WHERE digest <> repeat('0', 64)"),
+                     1);
+}
+
 /* The admin port from the service's log ("event=http_listening ... port=N"). */
 static int admin_port(fx *f)
 {
@@ -339,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(sighup_keeps_a_bad_config_and_applies_a_good_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(old_schema_refuses_to_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_functions_refuse_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(admin_http_through_the_service, setup, teardown),
         cmocka_unit_test_setup_teardown(readiness_standby_and_database_down, setup, teardown),
     };
