@@ -73,7 +73,7 @@ static void exact_spacing_7(void **state)
     check_exact_spacing(7, 3);
 }
 
-/* The seed design's now() + T loses every wake-up delay; with tolerance, GCRA absorbs delays
+/* A naive now() + T schedule loses every wake-up delay; with tolerance, GCRA absorbs delays
  * shorter than tau and the long-run count stays exact. */
 static void late_wakeups_within_tolerance_do_not_drift(void **state)
 {
