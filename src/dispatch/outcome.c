@@ -118,11 +118,12 @@ char *text_excerpt(const char *s, size_t n)
             i++;
             continue;
         }
-        if (i + len > n)
-            break; /* cut by the limit */
+        size_t present = i + len > n ? n - i : len;
         bool ok = true;
-        for (size_t k = 1; k < len; k++)
+        for (size_t k = 1; k < present; k++)
             ok = ok && (p[i + k] & 0xc0) == 0x80;
+        if (ok && present < len)
+            break; /* a character cut by the limit */
         /* Overlong 3/4-byte forms, UTF-16 surrogates and code points above U+10FFFF. */
         if (ok && len == 3)
             ok = !(c == 0xe0 && p[i + 1] < 0xa0) && !(c == 0xed && p[i + 1] >= 0xa0);

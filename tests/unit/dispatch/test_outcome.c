@@ -507,6 +507,13 @@ static void excerpt_drops_a_character_cut_at_the_end(void **state)
     assert_excerpt("ok\xf0", 3, "ok");
     /* The same bytes with the character complete are kept. */
     assert_excerpt("ok\xf0\x9f\x98\x80", 6, "ok\xf0\x9f\x98\x80");
+    /* A lead byte near the end that no continuation follows is not a cut character: it becomes
+     * '?' and the bytes after it are kept. */
+    assert_excerpt("ok\xe2(", 4, "ok?(");
+    assert_excerpt("ok\xf0"
+                   "ab",
+                   5, "ok?ab");
+    assert_excerpt("caf\xe9.", 5, "caf?.");
 }
 
 static void excerpt_replaces_overlong_and_surrogate_forms(void **state)
