@@ -16,9 +16,9 @@
  * logged and retried rather than leave the instance connected and idle.
  *
  * Elsewhere: a full disk cannot be made safely on a shared test cluster (filling the volume
- * would break every other test), so test_dispatch_faults.c:database_errors_are_logged_and_retried
+ * would break every other test), so dispatch/test_faults.c:database_errors_are_logged_and_retried
  * raises the server's own disk-full error (SQLSTATE 53100) from a trigger, beside a statement
- * timeout behind a lock; PostgreSQL restarts are in test_dispatch_restart.c.
+ * timeout behind a lock; PostgreSQL restarts are in dispatch/test_restart.c.
  *
  * Knobs: CHAOS_ONLY=<cmocka filter> runs matching scenarios only (e.g. 'receiver*'),
  * CHAOS_SEED=N replays scenario 4's random receiver rules, CHAOS_KEEP_LOGS=DIR keeps a copy of

@@ -9,7 +9,7 @@
  * otherwise one of 500, 503 + Retry-After, 429 + Retry-After, a slow 200, 400 (dead letter),
  * 410 (pauses the customer), hang, reset, garbage, close without answer, a 1 GiB trickle.
  * The trickle counts as "ok": its status line is 200, and pgpace stops reading at
- * max_response_bytes and lets the status stand (tests/integration/test_delivery.c).
+ * max_response_bytes and lets the status stand (tests/integration/dispatch/test_delivery.c).
  *
  * Prints one line per request on stdout:
  *     <unix_ms> <path> <webhook-id> <body_len> <verdict>

@@ -1,4 +1,4 @@
-/* test_dispatch_faults.c - `pgpace run` against a real receiver when things go wrong:
+/* test_faults.c - `pgpace run` against a real receiver when things go wrong:
  * retries with backoff then a dead letter, network errors, Retry-After (and one that cannot
  * be parsed), permanent 4xx, response bodies that are not UTF-8, a redirect that is not followed,
  * 410 pausing the customer, stale leases recovered, late finalisations that change nothing, a

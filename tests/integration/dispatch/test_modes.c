@@ -1,4 +1,4 @@
-/* test_dispatch_modes.c - `pgpace run` end to end against a real server and a real HTTP
+/* test_modes.c - `pgpace run` end to end against a real server and a real HTTP
  * receiver: the three scheduling modes (spaced, batch, unlimited), carrier caps and live
  * configuration changes, measured from the receiver's arrival times.
  *

@@ -1,4 +1,4 @@
-/* test_dispatch_restart.c - `pgpace run` while the shared PostgreSQL cluster restarts under it:
+/* test_restart.c - `pgpace run` while the shared PostgreSQL cluster restarts under it:
  * a fast restart in the middle of a run (connection lost, reconnected, every item
  * delivered, the process never exits) and an immediate one, i.e. a crash (the UNLOGGED frontier
  * is emptied by recovery, spacing carries on and no customer gets more than its burst).
