@@ -215,36 +215,48 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
     free(r);
 }
 
-static claim_round *round_new(dispatcher *d, int64_t tick)
+/* A round being built: the round itself, its statement's arrays, the carriers it touches, and
+ * the dispatcher's room not yet given out. */
+typedef struct round_build {
+    claim_round *r;
+    claim_params p;
+    hmap touched;
+    int room;
+} round_build;
+
+static bool round_begin(dispatcher *d, round_build *b, int64_t tick)
 {
-    claim_round *r = calloc(1, sizeof *r);
-    if (!r) {
+    *b = (round_build){.r = calloc(1, sizeof *b->r)};
+    if (!b->r) {
         LOG_ERROR("out_of_memory", LOG_S("where", "claim round"));
-        return NULL;
+        return false;
     }
-    r->d = d;
-    r->tick = tick;
+    b->r->d = d;
+    b->r->tick = tick;
     /* Tokens are unguessable so that no other writer can finalise an item it did not claim. */
     uint64_t token;
     if (RAND_bytes((unsigned char *)&token, sizeof token) != 1)
         token = prng_next(&d->rng);
-    r->token = (int64_t)(token & INT64_MAX);
-    return r;
+    b->r->token = (int64_t)(token & INT64_MAX);
+    hmap_init(&b->touched);
+    b->room = d->cfg.max_in_flight - d->in_flight;
+    return true;
 }
 
 /* Sends the round if it has customers; frees what building it took. */
-static void finish_round(dispatcher *d, claim_round *r, claim_params *p, hmap *touched)
+static void round_finish(dispatcher *d, round_build *b)
 {
-    host_reservations_end(d, r);
-    if (r->n == 0) {
-        free(r);
+    host_reservations_end(d, b->r);
+    if (b->r->n == 0) {
+        free(b->r);
     } else {
-        if (r->tick >= 0)
-            LOG_DEBUG("batch_tick", LOG_I("tick", r->tick), LOG_I("customers", (long long)r->n));
-        send_claim(d, r, p, touched);
+        if (b->r->tick >= 0)
+            LOG_DEBUG("batch_tick", LOG_I("tick", b->r->tick),
+                      LOG_I("customers", (long long)b->r->n));
+        send_claim(d, b->r, &b->p, &b->touched);
     }
-    claim_params_free(p);
-    hmap_free(touched);
+    claim_params_free(&b->p);
+    hmap_free(&b->touched);
     claim_arm(d);
 }
 
@@ -260,13 +272,9 @@ static void run_claim_round(dispatcher *d)
         claim_arm(d);
         return;
     }
-    claim_round *r = round_new(d, -1);
-    if (!r)
+    round_build b;
+    if (!round_begin(d, &b, -1))
         return;
-    claim_params p = {0};
-    hmap touched;
-    hmap_init(&touched);
-    int room = d->cfg.max_in_flight - d->in_flight;
     for (size_t i = 0; i < n_ids; i++) {
         customer *c = customer_get(d, ids[i]);
         if (!c || c->paused || (c->mode == MODE_BATCH && batch_owed(c, tick) == 0))
@@ -284,21 +292,21 @@ static void run_claim_round(dispatcher *d)
             want = d->cfg.claim_batch_max;
         }
         int free_conns = host_room(&d->cfg, c);
-        int n = claim_limit(want, c, room, free_conns);
+        int n = claim_limit(want, c, b.room, free_conns);
         if (n == 0 && free_conns == 0 && c->host) {
             wait_on(&c->host->waiting, c); /* woken when a request to the host ends */
             continue;
         }
         n = breaker_allowance(d, c, n, now);
-        if (n <= 0 || add_pairs(d, &p, &touched, c, n, now) == 0) {
+        if (n <= 0 || add_pairs(d, &b.p, &b.touched, c, n, now) == 0) {
             customer_schedule(d, c);
             continue;
         }
-        room -= n;
+        b.room -= n;
         host_reserve(c, n);
-        add_customer(r, &p, c, n, base, 0, 0);
+        add_customer(b.r, &b.p, c, n, base, 0, 0);
     }
-    finish_round(d, r, &p, &touched);
+    round_finish(d, &b);
 }
 
 /* The batch customers with work, in an order that starts at a point moving every tick. */
@@ -326,13 +334,9 @@ static customer **batch_customers(dispatcher *d, size_t *n_out)
 static void run_batch_tick(dispatcher *d, int64_t tick)
 {
     int64_t now = now_us();
-    claim_round *r = round_new(d, tick);
-    if (!r)
+    round_build b;
+    if (!round_begin(d, &b, tick))
         return;
-    claim_params p = {0};
-    hmap touched;
-    hmap_init(&touched);
-    int room = d->cfg.max_in_flight - d->in_flight;
     size_t n_batch = 0;
     customer **batch = batch_customers(d, &n_batch);
     /* Room and each host's connections are shared out evenly among the customers due this tick
@@ -346,10 +350,10 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         if (batch[k]->host)
             batch[k]->host->tick_due++;
     }
-    int room_share = n_due > 0 ? room / (int)(n_due < INT_MAX ? n_due : INT_MAX) : room;
+    int room_share = n_due > 0 ? b.room / (int)(n_due < INT_MAX ? n_due : INT_MAX) : b.room;
     if (room_share < 1)
         room_share = 1;
-    for (size_t k = 0; k < n_batch && r->n < ROUND_MAX_CUSTOMERS; k++) {
+    for (size_t k = 0; k < n_batch && b.r->n < ROUND_MAX_CUSTOMERS; k++) {
         customer *c = batch[(k + (size_t)tick) % n_batch];
         if (!has_due_pair(c, now))
             continue;
@@ -357,7 +361,7 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         int allowed = batch_tick_allowance(c, tick, &credit);
         if (allowed < 0)
             continue;
-        if (room <= 0)
+        if (b.room <= 0)
             break; /* the rest keep this tick: not marked, they get it next time */
         int want = allowed < room_share ? allowed : room_share;
         if (c->host && c->host->tick_due > 0) {
@@ -367,21 +371,21 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
             if (want > host_share)
                 want = host_share;
         }
-        int n = claim_limit(want, c, room, host_room(&d->cfg, c));
+        int n = claim_limit(want, c, b.room, host_room(&d->cfg, c));
         n = breaker_allowance(d, c, n, now);
         batch_refund(&credit, 0);
         if (n > 0)
-            add_pairs(d, &p, &touched, c, n, now);
-        room -= n;
+            add_pairs(d, &b.p, &b.touched, c, n, now);
+        b.room -= n;
         host_reserve(c, n);
         /* Listed even with nothing asked: the tick is recorded for it, once. */
-        add_customer(r, &p, c, n, 0, credit, allowed);
+        add_customer(b.r, &b.p, c, n, 0, credit, allowed);
     }
     for (size_t k = 0; k < n_batch; k++)
         if (batch[k]->host)
             batch[k]->host->tick_due = 0;
     free(batch);
-    finish_round(d, r, &p, &touched);
+    round_finish(d, &b);
 }
 
 static void on_tick_timer(uv_timer_t *t)
