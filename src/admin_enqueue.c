@@ -1,0 +1,121 @@
+/* admin_enqueue.c - POST /v1/items over pgconn (admin_http.h): runs sql/queries/http_enqueue.sql
+ * and turns its result, or the loss of the connection, into the HTTP status and JSON answer.
+ * Knows nothing of connections: the caller passes the answer on (admin_http_reply_done).
+ */
+#include "admin_http.h"
+#include "admin_http_internal.h"
+
+#include "log.h"
+#include "sql_embed.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ERROR_TEXT 512
+
+static void json_error(strbuf *sb, const char *prefix, const char *msg)
+{
+    /* The primary message only (never DETAIL or CONTEXT, which can quote the body), escaped
+     * so it stays one line, and bounded: cut at a UTF-8 character boundary. */
+    size_t n = strlen(msg);
+    if (n > MAX_ERROR_TEXT) {
+        n = MAX_ERROR_TEXT;
+        while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
+            n--;
+    }
+    strbuf_puts(sb, "{\"error\":\"");
+    ahttp_json_escape(sb, prefix, strlen(prefix));
+    ahttp_json_escape(sb, msg, n);
+    strbuf_puts(sb, "\"}");
+}
+
+typedef struct enqueue_call {
+    admin_http_enqueue_cb cb;
+    void *arg;
+} enqueue_call;
+
+int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
+{
+    if (!res) {
+        strbuf_puts(json, "{\"error\":\"database unreachable\"}");
+        return 503;
+    }
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_TUPLES_OK) {
+        if (PQntuples(res) != 1 || PQnfields(res) != 2 || PQgetisnull(res, 0, 0)) {
+            LOG_ERROR("http_enqueue_unexpected_result", LOG_I("rows", PQntuples(res)));
+            strbuf_puts(json, "{\"error\":\"internal error\"}");
+            return 500;
+        }
+        const char *id = PQgetvalue(res, 0, 0);
+        if (strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
+            strbuf_printf(json, "{\"id\":%s}", id);
+            return 201;
+        }
+        strbuf_printf(json, "{\"id\":%s,\"duplicate\":true}", id);
+        return 200;
+    }
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
+    if (!state)
+        state = "";
+    if (!msg)
+        msg = "";
+    if (strncmp(state, "22", 2) == 0 || strcmp(state, "23503") == 0 ||
+        strcmp(state, "54000") == 0) {
+        /* pgpace.enqueue_json names the field itself; anything else in these classes comes
+         * from turning the body into jsonb ($1::jsonb, the encoding check). The context is
+         * never copied: for a JSON syntax error it quotes the body. */
+        bool from_function = context && strncmp(context, "JSON data", 9) != 0 &&
+                             strstr(context, "PL/pgSQL function") != NULL;
+        json_error(json, from_function ? "" : "body is not valid JSON: ", msg);
+        return 400;
+    }
+    if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+        strcmp(state, "53300") == 0) {
+        strbuf_puts(json, "{\"error\":\"database unreachable\"}");
+        return 503;
+    }
+    if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0) {
+        strbuf_puts(json, "{\"error\":\"conflict with a concurrent enqueue, retry\"}");
+        return 503;
+    }
+    LOG_WARN("http_enqueue_failed", LOG_S("sqlstate", state), LOG_S("error", msg));
+    strbuf_puts(json, "{\"error\":\"internal error\"}");
+    return 500;
+}
+
+static void on_enqueue_result(pgconn *db, PGresult *res, void *arg)
+{
+    enqueue_call *call = arg;
+    strbuf json = {0};
+    int status = admin_http_enqueue_answer(res, &json);
+    const char *text = strbuf_str(&json);
+    if (!text) {
+        status = 500;
+        text = "{\"error\":\"out of memory\"}";
+    }
+    call->cb(call->arg, status, text);
+    strbuf_free(&json);
+    free(call);
+}
+
+int admin_http_enqueue_sql(pgconn *db, const char *body, size_t len, admin_http_enqueue_cb cb,
+                           void *arg)
+{
+    if (memchr(body, '\0', len))
+        return -EINVAL;
+    enqueue_call *call = malloc(sizeof *call);
+    if (!call)
+        return -ENOMEM;
+    call->cb = cb;
+    call->arg = arg;
+    const char *params[] = {body};
+    int rc = pgconn_query(db, sql_q_http_enqueue, 1, params, on_enqueue_result, call);
+    if (rc != 0)
+        free(call);
+    return rc;
+}

@@ -1,0 +1,479 @@
+/* admin_http_request.c - one request on an admin HTTP connection: Debian's http-parser
+ * callbacks with the header and body limits, early answers (before the body is read), routing,
+ * the bearer-token and content-type checks, and the answers of GET /metrics, /healthz, /readyz
+ * and POST /v1/items (handed to callbacks.enqueue). Connections and writing answers are
+ * admin_http.c's.
+ */
+#include "admin_http_internal.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char disabled_json[] =
+    "{\"error\":\"http enqueue is disabled: set [http] enqueue_token\"}";
+
+/* Equal strings in time independent of where they differ (and of the client's length). */
+static bool token_equal(const char *given, size_t given_len, const char *want, size_t want_len)
+{
+    unsigned diff = given_len != want_len;
+    for (size_t i = 0; i < want_len; i++) {
+        unsigned char g = i < given_len ? (unsigned char)given[i] : 0;
+        diff |= g ^ (unsigned char)want[i];
+    }
+    return diff == 0;
+}
+
+/* ---- routes ------------------------------------------------------------------------------- */
+
+typedef enum route { ROUTE_METRICS, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_ITEMS, ROUTE_NONE } route;
+
+static route find_route(conn *c)
+{
+    /* url is never empty for a parsed request line; "" when its buffer failed. */
+    const char *url = c->url.len && !c->url.failed ? c->url.data : "";
+    size_t n = strcspn(url, "?#");
+    static const struct {
+        const char *path;
+        route r;
+    } routes[] = {{"/metrics", ROUTE_METRICS},
+                  {"/healthz", ROUTE_HEALTHZ},
+                  {"/readyz", ROUTE_READYZ},
+                  {"/v1/items", ROUTE_ITEMS}};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(routes); i++) {
+        if (strlen(routes[i].path) == n && strncmp(url, routes[i].path, n) == 0) {
+            c->route = routes[i].path;
+            return routes[i].r;
+        }
+    }
+    c->route = "other";
+    return ROUTE_NONE;
+}
+
+/* The media type of Content-Type, without parameters, is application/json. */
+static bool is_json_type(const conn *c)
+{
+    if (c->bad_header || c->ctype_len == 0)
+        return false;
+    size_t n = strcspn(c->ctype, ";");
+    while (n > 0 && (c->ctype[n - 1] == ' ' || c->ctype[n - 1] == '\t'))
+        n--;
+    return n == strlen("application/json") && strncasecmp(c->ctype, "application/json", n) == 0;
+}
+
+static bool authorized(const conn *c)
+{
+    const admin_http *s = c->srv;
+    if (c->bad_header || c->auth_len < 7 || strncasecmp(c->auth, "Bearer ", 7) != 0)
+        return false;
+    const char *tok = c->auth + 7;
+    while (*tok == ' ' || *tok == '\t')
+        tok++;
+    size_t n = strlen(tok);
+    while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '\t'))
+        n--;
+    return token_equal(tok, n, s->token, s->token_len);
+}
+
+/* Checks that can be made from the request line and headers. Returns 0 to go on, else the
+ * status to answer with (json and extra set). */
+static int precheck(conn *c, const char **json, const char **extra)
+{
+    admin_http *s = c->srv;
+    route r = find_route(c);
+    bool get = c->parser.method == HTTP_GET || c->parser.method == HTTP_HEAD;
+    *extra = NULL;
+    switch (r) {
+    case ROUTE_NONE:
+        *json = "{\"error\":\"not found\"}";
+        return 404;
+    case ROUTE_METRICS:
+    case ROUTE_HEALTHZ:
+    case ROUTE_READYZ:
+        if (!get) {
+            *json = "{\"error\":\"method not allowed\"}";
+            *extra = "Allow: GET, HEAD\r\n";
+            return 405;
+        }
+        return 0;
+    case ROUTE_ITEMS:
+        break;
+    }
+    if (c->parser.method != HTTP_POST) {
+        *json = "{\"error\":\"method not allowed\"}";
+        *extra = "Allow: POST\r\n";
+        return 405;
+    }
+    if (s->token_len == 0 || !s->cb.enqueue) {
+        *json = disabled_json;
+        return 503;
+    }
+    if (!authorized(c)) {
+        *json = "{\"error\":\"missing or invalid bearer token\"}";
+        *extra = "WWW-Authenticate: Bearer realm=\"pgpace\"\r\n";
+        return 401;
+    }
+    if (!is_json_type(c)) {
+        *json = "{\"error\":\"content-type must be application/json\"}";
+        return 415;
+    }
+    if ((c->parser.flags & F_CONTENTLENGTH) && c->parser.content_length > s->max_body) {
+        *json = "{\"error\":\"body is too large\"}";
+        return 413;
+    }
+    return 0;
+}
+
+static void answer_readyz(conn *c)
+{
+    admin_http *s = c->srv;
+    admin_http_readiness rd = {.ready = false, .role = "starting", .reason = "not started"};
+    if (s->cb.readiness)
+        s->cb.readiness(s->cb.arg, &rd);
+    strbuf j = {0};
+    strbuf_printf(&j, "{\"ready\":%s,\"role\":\"", rd.ready ? "true" : "false");
+    const char *role = rd.role ? rd.role : "starting";
+    ahttp_json_escape(&j, role, strlen(role));
+    strbuf_puts(&j, "\"");
+    if (!rd.ready) {
+        const char *reason = rd.reason ? rd.reason : "not ready";
+        strbuf_puts(&j, ",\"reason\":\"");
+        ahttp_json_escape(&j, reason, strlen(reason));
+        strbuf_puts(&j, "\"");
+    }
+    strbuf_puts(&j, "}");
+    const char *text = strbuf_str(&j);
+    if (text)
+        ahttp_respond_json(c, rd.ready ? 200 : 503, NULL, text);
+    else
+        ahttp_conn_close(c);
+    strbuf_free(&j);
+}
+
+static void answer_metrics(conn *c)
+{
+    admin_http *s = c->srv;
+    if (!s->cb.render_metrics) {
+        ahttp_respond_json(c, 503, NULL, "{\"error\":\"metrics are not available\"}");
+        return;
+    }
+    strbuf text = {0};
+    strbuf_append(&text, "", 0);
+    int rc = s->cb.render_metrics(s->cb.arg, &text);
+    if (rc != 0 || text.failed) {
+        LOG_WARN("admin_http_metrics_failed", LOG_S("error", strerror(rc ? -rc : ENOMEM)));
+        ahttp_respond_json(c, 500, NULL, "{\"error\":\"rendering metrics failed\"}");
+    } else {
+        ahttp_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, text.data,
+                      text.len);
+    }
+    strbuf_free(&text);
+}
+
+static void answer_items(conn *c)
+{
+    admin_http *s = c->srv;
+    if (c->body.failed) {
+        ahttp_respond_json(c, 500, NULL, "{\"error\":\"out of memory\"}");
+        return;
+    }
+    strbuf_append(&c->body, "", 0); /* a terminated (possibly empty) string */
+    if (c->body.len > 0 && memchr(c->body.data, '\0', c->body.len)) {
+        ahttp_respond_json(c, 400, NULL,
+                           "{\"error\":\"body is not valid JSON: it contains a NUL byte\"}");
+        return;
+    }
+    admin_http_reply *r = malloc(sizeof *r);
+    if (!r || c->body.failed) {
+        free(r);
+        ahttp_respond_json(c, 500, NULL, "{\"error\":\"out of memory\"}");
+        return;
+    }
+    r->c = c;
+    c->reply = r;
+    /* May answer at once (admin_http_reply_send from inside the call). */
+    s->cb.enqueue(s->cb.arg, c->body.data, c->body.len, r);
+}
+
+/* A complete request (or one answered early): answer it. */
+static void handle_request(conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    c->state = CONN_HANDLING;
+    uv_timer_stop(&c->timer);
+    if (c->early_status) {
+        c->close_after_write = true;
+        ahttp_respond_json(c, c->early_status, c->early_extra, c->early_json);
+        return;
+    }
+    const char *json, *extra;
+    int status = precheck(c, &json, &extra);
+    if (status == 0 && c->body.len > c->srv->max_body) {
+        status = 413;
+        json = "{\"error\":\"body is too large\"}";
+    }
+    if (status != 0) {
+        ahttp_respond_json(c, status, extra, json);
+        return;
+    }
+    switch (find_route(c)) {
+    case ROUTE_METRICS:
+        answer_metrics(c);
+        break;
+    case ROUTE_HEALTHZ:
+        ahttp_respond_json(c, 200, NULL, "{\"status\":\"ok\"}");
+        break;
+    case ROUTE_READYZ:
+        answer_readyz(c);
+        break;
+    case ROUTE_ITEMS:
+        answer_items(c);
+        break;
+    case ROUTE_NONE:
+        break;
+    }
+}
+
+/* ---- parsing ------------------------------------------------------------------------------ */
+
+/* Answer before the request is complete, then close (its body, if any, is not read). */
+static int fail_early(conn *c, int status, const char *json, const char *extra)
+{
+    c->early_status = status;
+    c->early_json = json;
+    c->early_extra = extra;
+    http_parser_pause(&c->parser, 1);
+    return 0;
+}
+
+static int count_header_bytes(conn *c, size_t n)
+{
+    c->header_bytes += n;
+    if (c->header_bytes > ADMIN_HTTP_MAX_HEADER) {
+        fail_early(c, 431, "{\"error\":\"request header fields too large\"}", NULL);
+        return 1;
+    }
+    return 0;
+}
+
+static int on_message_begin(http_parser *p)
+{
+    conn *c = p->data;
+    ahttp_request_reset(c);
+    c->started = uv_now(c->srv->loop);
+    c->state = CONN_READING;
+    /* The whole request must arrive within one timeout from its first byte. */
+    ahttp_arm_timer(c, c->srv->idle_ms);
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n)
+{
+    conn *c = p->data;
+    if (count_header_bytes(c, n))
+        return 0;
+    strbuf_append(&c->url, at, n);
+    return 0;
+}
+
+/* Appends to a fixed header buffer; an overlong value sets *bad. */
+static void header_append(char *buf, size_t cap, size_t *len, bool *bad, const char *at, size_t n)
+{
+    if (*len + n >= cap) {
+        *bad = true;
+        return;
+    }
+    memcpy(buf + *len, at, n);
+    *len += n;
+    buf[*len] = '\0';
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    conn *c = p->data;
+    if (count_header_bytes(c, n + 4)) /* ": " and CRLF */
+        return 0;
+    if (c->in_value) {
+        c->in_value = false;
+        c->field_len = 0;
+    }
+    if (c->field_len + n < sizeof c->field) {
+        memcpy(c->field + c->field_len, at, n);
+        c->field_len += n;
+    } else {
+        c->field_len = sizeof c->field; /* too long to be one we look at */
+    }
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    conn *c = p->data;
+    if (count_header_bytes(c, n))
+        return 0;
+    if (!c->in_value) {
+        /* A new value: which header is it? */
+        c->in_value = true;
+        c->current = HDR_OTHER;
+        size_t fl = c->field_len < sizeof c->field ? c->field_len : 0;
+        static const struct {
+            const char *name;
+            hdr h;
+        } known[] = {{"authorization", HDR_AUTHORIZATION},
+                     {"content-type", HDR_CONTENT_TYPE},
+                     {"expect", HDR_EXPECT}};
+        for (size_t i = 0; i < PGP_ARRAY_LEN(known); i++) {
+            if (fl == strlen(known[i].name) && strncasecmp(c->field, known[i].name, fl) == 0)
+                c->current = known[i].h;
+        }
+        /* A second Authorization or Content-Type is ambiguous: refuse it. */
+        if ((c->current == HDR_AUTHORIZATION && c->auth_len) ||
+            (c->current == HDR_CONTENT_TYPE && c->ctype_len))
+            c->bad_header = true;
+    }
+    switch (c->current) {
+    case HDR_AUTHORIZATION:
+        header_append(c->auth, sizeof c->auth, &c->auth_len, &c->bad_header, at, n);
+        break;
+    case HDR_CONTENT_TYPE:
+        header_append(c->ctype, sizeof c->ctype, &c->ctype_len, &c->bad_header, at, n);
+        break;
+    case HDR_EXPECT:
+        header_append(c->expect, sizeof c->expect, &c->expect_len, &c->bad_expect, at, n);
+        break;
+    case HDR_OTHER:
+        break;
+    }
+    return 0;
+}
+
+static void continue_cb(uv_write_t *req, int status)
+{
+    conn *c = req->data;
+    if (status != 0 && c->state != CONN_CLOSING)
+        ahttp_conn_close(c);
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    conn *c = p->data;
+    bool has_body =
+        (p->flags & F_CHUNKED) || ((p->flags & F_CONTENTLENGTH) && p->content_length > 0);
+    if (!has_body)
+        return 0; /* decided when the message is complete, right after this */
+    const char *json, *extra;
+    int status = precheck(c, &json, &extra);
+    if (status == 0 && find_route(c) != ROUTE_ITEMS) {
+        /* A GET with a body: answer it, but do not read the body. */
+        status = 400;
+        json = "{\"error\":\"unexpected request body\"}";
+    }
+    if (status != 0)
+        return fail_early(c, status, json, extra);
+    c->accepting_body = true;
+    if (c->expect_len && !c->bad_expect && strcasecmp(c->expect, "100-continue") == 0) {
+        /* Never written: static only because uv_buf_t takes a char *. */
+        static char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        uv_buf_t buf = uv_buf_init(continue_line, sizeof continue_line - 1);
+        c->continue_req.data = c;
+        if (uv_write(&c->continue_req, (uv_stream_t *)&c->tcp, &buf, 1, continue_cb) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    conn *c = p->data;
+    if (!c->accepting_body)
+        return 0;
+    if (c->body.len + n > c->srv->max_body)
+        return fail_early(c, 413, "{\"error\":\"body is too large\"}", NULL);
+    strbuf_append(&c->body, at, n);
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    /* Stop here: the next pipelined request waits until this one is answered. */
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+void ahttp_parse_input(conn *c, const char *data, size_t len)
+{
+    size_t used = http_parser_execute(&c->parser, &parser_settings, data, len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    if (c->state == CONN_CLOSING)
+        return;
+    if (e == HPE_PAUSED) {
+        /* A request is complete or answered early: keep the rest for later. */
+        if (used < len && !c->early_status)
+            strbuf_append(&c->pending, data + used, len - used);
+        if (c->pending.failed) {
+            ahttp_conn_close(c);
+            return;
+        }
+        ahttp_stop_reading(c);
+        handle_request(c);
+        return;
+    }
+    if (e != HPE_OK) {
+        int status = e == HPE_HEADER_OVERFLOW ? 431 : 400;
+        LOG_DEBUG("admin_http_bad_request", LOG_S("error", http_errno_name(e)));
+        ahttp_stop_reading(c);
+        c->state = CONN_HANDLING;
+        c->close_after_write = true;
+        ahttp_respond_json(c, status, NULL,
+                           status == 431 ? "{\"error\":\"request header fields too large\"}"
+                                         : "{\"error\":\"malformed HTTP request\"}");
+    }
+}
+
+void ahttp_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    conn *c = stream->data;
+    if (c->state == CONN_CLOSING)
+        return;
+    if (nread < 0) {
+        /* EOF or error. A request cut short is not answered. */
+        ahttp_conn_close(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    switch (c->state) {
+    case CONN_LINGER:
+        return; /* discarded */
+    case CONN_HANDLING:
+    case CONN_WRITING:
+        /* Not reading in these states; a read already under way when we stopped lands here. */
+        strbuf_append(&c->pending, buf->base, (size_t)nread);
+        ahttp_stop_reading(c);
+        if (c->pending.failed)
+            ahttp_conn_close(c);
+        return;
+    case CONN_IDLE:
+    case CONN_READING:
+        ahttp_parse_input(c, buf->base, (size_t)nread);
+        return;
+    case CONN_CLOSING:
+        return;
+    }
+}
