@@ -1,5 +1,11 @@
-/* pgconn.c - one asynchronous, pipelined, self-reconnecting PostgreSQL connection on libuv. */
+/* pgconn.c - one asynchronous, self-reconnecting PostgreSQL connection on libuv (pgconn.h): the
+ * object's lifecycle (new, start, reset, close), the socket watch and the libuv callbacks,
+ * connecting with TCP keepalives, the LISTENs of each new session, loss and reconnection with
+ * jittered backoff, and libpq's error text. Statements in flight, prepared statements, results
+ * and notifications are pgconn_pipeline.c's.
+ */
 #include "pgconn.h"
+#include "pgconn_internal.h"
 
 #include "backoff.h"
 #include "log.h"
@@ -12,94 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Where the connection is. Every wait is armed for exactly one of these states. */
-typedef enum conn_state {
-    ST_IDLE,       /* created, pgconn_start not called yet */
-    ST_BACKOFF,    /* no PGconn; the timer fires the next connection attempt */
-    ST_CONNECTING, /* PQconnectPoll in progress; the timer is the attempt's deadline */
-    ST_LISTENING,  /* connected, pipeline on, LISTENs in flight; the deadline still runs */
-    ST_READY,      /* accepting queries; the timer only serves a deferred loss */
-    ST_CLOSING,    /* pgconn_close called; waiting for the handles' close callbacks */
-} conn_state;
-
-/* One statement sent to the server whose outcome has not been delivered yet. */
-typedef struct entry {
-    struct entry *next;
-    pgconn_result_cb cb; /* NULL: the outcome is dropped */
-    void *arg;
-    PGresult *last; /* the latest result of this statement, delivered at its sync */
-    bool internal;  /* one of our LISTENs: no user callback, not counted as pending */
-    int stmt_slot;  /* c->stmts index when sent as a prepared statement, else -1 */
-    unsigned stmt_id;
-    bool prepare_pending; /* carried the Prepare: the next result is the Prepare's own */
-    bool prepare_failed;
-} entry;
-
-/* A statement prepared on the current session, keyed by the address of its text. */
-typedef struct prepared_stmt {
-    const char *sql;
-    unsigned id; /* the server-side name is "pgpace_<id>"; 0 = free slot */
-    bool ready;  /* its Prepare succeeded; until then calls go out unprepared, so nothing is
-                    queued behind a Prepare that may fail */
-} prepared_stmt;
-
-#define PGCONN_MAX_PREPARED 32
-
-/* A uv_poll_t for one socket. libpq may replace its socket while connecting (another host or
- * address), and a poll handle is bound to one fd for life, so each socket gets its own watch,
- * freed in its close callback. */
-typedef struct sock_watch {
-    uv_poll_t poll;
-    pgconn *owner;
-    int fd;
-    int events; /* what the handle is started with; 0 when stopped */
-} sock_watch;
-
-struct pgconn {
-    uv_loop_t *loop;
-    uv_timer_t timer;  /* reconnect backoff, connect deadline, or a deferred loss */
-    uv_timer_t kick;   /* processes results libpq read while sending (see send_query) */
-    sock_watch *watch; /* the current socket's watch, NULL when none */
-    int handles;       /* open libuv handles (the timer and every watch not yet closed) */
-
-    conn_state state;
-    unsigned gen;      /* bumped on every loss and on close: code that ran user callbacks
-                          checks it to know the PGconn it held is gone */
-    PGconn *conn;      /* NULL unless CONNECTING, LISTENING or READY */
-    bool loss_pending; /* a send failed in user context; the timer reports the loss */
-    int attempt;       /* reconnect attempts since the last READY, for the backoff */
-    int poll_errors;   /* poll callbacks in a row with an error status */
-    prng rng;          /* the reconnect backoff's jitter */
-
-    prepared_stmt stmts[PGCONN_MAX_PREPARED]; /* emptied on every loss */
-    unsigned next_stmt_id;
-
-    entry *head, *tail; /* statements in flight, in sending order */
-    size_t npending;    /* user entries among them */
-    int listens_left;   /* LISTENs not yet synced after a connect */
-
-    /* Options, copied. */
-    char *conninfo;
-    char *application_name;
-    char **listen; /* NULL-terminated, never NULL itself */
-    int nlisten;
-    int keepalive_idle_s;
-    int reconnect_min_ms;
-    int reconnect_max_ms;
-    pgconn_state_cb on_state;
-    pgconn_notify_cb on_notify;
-    void *arg;
-
-    pgconn_closed_cb closed_cb;
-    void *closed_arg;
-
-    char last_error[1024]; /* connection-level error of the last loss or failed attempt */
-    char fatal_msg[512];   /* a FATAL the server sent before hanging up (why we were cut) */
-};
-
 static void timer_cb(uv_timer_t *t);
 static void poll_cb(uv_poll_t *p, int status, int events);
-static void conn_lost(pgconn *c, const char *error);
 
 /* ---- small helpers ---- */
 
@@ -156,7 +76,7 @@ static void copy_line(char *dst, size_t size, const char *src)
  * the failing call). libpq appends query errors to the same buffer in pipeline mode, and those
  * may quote parameter values, so only the tail written by the failing call is used; a FATAL
  * the server sent just before hanging up (the real reason) goes first. */
-static void libpq_error(const pgconn *c, size_t mark, char *buf, size_t size)
+void pgc_libpq_error(const pgconn *c, size_t mark, char *buf, size_t size)
 {
     const char *msg = c->conn ? PQerrorMessage(c->conn) : "out of memory";
     size_t len = strlen(msg);
@@ -170,12 +90,12 @@ static void libpq_error(const pgconn *c, size_t mark, char *buf, size_t size)
         snprintf(buf, size, "%s", tail);
 }
 
-static size_t error_mark(const pgconn *c)
+size_t pgc_error_mark(const pgconn *c)
 {
     return strlen(PQerrorMessage(c->conn));
 }
 
-static bool is_fatal_severity(const char *sev)
+bool pgc_is_fatal_severity(const char *sev)
 {
     return sev && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0);
 }
@@ -189,7 +109,7 @@ static void notice_cb(void *arg, const PGresult *res)
     pgconn *c = arg;
     const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    if (is_fatal_severity(sev)) {
+    if (pgc_is_fatal_severity(sev)) {
         const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
         snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s: %s", sev, m ? m : "");
     } else if (sev && strcmp(sev, "WARNING") == 0) {
@@ -263,7 +183,7 @@ static void watch_pause(pgconn *c)
 
 /* Watches the connection's current socket for `events`, replacing the watch if libpq moved
  * to another fd. */
-static int watch_set(pgconn *c, int events)
+int pgc_watch_set(pgconn *c, int events)
 {
     assert(c->conn);
     assert(c->state == ST_CONNECTING || c->state == ST_LISTENING || c->state == ST_READY);
@@ -299,85 +219,12 @@ static int watch_set(pgconn *c, int events)
     return 0;
 }
 
-/* ---- the queue ---- */
-
-static void push_entry(pgconn *c, entry *e)
-{
-    if (c->tail)
-        c->tail->next = e;
-    else
-        c->head = e;
-    c->tail = e;
-    if (!e->internal)
-        c->npending++;
-}
-
-static entry *pop_entry(pgconn *c)
-{
-    entry *e = c->head;
-    if (!e)
-        return NULL;
-    c->head = e->next;
-    if (!c->head)
-        c->tail = NULL;
-    e->next = NULL;
-    return e;
-}
-
-/* A prepared statement whose Prepare failed, or that the server no longer knows (someone ran
- * DEALLOCATE or DISCARD on the session), is prepared again under a new name next time. */
-static void forget_failed_stmt(pgconn *c, const entry *e, const PGresult *res)
-{
-    if (e->stmt_slot < 0 || !res)
-        return;
-    ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
-        return;
-    prepared_stmt *ps = &c->stmts[e->stmt_slot];
-    const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    /* 26000: invalid_sql_statement_name. Other errors of the Execute leave the statement. */
-    if (ps->id == e->stmt_id && (e->prepare_failed || (code && strcmp(code, "26000") == 0))) {
-        ps->sql = NULL;
-        ps->id = 0;
-    }
-}
-
-/* Runs the entry's callback with `res` (NULL or its result), then frees both. */
-static void deliver(pgconn *c, entry *e, PGresult *res)
-{
-    forget_failed_stmt(c, e, res);
-    if (!e->internal) {
-        assert(c->npending > 0);
-        c->npending--;
-        if (e->cb)
-            e->cb(c, res, e->arg);
-    }
-    PQclear(res);
-    free(e);
-}
-
-/* Every statement in flight gets NULL, in order. The list is detached first, so callbacks
- * that call pgconn_query (refused: not READY) or pgconn_close see an empty queue. */
-static void fail_pending(pgconn *c)
-{
-    entry *e = c->head;
-    c->head = c->tail = NULL;
-    while (e) {
-        entry *next = e->next;
-        PQclear(e->last);
-        e->last = NULL;
-        deliver(c, e, NULL);
-        e = next;
-    }
-    assert(c->npending == 0);
-}
-
 /* ---- loss and reconnection ---- */
 
 /* The connection (or attempt) is gone: drop the PGconn, arm the reconnect, then tell the
  * owner: NULL to every pending callback, then on_state(LOST). Every failed attempt is
  * reported, so an owner can count them. */
-static void conn_lost(pgconn *c, const char *error)
+void pgc_conn_lost(pgconn *c, const char *error)
 {
     assert(c->state == ST_CONNECTING || c->state == ST_LISTENING || c->state == ST_READY);
     snprintf(c->last_error, sizeof c->last_error, "%s", error);
@@ -407,14 +254,14 @@ static void conn_lost(pgconn *c, const char *error)
              LOG_I("attempt", c->attempt));
     uv_timer_start(&c->timer, timer_cb, (uint64_t)delay, 0);
 
-    fail_pending(c);
+    pgc_fail_pending(c);
     if (c->state == ST_BACKOFF && c->on_state)
         c->on_state(c, PGCONN_LOST, c->arg);
 }
 
 /* A failure noticed where user callbacks must not run (inside pgconn_query, which may itself
  * be called from a callback): the timer reports it from the loop. */
-static void lose_later(pgconn *c, const char *error)
+void pgc_lose_later(pgconn *c, const char *error)
 {
     assert(c->state == ST_READY);
     if (c->loss_pending)
@@ -424,32 +271,14 @@ static void lose_later(pgconn *c, const char *error)
     uv_timer_start(&c->timer, timer_cb, 0, 0);
 }
 
-static void conn_lost_libpq(pgconn *c, size_t mark)
+void pgc_conn_lost_libpq(pgconn *c, size_t mark)
 {
     char buf[sizeof c->last_error];
-    libpq_error(c, mark, buf, sizeof buf);
-    conn_lost(c, buf);
+    pgc_libpq_error(c, mark, buf, sizeof buf);
+    pgc_conn_lost(c, buf);
 }
 
-/* ---- connected: pipeline I/O ---- */
-
-/* Flushes what libpq buffered and watches for the reply: always readable (results,
- * notifications, a hang-up), writable too while output remains. */
-static int flush_and_arm(pgconn *c, char *err, size_t size)
-{
-    size_t mark = error_mark(c);
-    int r = PQflush(c->conn);
-    if (r < 0) {
-        libpq_error(c, mark, err, size);
-        return -EIO;
-    }
-    int rc = watch_set(c, UV_READABLE | (r > 0 ? UV_WRITABLE : 0));
-    if (rc < 0) {
-        snprintf(err, size, "cannot watch the socket: %s", uv_strerror(rc));
-        return rc;
-    }
-    return 0;
-}
+/* ---- connecting ---- */
 
 static void become_ready(pgconn *c)
 {
@@ -465,7 +294,7 @@ static void become_ready(pgconn *c)
 
 /* One of our LISTENs finished: any error means this session cannot serve the owner (e.g. a
  * standby refuses LISTEN), so the connection is dropped and retried like a loss. */
-static void listen_done(pgconn *c, PGresult *res)
+void pgc_listen_done(pgconn *c, PGresult *res)
 {
     assert(c->state == ST_LISTENING && c->listens_left > 0);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -474,134 +303,13 @@ static void listen_done(pgconn *c, PGresult *res)
         copy_line(err, sizeof err, PQresultErrorMessage(res));
         snprintf(msg, sizeof msg, "LISTEN failed: %s", err);
         PQclear(res);
-        conn_lost(c, msg);
+        pgc_conn_lost(c, msg);
         return;
     }
     PQclear(res);
     if (--c->listens_left == 0)
         become_ready(c);
 }
-
-static void drain_notifies(pgconn *c)
-{
-    unsigned gen = c->gen;
-    PGnotify *n;
-    while (c->gen == gen && (n = PQnotifies(c->conn)) != NULL) {
-        if (c->on_notify)
-            c->on_notify(c, n->relname, n->extra, c->arg);
-        PQfreemem(n);
-    }
-}
-
-/* Reads every complete result. Per statement libpq yields its result(s), a NULL, then the
- * PGRES_PIPELINE_SYNC of its own sync: the sync completes the head entry, which gets the
- * last result. Two NULLs in a row mean nothing more is in flight. */
-static void process_results(pgconn *c)
-{
-    unsigned gen = c->gen;
-    int nulls = 0;
-    while (c->gen == gen && PQstatus(c->conn) != CONNECTION_BAD && !PQisBusy(c->conn)) {
-        PGresult *r = PQgetResult(c->conn);
-        if (!r) {
-            if (++nulls >= 2 || !c->head)
-                break;
-            continue;
-        }
-        nulls = 0;
-        entry *e = c->head;
-        ExecStatusType st = PQresultStatus(r);
-        if (!e) {
-            /* Nothing was sent that this could answer: libpq and we disagree. */
-            PQclear(r);
-            snprintf(c->fatal_msg, sizeof c->fatal_msg, "unexpected result (%s) while idle",
-                     PQresStatus(st));
-            conn_lost(c, c->fatal_msg);
-            return;
-        }
-        if (st == PGRES_PIPELINE_SYNC) {
-            PQclear(r);
-            pop_entry(c);
-            PGresult *res = e->last;
-            e->last = NULL;
-            if (e->internal) {
-                free(e);
-                listen_done(c, res);
-            } else {
-                deliver(c, e, res);
-            }
-            continue;
-        }
-        /* The statement's result (or, defensively, PGRES_PIPELINE_ABORTED, which cannot
-         * happen with one sync per statement, delivered as the outcome all the same). */
-        if (st == PGRES_FATAL_ERROR &&
-            is_fatal_severity(PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED))) {
-            const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-            snprintf(c->fatal_msg, sizeof c->fatal_msg, "FATAL: %s", m ? m : "");
-        }
-        if (e->prepare_pending) {
-            e->prepare_pending = false;
-            e->prepare_failed = st != PGRES_COMMAND_OK;
-            if (!e->prepare_failed) {
-                if (c->stmts[e->stmt_slot].id == e->stmt_id)
-                    c->stmts[e->stmt_slot].ready = true;
-                PQclear(r);
-                continue;
-            }
-        }
-        /* A failed Prepare aborts the Execute sent with it under the same sync: the
-         * Prepare's error is the one worth reporting. */
-        if (st == PGRES_PIPELINE_ABORTED && e->last &&
-            PQresultStatus(e->last) == PGRES_FATAL_ERROR) {
-            PQclear(r);
-            continue;
-        }
-        PQclear(e->last);
-        e->last = r;
-    }
-}
-
-static void io_step(pgconn *c, int events)
-{
-    unsigned gen = c->gen;
-    size_t mark = error_mark(c);
-    if ((events & UV_READABLE) && !PQconsumeInput(c->conn)) {
-        conn_lost_libpq(c, mark);
-        return;
-    }
-    /* Also on a writable-only event: libpq reads whatever the server sent while it waits to
-     * send (so that neither side blocks), and those results would otherwise sit in its buffer
-     * with nothing left on the socket to wake us. */
-    drain_notifies(c);
-    if (c->gen != gen)
-        return;
-    process_results(c);
-    if (c->gen != gen)
-        return;
-    drain_notifies(c);
-    if (c->gen != gen)
-        return;
-    if (PQstatus(c->conn) == CONNECTION_BAD) {
-        /* Broken while parsing: what libpq wrote since may include query errors. */
-        conn_lost_libpq(c, strlen(PQerrorMessage(c->conn)));
-        return;
-    }
-    char err[sizeof c->last_error];
-    if (flush_and_arm(c, err, sizeof err) < 0)
-        conn_lost(c, err);
-}
-
-/* Results libpq read into its buffer while sending, from user context: processed from the loop
- * (callbacks may not run inside pgconn_query). Without this, a result read during the flush of
- * the next statement (a claim's, under load) would wait until some later statement made the
- * socket readable again. */
-static void kick_cb(uv_timer_t *t)
-{
-    pgconn *c = t->data;
-    if (c->state == ST_READY && c->conn && !c->loss_pending)
-        io_step(c, 0);
-}
-
-/* ---- connecting ---- */
 
 /* Sends one LISTEN per channel, each with its own sync, as regular pipeline entries. */
 static int send_listens(pgconn *c)
@@ -627,7 +335,7 @@ static int send_listens(pgconn *c)
             return -EIO;
         }
         e->internal = true;
-        push_entry(c, e);
+        pgc_push_entry(c, e);
         c->listens_left++;
     }
     return 0;
@@ -636,19 +344,19 @@ static int send_listens(pgconn *c)
 static void connected(pgconn *c)
 {
     assert(c->state == ST_CONNECTING);
-    size_t mark = error_mark(c);
+    size_t mark = pgc_error_mark(c);
     if (PQsetnonblocking(c->conn, 1) != 0 || PQenterPipelineMode(c->conn) != 1) {
-        conn_lost_libpq(c, mark);
+        pgc_conn_lost_libpq(c, mark);
         return;
     }
     c->state = ST_LISTENING;
     if (send_listens(c) < 0) {
-        conn_lost_libpq(c, mark);
+        pgc_conn_lost_libpq(c, mark);
         return;
     }
     char err[sizeof c->last_error];
-    if (flush_and_arm(c, err, sizeof err) < 0) {
-        conn_lost(c, err);
+    if (pgc_flush_and_arm(c, err, sizeof err) < 0) {
+        pgc_conn_lost(c, err);
         return;
     }
     if (c->listens_left == 0)
@@ -658,11 +366,11 @@ static void connected(pgconn *c)
 /* Waits for what PQconnectPoll asked for, on whatever socket it now uses. */
 static void connect_wait(pgconn *c, PostgresPollingStatusType st)
 {
-    int rc = watch_set(c, st == PGRES_POLLING_READING ? UV_READABLE : UV_WRITABLE);
+    int rc = pgc_watch_set(c, st == PGRES_POLLING_READING ? UV_READABLE : UV_WRITABLE);
     if (rc < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "cannot watch the connection socket: %s", uv_strerror(rc));
-        conn_lost(c, msg);
+        pgc_conn_lost(c, msg);
     }
 }
 
@@ -681,7 +389,7 @@ static void connect_step(pgconn *c)
         break;
     case PGRES_POLLING_FAILED:
     default:
-        conn_lost_libpq(c, 0);
+        pgc_conn_lost_libpq(c, 0);
         break;
     }
 }
@@ -721,12 +429,12 @@ static void start_connect(pgconn *c)
     c->fatal_msg[0] = '\0';
     c->conn = PQconnectStartParams(keys, vals, 1);
     if (!c->conn) {
-        conn_lost(c, "out of memory starting a connection");
+        pgc_conn_lost(c, "out of memory starting a connection");
         return;
     }
     PQsetNoticeReceiver(c->conn, notice_cb, c);
     if (PQstatus(c->conn) == CONNECTION_BAD) {
-        conn_lost_libpq(c, 0);
+        pgc_conn_lost_libpq(c, 0);
         return;
     }
     uv_timer_start(&c->timer, timer_cb, (uint64_t)user_timeout_ms(c), 0);
@@ -748,14 +456,14 @@ static void timer_cb(uv_timer_t *t)
         char msg[128];
         snprintf(msg, sizeof msg, "connection attempt timed out after %lld ms",
                  (long long)user_timeout_ms(c));
-        conn_lost(c, msg);
+        pgc_conn_lost(c, msg);
         break;
     }
     case ST_READY:
         if (c->loss_pending) {
             char msg[sizeof c->last_error];
             memcpy(msg, c->last_error, sizeof msg);
-            conn_lost(c, msg);
+            pgc_conn_lost(c, msg);
         }
         break;
     case ST_IDLE:
@@ -772,7 +480,7 @@ static void poll_cb(uv_poll_t *p, int status, int events)
     if (c->loss_pending) {
         char msg[sizeof c->last_error];
         memcpy(msg, c->last_error, sizeof msg);
-        conn_lost(c, msg);
+        pgc_conn_lost(c, msg);
         return;
     }
     if (status < 0) {
@@ -783,7 +491,7 @@ static void poll_cb(uv_poll_t *p, int status, int events)
         if (++c->poll_errors > 2) {
             char msg[256];
             snprintf(msg, sizeof msg, "socket poll error: %s", uv_strerror(status));
-            conn_lost(c, msg);
+            pgc_conn_lost(c, msg);
             return;
         }
         events = UV_READABLE | UV_WRITABLE;
@@ -796,7 +504,7 @@ static void poll_cb(uv_poll_t *p, int status, int events)
         break;
     case ST_LISTENING:
     case ST_READY:
-        io_step(c, events);
+        pgc_io_step(c, events);
         break;
     default:
         assert(!"poll event in a state without a socket");
@@ -897,103 +605,9 @@ void pgconn_start(pgconn *c)
     uv_timer_start(&c->timer, timer_cb, 0, 0);
 }
 
-/* The slot of `sql` among the prepared statements, or a free slot (ps->id == 0) to prepare it
- * in, or -1 when it is being prepared or the cache is full (it is then sent unprepared). */
-static int stmt_slot(pgconn *c, const char *sql)
-{
-    int free_slot = -1;
-    for (int i = 0; i < PGCONN_MAX_PREPARED; i++) {
-        if (c->stmts[i].id && c->stmts[i].sql == sql)
-            return c->stmts[i].ready ? i : -1;
-        if (!c->stmts[i].id && free_slot < 0)
-            free_slot = i;
-    }
-    return free_slot;
-}
-
-static int send_query(pgconn *c, const char *sql, int nparams, const char *const *params,
-                      bool prepared, pgconn_result_cb cb, void *arg)
-{
-    if (!c || !sql || nparams < 0 || nparams > 65535 || (nparams > 0 && !params))
-        return -EINVAL;
-    if (c->state != ST_READY || c->loss_pending)
-        return -ENOTCONN;
-    entry *e = calloc(1, sizeof *e);
-    if (!e)
-        return -ENOMEM;
-    e->stmt_slot = -1;
-    char err[sizeof c->last_error];
-    size_t mark = error_mark(c);
-    /* libpq copies sql and params into its output buffer here: nothing to keep. A refusal
-     * leaves the pipeline in doubt, so the connection is reset (from the loop: callbacks may
-     * not run inside this call). */
-    int sent;
-    int slot = prepared ? stmt_slot(c, sql) : -1;
-    if (slot >= 0) {
-        prepared_stmt *ps = &c->stmts[slot];
-        char name[32];
-        sent = 1;
-        if (!ps->id) {
-            /* Prepare and first Execute share one sync: no extra round trip. */
-            if (++c->next_stmt_id == 0)
-                c->next_stmt_id = 1;
-            snprintf(name, sizeof name, "pgpace_%u", c->next_stmt_id);
-            sent = PQsendPrepare(c->conn, name, sql, nparams, NULL);
-            if (sent) {
-                ps->sql = sql;
-                ps->id = c->next_stmt_id;
-                e->prepare_pending = true;
-            }
-        } else {
-            snprintf(name, sizeof name, "pgpace_%u", ps->id);
-        }
-        e->stmt_slot = slot;
-        e->stmt_id = ps->id;
-        sent = sent && PQsendQueryPrepared(c->conn, name, nparams, params, NULL, NULL, 0);
-    } else {
-        sent = PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    }
-    if (!sent) {
-        free(e);
-        libpq_error(c, mark, err, sizeof err);
-        lose_later(c, err);
-        return -ENOTCONN;
-    }
-    e->cb = cb;
-    e->arg = arg;
-    push_entry(c, e);
-    /* From here the statement is accepted: a failure reaches its callback as NULL. */
-    if (!PQpipelineSync(c->conn)) {
-        libpq_error(c, mark, err, sizeof err);
-        lose_later(c, err);
-    } else if (flush_and_arm(c, err, sizeof err) < 0) {
-        lose_later(c, err);
-    } else if (!PQisBusy(c->conn)) {
-        uv_timer_start(&c->kick, kick_cb, 0, 0); /* a result is already buffered */
-    }
-    return 0;
-}
-
-int pgconn_query(pgconn *c, const char *sql, int nparams, const char *const *params,
-                 pgconn_result_cb cb, void *arg)
-{
-    return send_query(c, sql, nparams, params, false, cb, arg);
-}
-
-int pgconn_query_prepared(pgconn *c, const char *sql, int nparams, const char *const *params,
-                          pgconn_result_cb cb, void *arg)
-{
-    return send_query(c, sql, nparams, params, true, cb, arg);
-}
-
 bool pgconn_ready(const pgconn *c)
 {
     return c->state == ST_READY && !c->loss_pending;
-}
-
-size_t pgconn_pending(const pgconn *c)
-{
-    return c->npending;
 }
 
 const char *pgconn_last_error(const pgconn *c)
@@ -1004,7 +618,7 @@ const char *pgconn_last_error(const pgconn *c)
 void pgconn_reset(pgconn *c)
 {
     if (c->state == ST_CONNECTING || c->state == ST_LISTENING || c->state == ST_READY)
-        conn_lost(c, "connection reset by the application");
+        pgc_conn_lost(c, "connection reset by the application");
 }
 
 void pgconn_close(pgconn *c, pgconn_closed_cb closed_cb, void *arg)
@@ -1022,5 +636,5 @@ void pgconn_close(pgconn *c, pgconn_closed_cb closed_cb, void *arg)
     c->conn = NULL;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->kick, handle_closed);
-    fail_pending(c);
+    pgc_fail_pending(c);
 }
