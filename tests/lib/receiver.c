@@ -10,6 +10,11 @@
  * RECV_GARBAGE, RECV_CLOSE) send FIN after the queued bytes and then keep reading and discarding
  * until the client closes or LINGER_MS passes, so a client still sending does not get a RST that
  * would destroy the answer before it reads it. RECV_RESET closes with SO_LINGER {1, 0}.
+ *
+ * Throttles are decided on the loop thread under the same lock that records the request and
+ * picks its rule, with the monotonic clock read at that moment: a token bucket refills lazily
+ * (tokens += elapsed * rate, capped at burst) each time it is consulted; a fixed window resets
+ * its count when the request falls in a later window than the last one counted.
  */
 #include "receiver.h"
 
@@ -49,6 +54,24 @@ typedef struct rule {
     int remaining; /* requests left; 0 = forever */
 } rule;
 
+typedef struct throttle {
+    char *prefix;
+    receiver_throttle_kind kind;
+    double per_ns; /* token bucket: tokens per nanosecond */
+    double tokens;
+    int burst;
+    int64_t last_ns; /* token bucket: when tokens was last brought up to date */
+    int limit;
+    int64_t window_ns;
+    int64_t window_idx; /* fixed window: the window `count` is for (-1: none yet) */
+    int count;
+    int status;
+    char *body;
+    receiver_retry_after retry_after;
+    int retry_after_s;
+    char *retry_after_literal;
+} throttle;
+
 typedef enum conn_state {
     ST_IDLE,    /* reading and answering requests */
     ST_DELAY,   /* an answer waits on the timer; later requests stay buffered */
@@ -73,6 +96,8 @@ typedef struct conn {
     char *pending;      /* ST_DELAY: the answer to send */
     size_t pending_len;
     bool pending_close;
+    size_t pending_rec; /* ST_DELAY: its request's record index (SIZE_MAX: not recorded) */
+    int pending_status;
     uint64_t trickle_sent;
 } conn;
 
@@ -88,6 +113,7 @@ struct receiver {
     uv_async_t wake;
     uv_thread_t thread;
     int port;
+    int64_t start_ns; /* CLOCK_MONOTONIC at start: fixed windows are aligned to it */
     conn *conns;
     char readbuf[65536];
     char trickle_piece[TRICKLE_PIECE];
@@ -97,6 +123,8 @@ struct receiver {
     pthread_cond_t cond; /* broadcast on each new record; CLOCK_MONOTONIC */
     rule *rules;
     size_t nrules, rules_cap;
+    throttle *throttles;
+    size_t nthrottles, throttles_cap;
     receiver_request *reqs;
     size_t nreqs, reqs_cap;
     size_t open_conns, accepted;
@@ -112,6 +140,13 @@ static int64_t realtime_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static char *dup_or_null(const char *s)
@@ -573,12 +608,17 @@ static void conn_fail(conn *c, int status)
     conn_linger(c);
 }
 
+/* The status build_response() puts on the status line for a rule's `status`. */
+static int effective_status(int status)
+{
+    return status < 100 || status > 999 ? 200 : status;
+}
+
 /* Builds a full answer (r->mu held: the rule's strings are read here). */
 static char *build_response(int status, const char *body, const char *retry_after, bool head,
                             bool close, size_t *len)
 {
-    if (status < 100 || status > 999)
-        status = 200;
+    status = effective_status(status);
     bool no_body = status < 200 || status == 204 || status == 304;
     size_t blen = body && !no_body ? strlen(body) : 0;
     char cl[64] = "";
@@ -614,6 +654,11 @@ static void on_delay_done(uv_timer_t *t)
     char *resp = c->pending;
     c->pending = NULL;
     c->state = ST_IDLE;
+    if (resp && c->pending_rec != SIZE_MAX) {
+        pthread_mutex_lock(&c->r->mu);
+        c->r->reqs[c->pending_rec].status = c->pending_status;
+        pthread_mutex_unlock(&c->r->mu);
+    }
     send_answer(c, resp, c->pending_len, c->pending_close);
     if (!c->closing && c->state == ST_IDLE) {
         conn_process(c);
@@ -639,7 +684,8 @@ static void on_trickle_tick(uv_timer_t *t)
     }
 }
 
-static void record_request(receiver *r, receiver_request *rq)
+/* Records rq (r->mu held) and returns its index, or SIZE_MAX when out of memory. */
+static size_t record_request(receiver *r, receiver_request *rq)
 {
     if (r->nreqs == r->reqs_cap) {
         size_t cap = r->reqs_cap ? r->reqs_cap * 2 : 64;
@@ -647,13 +693,109 @@ static void record_request(receiver *r, receiver_request *rq)
         if (!n) {
             fprintf(stderr, "receiver: out of memory, request to %s not recorded\n", rq->path);
             free(rq->body);
-            return;
+            return SIZE_MAX;
         }
         r->reqs = n;
         r->reqs_cap = cap;
     }
     r->reqs[r->nreqs++] = *rq;
     pthread_cond_broadcast(&r->cond);
+    return r->nreqs - 1;
+}
+
+/* ---- throttles (r->mu held) ---- */
+
+#define NS_PER_S 1000000000LL
+
+/* Takes a token (or a place in the current window) and returns true, or returns false with
+ * *delay_ns = the time until one is there. */
+static bool throttle_admit(throttle *t, int64_t now, int64_t start, int64_t *delay_ns)
+{
+    if (t->kind == RECV_TOKEN_BUCKET) {
+        if (now > t->last_ns) {
+            t->tokens += (double)(now - t->last_ns) * t->per_ns;
+            if (t->tokens > t->burst)
+                t->tokens = t->burst;
+            t->last_ns = now;
+        }
+        if (t->tokens >= 1.0) {
+            t->tokens -= 1.0;
+            return true;
+        }
+        double wait = (1.0 - t->tokens) / t->per_ns;
+        *delay_ns = wait < 1e18 ? (int64_t)wait + 1 : (int64_t)1e18; /* a very slow rate */
+        return false;
+    }
+    int64_t idx = (now - start) / t->window_ns;
+    if (idx != t->window_idx) {
+        t->window_idx = idx;
+        t->count = 0;
+    }
+    if (t->count < t->limit) {
+        t->count++;
+        return true;
+    }
+    *delay_ns = start + (idx + 1) * t->window_ns - now;
+    return false;
+}
+
+/* IMF-fixdate (RFC 9110 5.6.7) of unix time `at`, without the locale's names. */
+static void http_date(int64_t at, char *buf, size_t len)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t tt = (time_t)at;
+    struct tm tm;
+    if (!gmtime_r(&tt, &tm)) {
+        snprintf(buf, len, "Thu, 01 Jan 1970 00:00:00 GMT");
+        return;
+    }
+    snprintf(buf, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday % 7], tm.tm_mday,
+             months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+/* The Retry-After value of a throttled answer into buf; NULL when there is none. */
+static const char *throttle_retry_after(const throttle *t, int64_t delay_ns, char *buf, size_t len)
+{
+    if (t->retry_after_s > 0)
+        delay_ns = (int64_t)t->retry_after_s * NS_PER_S;
+    switch (t->retry_after) {
+    case RECV_RA_NONE:
+        return NULL;
+    case RECV_RA_LITERAL:
+        return t->retry_after_literal;
+    case RECV_RA_DATE:
+        http_date((realtime_us() * 1000 + delay_ns + NS_PER_S - 1) / NS_PER_S, buf, len);
+        return buf;
+    case RECV_RA_SECONDS:
+    default: {
+        int64_t secs = (delay_ns + NS_PER_S - 1) / NS_PER_S;
+        snprintf(buf, len, "%lld", (long long)(secs < 1 ? 1 : secs));
+        return buf;
+    }
+    }
+}
+
+/* When the last added throttle matching path has no room: builds its answer into *resp and
+ * returns its status. Returns 0 when the request may go on to the rules. */
+static int throttle_check(receiver *r, const char *path, bool head, bool close, char **resp,
+                          size_t *len)
+{
+    throttle *t = NULL;
+    for (size_t i = r->nthrottles; i-- > 0;) {
+        if (strncmp(path, r->throttles[i].prefix, strlen(r->throttles[i].prefix)) == 0) {
+            t = &r->throttles[i];
+            break;
+        }
+    }
+    int64_t delay_ns = 0;
+    if (!t || throttle_admit(t, monotonic_ns(), r->start_ns, &delay_ns))
+        return 0;
+    char ra[64];
+    *resp = build_response(t->status, t->body, throttle_retry_after(t, delay_ns, ra, sizeof ra),
+                           head, close, len);
+    return t->status;
 }
 
 /* Records a complete request and carries out the matching rule. Takes rq->body. */
@@ -665,23 +807,32 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
     int delay_ms = 0;
     size_t len = 0;
     char *resp = NULL;
+    int status = 0; /* what is sent, for the record */
 
     pthread_mutex_lock(&r->mu);
-    record_request(r, rq);
+    size_t rec = record_request(r, rq);
+    int throttled = throttle_check(r, rq->path, h->head_method, close, &resp, &len);
     rule *m = NULL;
-    for (size_t i = r->nrules; i-- > 0;) {
+    for (size_t i = r->nrules; !throttled && i-- > 0;) {
         if (strncmp(rq->path, r->rules[i].prefix, strlen(r->rules[i].prefix)) == 0) {
             m = &r->rules[i];
             break;
         }
     }
-    if (!m) {
+    if (throttled) {
+        status = throttled;
+    } else if (!m) {
         resp = build_response(200, "ok", NULL, h->head_method, close, &len);
+        status = 200;
     } else {
         action = m->action;
         delay_ms = m->delay_ms;
-        if (action == RECV_RESPOND)
+        if (action == RECV_RESPOND) {
             resp = build_response(m->status, m->body, m->retry_after, h->head_method, close, &len);
+            status = effective_status(m->status);
+        } else if (action == RECV_TRICKLE_HUGE) {
+            status = 200;
+        }
         if (m->remaining > 0 && --m->remaining == 0) {
             free(m->prefix);
             free(m->body);
@@ -690,6 +841,14 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
             memmove(m, m + 1, (r->nrules - i - 1) * sizeof *m);
             r->nrules--;
         }
+    }
+    /* A delayed answer's status is recorded when it is sent (on_delay_done); an answer that
+     * could not be built (out of memory) closes the connection instead. */
+    if (rec != SIZE_MAX) {
+        bool delayed = action == RECV_RESPOND && delay_ms > 0;
+        r->reqs[rec].throttled = throttled != 0;
+        if ((resp && !delayed) || action == RECV_TRICKLE_HUGE)
+            r->reqs[rec].status = status;
     }
     pthread_mutex_unlock(&r->mu);
 
@@ -700,6 +859,8 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
             c->pending = resp;
             c->pending_len = len;
             c->pending_close = close;
+            c->pending_rec = rec;
+            c->pending_status = status;
             uv_timer_start(&c->timer, on_delay_done, (uint64_t)delay_ms, 0);
         } else {
             send_answer(c, resp, len, close);
@@ -921,6 +1082,7 @@ receiver *receiver_start_port(int port)
         return NULL;
     }
     memset(r->trickle_piece, 'x', sizeof r->trickle_piece);
+    r->start_ns = monotonic_ns();
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -999,6 +1161,13 @@ static void free_rule(rule *ru)
     free(ru->retry_after);
 }
 
+static void free_throttle(throttle *t)
+{
+    free(t->prefix);
+    free(t->body);
+    free(t->retry_after_literal);
+}
+
 void receiver_stop(receiver *r)
 {
     if (!r)
@@ -1017,6 +1186,9 @@ void receiver_stop(receiver *r)
     for (size_t i = 0; i < r->nrules; i++)
         free_rule(&r->rules[i]);
     free(r->rules);
+    for (size_t i = 0; i < r->nthrottles; i++)
+        free_throttle(&r->throttles[i]);
+    free(r->throttles);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -1062,12 +1234,91 @@ void receiver_on(receiver *r, const receiver_rule *in)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Why a throttle's parameters cannot be used, or NULL when they can. */
+static const char *throttle_invalid(const receiver_throttle *in)
+{
+    if (in->kind == RECV_TOKEN_BUCKET) {
+        /* !(x > 0) also refuses NaN; above 6e13 per minute a token is under a nanosecond. */
+        if (!(in->rate_per_minute > 0) || !(in->rate_per_minute < 6e13))
+            return "rate_per_minute must be > 0";
+        if (in->burst < 1)
+            return "burst must be >= 1";
+    } else if (in->kind == RECV_FIXED_WINDOW) {
+        if (in->limit < 0)
+            return "limit must be >= 0";
+        if (in->window_ms <= 0)
+            return "window_ms must be > 0";
+    } else {
+        return "unknown kind";
+    }
+    if (in->status != 0 && (in->status < 400 || in->status > 599))
+        return "status must be 400..599 (or 0 for 429)";
+    if (in->retry_after_s < 0)
+        return "retry_after_s must be >= 0";
+    if (in->retry_after != RECV_RA_SECONDS && in->retry_after != RECV_RA_NONE &&
+        in->retry_after != RECV_RA_DATE && in->retry_after != RECV_RA_LITERAL)
+        return "unknown retry_after mode";
+    if (in->retry_after == RECV_RA_LITERAL &&
+        (!in->retry_after_literal || strpbrk(in->retry_after_literal, "\r\n")))
+        return "retry_after_literal must be set, on one line";
+    return NULL;
+}
+
+int receiver_throttle_on(receiver *r, const receiver_throttle *in)
+{
+    const char *why = throttle_invalid(in);
+    if (why) {
+        fprintf(stderr, "receiver: throttle on %s refused: %s\n",
+                in->path_prefix ? in->path_prefix : "", why);
+        return -1;
+    }
+    throttle t = {
+        .prefix = strdup(in->path_prefix ? in->path_prefix : ""),
+        .kind = in->kind,
+        .per_ns = in->rate_per_minute / 60e9,
+        .tokens = in->burst,
+        .burst = in->burst,
+        .last_ns = monotonic_ns(),
+        .limit = in->limit,
+        .window_ns = (int64_t)in->window_ms * 1000000,
+        .window_idx = -1,
+        .status = in->status ? in->status : 429,
+        .body = dup_or_null(in->body),
+        .retry_after = in->retry_after,
+        .retry_after_s = in->retry_after_s,
+        .retry_after_literal =
+            in->retry_after == RECV_RA_LITERAL ? dup_or_null(in->retry_after_literal) : NULL,
+    };
+    if (!t.prefix || (in->body && !t.body) ||
+        (in->retry_after == RECV_RA_LITERAL && !t.retry_after_literal)) {
+        fprintf(stderr, "receiver: out of memory adding a throttle\n");
+        abort();
+    }
+    pthread_mutex_lock(&r->mu);
+    if (r->nthrottles == r->throttles_cap) {
+        size_t cap = r->throttles_cap ? r->throttles_cap * 2 : 4;
+        throttle *n = realloc(r->throttles, cap * sizeof *n);
+        if (!n) {
+            fprintf(stderr, "receiver: out of memory adding a throttle\n");
+            abort();
+        }
+        r->throttles = n;
+        r->throttles_cap = cap;
+    }
+    r->throttles[r->nthrottles++] = t;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
 void receiver_clear_rules(receiver *r)
 {
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nrules; i++)
         free_rule(&r->rules[i]);
     r->nrules = 0;
+    for (size_t i = 0; i < r->nthrottles; i++)
+        free_throttle(&r->throttles[i]);
+    r->nthrottles = 0;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -1086,6 +1337,18 @@ size_t receiver_count(receiver *r, const char *path_prefix)
 {
     pthread_mutex_lock(&r->mu);
     size_t n = count_locked(r, path_prefix);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+size_t receiver_count_status(receiver *r, const char *path_prefix, int status)
+{
+    size_t plen = path_prefix ? strlen(path_prefix) : 0, n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nreqs; i++)
+        if (r->reqs[i].status == status &&
+            strncmp(r->reqs[i].path, path_prefix ? path_prefix : "", plen) == 0)
+            n++;
     pthread_mutex_unlock(&r->mu);
     return n;
 }

@@ -6,6 +6,15 @@
  * are accepted too). Every complete request is recorded with its arrival time. How it answers
  * is chosen per request path prefix with receiver_on(), the last matching rule wins; the default
  * is 200 with body "ok". All functions are thread-safe.
+ *
+ * Throttling (receiver_throttle_on) is decided first, like a real API's rate limiter in front of
+ * its handlers: the last added throttle whose prefix matches the path takes the request; when it
+ * has no room, the request is answered at once with the throttle's status (default 429) and
+ * Retry-After, and never reaches the rules (a rule's `times` is not used up). Otherwise, or when
+ * no throttle matches, the rules answer as above. Each throttle keeps its own state (tokens, or
+ * the current window's count), shared by every connection, and is decided when the request is
+ * complete, in arrival order (pipelined requests too). Every recorded request carries the
+ * status actually sent and whether a throttle sent it (receiver_request.status / .throttled).
  */
 #ifndef PGPACE_RECEIVER_H
 #define PGPACE_RECEIVER_H
@@ -44,7 +53,48 @@ typedef struct receiver_request {
     char user_agent[128];
     char *body; /* NUL-terminated copy, owned by the receiver */
     size_t body_len;
+    /* The status line's code sent for this request; 0 while not (or never) answered: RECV_HANG,
+     * RECV_RESET, RECV_CLOSE, RECV_GARBAGE, or a delayed answer not sent yet (or never: the
+     * connection closed or the receiver stopped first). RECV_TRICKLE_HUGE records 200 (its
+     * status line). */
+    int status;
+    int throttled; /* 1 when a throttle answered it (status is then the throttle's status) */
 } receiver_request;
+
+typedef enum receiver_throttle_kind {
+    /* `burst` tokens, refilled continuously at rate_per_minute (never above burst); the bucket
+     * is full when the throttle is added. A request takes one token or is throttled. */
+    RECV_TOKEN_BUCKET,
+    /* At most `limit` requests per window of window_ms; windows are aligned to the receiver's
+     * start (window k is [start + k * window_ms, start + (k + 1) * window_ms) on the monotonic
+     * clock), so the first window after adding a throttle may be short. */
+    RECV_FIXED_WINDOW,
+} receiver_throttle_kind;
+
+/* The Retry-After header of throttled answers. "The delay" is retry_after_s when it is > 0,
+ * otherwise computed: the time until the bucket holds a whole token, or until the current window
+ * ends. */
+typedef enum receiver_retry_after {
+    RECV_RA_SECONDS = 0, /* delta-seconds: the delay rounded up, at least 1 */
+    RECV_RA_NONE,        /* no Retry-After header */
+    RECV_RA_DATE,        /* IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of now + the delay,
+                          * rounded up to the next whole second */
+    RECV_RA_LITERAL,     /* retry_after_literal as is ("99999999999", "soon", ...) */
+} receiver_retry_after;
+
+typedef struct receiver_throttle {
+    const char *path_prefix; /* e.g. "/c/acme" (copied); NULL or "" = every path */
+    receiver_throttle_kind kind;
+    double rate_per_minute; /* RECV_TOKEN_BUCKET: refill rate, > 0 */
+    int burst;              /* RECV_TOKEN_BUCKET: capacity, >= 1 */
+    int limit;              /* RECV_FIXED_WINDOW: requests let through per window, >= 0 */
+    int window_ms;          /* RECV_FIXED_WINDOW: window length, > 0 */
+    int status;             /* throttled answers' status (400..599, e.g. 429 or 503); 0 = 429 */
+    const char *body;       /* throttled answers' body, or NULL for none (copied) */
+    receiver_retry_after retry_after;
+    int retry_after_s;               /* RECV_RA_SECONDS / RECV_RA_DATE: fixed delay when > 0 */
+    const char *retry_after_literal; /* RECV_RA_LITERAL: the header value (copied) */
+} receiver_throttle;
 
 /* Starts the server; returns NULL on failure (message on stderr). */
 receiver *receiver_start(void);
@@ -58,10 +108,17 @@ int receiver_port(const receiver *r);
 void receiver_url(const receiver *r, const char *path, char *buf, size_t len);
 
 void receiver_on(receiver *r, const receiver_rule *rule);
+/* Adds a throttle (see the contract above); throttles never expire. Returns 0, or -1 when the
+ * parameters are out of range (message on stderr; nothing added). */
+int receiver_throttle_on(receiver *r, const receiver_throttle *throttle);
+/* Removes every rule and every throttle (with its state). */
 void receiver_clear_rules(receiver *r);
 
 /* Number of requests recorded so far (optionally only those whose path starts with prefix). */
 size_t receiver_count(receiver *r, const char *path_prefix);
+/* Of those, the ones whose recorded status is `status` (see receiver_request.status: 0 counts
+ * the requests not answered so far). */
+size_t receiver_count_status(receiver *r, const char *path_prefix, int status);
 /* Copies out recorded request i (0-based, arrival order) into *out; body is strdup'ed and must
  * be freed by the caller. Returns 0, or -1 when i is out of range. */
 int receiver_get(receiver *r, size_t i, receiver_request *out);

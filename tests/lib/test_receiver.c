@@ -874,6 +874,492 @@ static void two_receivers_and_fixed_port(void **state)
     receiver_stop(NULL);
 }
 
+/* ---- throttling ---- */
+
+static int64_t real_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The value of header `name` in resp->head into buf; false when absent. */
+static bool header_value(const response *resp, const char *name, char *buf, size_t cap)
+{
+    size_t nlen = strlen(name);
+    for (const char *p = resp->head; (p = strstr(p, "\r\n")) != NULL; p += 2) {
+        if (strncasecmp(p + 2, name, nlen) != 0 || p[2 + nlen] != ':')
+            continue;
+        const char *v = p + 2 + nlen + 1;
+        while (*v == ' ')
+            v++;
+        const char *e = strstr(v, "\r\n");
+        assert_non_null(e);
+        size_t n = (size_t)(e - v);
+        assert_true(n < cap);
+        memcpy(buf, v, n);
+        buf[n] = '\0';
+        return true;
+    }
+    return false;
+}
+
+/* A Retry-After value that must be delta-seconds: its number (fails otherwise). */
+static long retry_after_seconds(const response *resp)
+{
+    char v[128];
+    if (!header_value(resp, "Retry-After", v, sizeof v))
+        fail_msg("no Retry-After in:\n%s", resp->head);
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || v[0] < '0' || v[0] > '9')
+        fail_msg("Retry-After is not delta-seconds: \"%s\"", v);
+    return n;
+}
+
+/* Parses an IMF-fixdate strictly (it must print back identically); -1 when it is not one. */
+static int64_t parse_imf_fixdate(const char *s)
+{
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    char wday[4], mon[4];
+    int day, year, hh, mm, ss, n = 0;
+    if (sscanf(s, "%3[A-Za-z], %2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", wday, &day, mon, &year, &hh,
+               &mm, &ss, &n) != 7 ||
+        s[n] != '\0')
+        return -1;
+    const char *m = strstr(months, mon);
+    if (!m || (m - months) % 3 != 0 || strlen(mon) != 3)
+        return -1;
+    struct tm tm = {.tm_year = year - 1900,
+                    .tm_mon = (int)((m - months) / 3),
+                    .tm_mday = day,
+                    .tm_hour = hh,
+                    .tm_min = mm,
+                    .tm_sec = ss};
+    time_t t = timegm(&tm);
+    struct tm back;
+    char again[64];
+    if (t == (time_t)-1 || !gmtime_r(&t, &back) ||
+        strftime(again, sizeof again, "%a, %d %b %Y %H:%M:%S GMT", &back) == 0 ||
+        strcmp(again, s) != 0)
+        return -1;
+    return (int64_t)t;
+}
+
+/* One GET on cl; the response into *resp, its status returned. */
+static int get_status(client *cl, const char *path, response *resp)
+{
+    char req[512];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    client_send(cl, req);
+    int rc = client_response(cl, resp);
+    if (rc != 0)
+        fail_msg("no answer to GET %s: %d", path, rc);
+    return resp->status;
+}
+
+/* n GETs of path pipelined in one write (decided back to back by the receiver); their statuses
+ * into st[], the last response into *last. Returns how many got 200. */
+static int burst(client *cl, const char *path, int n, int *st, response *last)
+{
+    char req[8192] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(req + len, sizeof req - len, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
+                                path);
+    assert_true(len < sizeof req);
+    client_send_n(cl, req, len);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(client_response(cl, last), 0);
+        st[i] = last->status;
+        ok += st[i] == 200;
+    }
+    return ok;
+}
+
+static void throttle_token_bucket_burst_then_refill(void **state)
+{
+    receiver *r = *state;
+    /* 600 per minute: a token every 100 ms; at most 2 saved up. */
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/tb",
+                                                                  .kind = RECV_TOKEN_BUCKET,
+                                                                  .rate_per_minute = 600,
+                                                                  .burst = 2}),
+                     0);
+    client *cl = client_open(r);
+    response resp;
+    int st[10];
+    int64_t t_burst = now_ms();
+    /* Pipelined, so the ten are decided within microseconds of each other: exactly the burst
+     * gets through, in order. */
+    assert_int_equal(burst(cl, "/tb/x", 10, st, &resp), 2);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(st[i], i < 2 ? 200 : 429);
+    assert_contains(resp.head, "HTTP/1.1 429 Too Many Requests\r\n");
+    assert_int_equal(resp.body_len, 0);
+    assert_int_equal(retry_after_seconds(&resp), 1); /* under 100 ms, rounded up */
+    /* Other paths are not throttled. */
+    assert_int_equal(get_status(cl, "/other", &resp), 200);
+
+    /* The next token comes 100 ms after the burst took the last one: poll for it. */
+    int passed = 0, polled = 0;
+    int64_t deadline = now_ms() + 5000;
+    while (!passed && now_ms() < deadline) {
+        polled++;
+        passed = get_status(cl, "/tb/poll", &resp) == 200;
+        if (!passed)
+            sleep_ms(10);
+    }
+    assert_true(passed);
+    int64_t waited = now_ms() - t_burst;
+    if (waited < 95)
+        fail_msg("a token came back after %lld ms; the rate gives one per 100 ms",
+                 (long long)waited);
+
+    /* Tokens saved up never exceed the burst: after 350 ms (3.5 tokens' worth, more if this
+     * thread sleeps longer), a pipelined burst still gets exactly 2 through. */
+    sleep_ms(350);
+    assert_int_equal(burst(cl, "/tb/y", 6, st, &resp), 2);
+    assert_int_equal(st[0], 200);
+    assert_int_equal(st[1], 200);
+
+    /* The state is the throttle's, shared by connections: B takes what A left (a token a
+     * minute, so none comes back during this). */
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/tb/shared",
+                                                                  .kind = RECV_TOKEN_BUCKET,
+                                                                  .rate_per_minute = 1,
+                                                                  .burst = 2}),
+                     0);
+    client *cl2 = client_open(r);
+    assert_int_equal(get_status(cl, "/tb/shared", &resp), 200);
+    assert_int_equal(get_status(cl2, "/tb/shared", &resp), 200);
+    assert_int_equal(get_status(cl, "/tb/shared", &resp), 429);
+    assert_int_equal(get_status(cl2, "/tb/shared", &resp), 429);
+    client_close(cl2);
+    client_close(cl);
+
+    /* 2 + 1 + 2 + 2 answered 200 under /tb; everything else there 429. */
+    assert_int_equal(receiver_count_status(r, "/tb", 200), 7);
+    assert_int_equal(receiver_count_status(r, "/tb", 429), 8 + (size_t)(polled - 1) + 4 + 2);
+    assert_int_equal(receiver_count_status(r, "/other", 200), 1);
+    assert_int_equal(receiver_count_status(r, "/tb", 0), 0);
+}
+
+/* Polls GET path every 10 ms until it gets `want` (deadline 5 s). *sent_prev gets when the
+ * previous poll (with the other answer) was sent, *got when `want` arrived (test monotonic ms);
+ * returns how many polls got the other answer. */
+static int poll_until(client *cl, const char *path, int want, int64_t *sent_prev, int64_t *got)
+{
+    response resp;
+    int64_t deadline = now_ms() + 5000;
+    int other = 0;
+    *sent_prev = -1;
+    for (;;) {
+        int64_t sent = now_ms();
+        int st = get_status(cl, path, &resp);
+        if (st == want) {
+            *got = now_ms();
+            return other;
+        }
+        assert_int_equal(st, want == 200 ? 429 : 200);
+        *sent_prev = sent;
+        other++;
+        if (now_ms() > deadline)
+            fail_msg("%s: no %d within 5 s", path, want);
+        sleep_ms(10);
+    }
+}
+
+static void throttle_fixed_window_counts_per_window_and_resets(void **state)
+{
+    /* A receiver of our own, to know when it started: windows are aligned to its start. */
+    receiver_stop(*state);
+    int64_t t0 = now_ms();
+    receiver *r = receiver_start();
+    int64_t t1 = now_ms();
+    *state = r;
+    assert_non_null(r);
+    /* Let time pass first, so that windows aligned to something later (the throttle, its first
+     * request) would show. */
+    sleep_ms(300);
+    enum { W = 1000, LIMIT = 3 };
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/fw",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = LIMIT,
+                                                                  .window_ms = W}),
+                     0);
+    client *cl = client_open(r);
+    response resp;
+    int64_t p1_sent, r1_got, p2_sent, r2_got, unused;
+
+    /* Window 0 (it began when the receiver started): LIMIT through, then refused. */
+    assert_int_equal(poll_until(cl, "/fw", 429, &unused, &unused), LIMIT);
+    assert_int_equal(get_status(cl, "/fw", &resp), 429);
+    assert_int_equal(retry_after_seconds(&resp), 1); /* under a second to the boundary */
+
+    /* Until the boundary; the first request after it passes. The boundary lies between when
+     * the last refused poll was sent and when that one was answered. */
+    poll_until(cl, "/fw", 200, &p1_sent, &r1_got);
+    assert_true(p1_sent >= 0);
+    /* Aligned to the start: some k * W after start (in [t0, t1]) lies in that interval. */
+    int64_t k = (r1_got + 2 - t0) / W;
+    if (!(k >= 1 && t1 + k * W >= p1_sent - 2))
+        fail_msg("boundary in (%lld, %lld] ms after start, not at a multiple of %d ms",
+                 (long long)(p1_sent - t1), (long long)(r1_got - t0), W);
+
+    /* The same window: one used by that poll, LIMIT - 1 more, then refused. */
+    int st[6];
+    assert_int_equal(burst(cl, "/fw/b", 6, st, &resp), LIMIT - 1);
+    int64_t b_got = now_ms();
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(st[i], i < LIMIT - 1 ? 200 : 429);
+    if (b_got - p1_sent >= W)
+        fail_msg("this thread stalled for a whole window (%lld ms)", (long long)(b_got - p1_sent));
+
+    /* The next boundary is exactly W later: between (p2_sent, r2_got]. So r2_got is more than W
+     * after p1_sent and p2_sent less than W after r1_got (ms rounding: 2 ms of slack). */
+    poll_until(cl, "/fw", 200, &p2_sent, &r2_got);
+    assert_true(p2_sent >= 0);
+    if (r2_got - p1_sent < W - 2 || p2_sent - r1_got > W + 2)
+        fail_msg("window length: boundary 1 in (%lld, %lld], boundary 2 in (%lld, %lld] (ms)",
+                 (long long)p1_sent, (long long)r1_got, (long long)p2_sent, (long long)r2_got);
+    client_close(cl);
+
+    /* Retry-After auto = seconds to the end of the window, rounded up: with a 60 s window, 60
+     * minus the seconds since the start, give or take this request's own time. */
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/fw/long",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 1,
+                                                                  .window_ms = 60000}),
+                     0);
+    cl = client_open(r);
+    assert_int_equal(get_status(cl, "/fw/long", &resp), 200);
+    int64_t sent = now_ms();
+    assert_int_equal(get_status(cl, "/fw/long", &resp), 429);
+    int64_t got = now_ms();
+    long ra = retry_after_seconds(&resp);
+    long lo = (60000 - (got - t0) + 999) / 1000 - 1, hi = (60000 - (sent - t1) + 999) / 1000 + 1;
+    if (ra < lo || ra > hi)
+        fail_msg("Retry-After %ld, want %ld..%ld", ra, lo, hi);
+    client_close(cl);
+}
+
+/* A token bucket that lets one through per 10 s; the second request gets the throttle answer.
+ * *sent1 / *got1: around the first request (realtime ms). */
+static void bucket_second_refused(receiver *r, const char *path, receiver_throttle t,
+                                  response *resp, int64_t *sent1, int64_t *got1)
+{
+    t.path_prefix = path;
+    t.kind = RECV_TOKEN_BUCKET;
+    t.rate_per_minute = 6;
+    t.burst = 1;
+    assert_int_equal(receiver_throttle_on(r, &t), 0);
+    client *cl = client_open(r);
+    *sent1 = real_ms();
+    assert_int_equal(get_status(cl, path, resp), 200);
+    *got1 = real_ms();
+    assert_int_equal(get_status(cl, path, resp), t.status ? t.status : 429);
+    client_close(cl);
+}
+
+static void throttle_retry_after_modes(void **state)
+{
+    receiver *r = *state;
+    response resp;
+    char v[128];
+    int64_t sent1, got1;
+
+    bucket_second_refused(r, "/ra/none", (receiver_throttle){.retry_after = RECV_RA_NONE}, &resp,
+                          &sent1, &got1);
+    assert_false(header_value(&resp, "Retry-After", v, sizeof v));
+
+    /* Computed: the token comes 10 s after the first request took it, rounded up. */
+    bucket_second_refused(r, "/ra/secs", (receiver_throttle){.retry_after = RECV_RA_SECONDS}, &resp,
+                          &sent1, &got1);
+    long secs = retry_after_seconds(&resp);
+    long lo = 10 - (real_ms() - sent1) / 1000 - 1;
+    if (secs < lo || secs > 10)
+        fail_msg("Retry-After %ld, want %ld..10", secs, lo);
+
+    bucket_second_refused(r, "/ra/fixed", (receiver_throttle){.retry_after_s = 42}, &resp, &sent1,
+                          &got1);
+    assert_int_equal(retry_after_seconds(&resp), 42);
+
+    /* A date: when the token comes (the first request + 10 s), rounded up to a second. */
+    bucket_second_refused(r, "/ra/date", (receiver_throttle){.retry_after = RECV_RA_DATE}, &resp,
+                          &sent1, &got1);
+    assert_true(header_value(&resp, "Retry-After", v, sizeof v));
+    int64_t at = parse_imf_fixdate(v);
+    if (at < 0)
+        fail_msg("Retry-After is not an IMF-fixdate: \"%s\"", v);
+    if (at * 1000 < sent1 + 10000 || at * 1000 > got1 + 11001)
+        fail_msg("Retry-After %s is %lld ms after the first request, want 10000..11000", v,
+                 (long long)(at * 1000 - sent1));
+    assert_true(at * 1000 > real_ms()); /* in the future */
+    /* libcurl (what pgpace reads it with) understands it as a delay. */
+    long status;
+    sink out = {0};
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    assert_int_equal(curl_do(h, r, "/ra/date", "{}", NULL, 5000, &status, &out), CURLE_OK);
+    assert_int_equal(status, 429);
+    curl_off_t retry = 0;
+    curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &retry);
+    curl_easy_cleanup(h);
+    if (retry < 5 || retry > 11)
+        fail_msg("curl read Retry-After as %lld s", (long long)retry);
+
+    /* A date with a fixed delay: an hour away. */
+    bucket_second_refused(r, "/ra/datefixed",
+                          (receiver_throttle){.retry_after = RECV_RA_DATE, .retry_after_s = 3600},
+                          &resp, &sent1, &got1);
+    assert_true(header_value(&resp, "Retry-After", v, sizeof v));
+    at = parse_imf_fixdate(v);
+    assert_true(at >= 0);
+    assert_true(at * 1000 >= sent1 + 3600000 && at * 1000 < real_ms() + 3601000);
+
+    /* Literals, as they are. */
+    bucket_second_refused(
+        r, "/ra/lit",
+        (receiver_throttle){.retry_after = RECV_RA_LITERAL, .retry_after_literal = "99999999999"},
+        &resp, &sent1, &got1);
+    assert_true(header_value(&resp, "Retry-After", v, sizeof v));
+    assert_string_equal(v, "99999999999");
+    bucket_second_refused(
+        r, "/ra/soon",
+        (receiver_throttle){.retry_after = RECV_RA_LITERAL, .retry_after_literal = "soon"}, &resp,
+        &sent1, &got1);
+    assert_contains(resp.head, "\r\nRetry-After: soon\r\n");
+}
+
+static void throttle_status_503_and_bad_parameters(void **state)
+{
+    receiver *r = *state;
+    /* limit 0: everything refused, with the configured status and body. */
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/busy",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 0,
+                                                                  .window_ms = 1000,
+                                                                  .status = 503,
+                                                                  .body = "slow down"}),
+                     0);
+    client *cl = client_open(r);
+    response resp;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(get_status(cl, "/busy", &resp), 503);
+        assert_contains(resp.head, "HTTP/1.1 503 Service Unavailable\r\n");
+        assert_int_equal(resp.body_len, 9);
+        assert_memory_equal(resp.body, "slow down", 9);
+        assert_int_equal(retry_after_seconds(&resp), 1); /* under a second to the boundary */
+    }
+    assert_int_equal(receiver_count_status(r, "/busy", 503), 3);
+    assert_int_equal(receiver_count_status(r, "/busy", 429), 0);
+
+    /* Refused parameters add nothing. */
+    receiver_throttle bad[] = {
+        {.path_prefix = "/bad", .kind = RECV_TOKEN_BUCKET, .rate_per_minute = 0, .burst = 1},
+        {.path_prefix = "/bad", .kind = RECV_TOKEN_BUCKET, .rate_per_minute = -1, .burst = 1},
+        {.path_prefix = "/bad", .kind = RECV_TOKEN_BUCKET, .rate_per_minute = 60, .burst = 0},
+        {.path_prefix = "/bad", .kind = RECV_FIXED_WINDOW, .limit = -1, .window_ms = 10},
+        {.path_prefix = "/bad", .kind = RECV_FIXED_WINDOW, .limit = 1, .window_ms = 0},
+        {.path_prefix = "/bad", .kind = RECV_FIXED_WINDOW, .window_ms = 10, .status = 200},
+        {.path_prefix = "/bad", .kind = RECV_FIXED_WINDOW, .window_ms = 10, .status = 600},
+        {.path_prefix = "/bad",
+         .kind = RECV_FIXED_WINDOW,
+         .window_ms = 10,
+         .retry_after = RECV_RA_LITERAL},
+        {.path_prefix = "/bad",
+         .kind = RECV_FIXED_WINDOW,
+         .window_ms = 10,
+         .retry_after = RECV_RA_LITERAL,
+         .retry_after_literal = "1\r\nX-Injected: yes"},
+        {.path_prefix = "/bad", .kind = RECV_FIXED_WINDOW, .window_ms = 10, .retry_after_s = -1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (receiver_throttle_on(r, &bad[i]) != -1)
+            fail_msg("bad throttle %zu accepted", i);
+    assert_int_equal(get_status(cl, "/bad", &resp), 200);
+    client_close(cl);
+}
+
+static void throttle_before_rules_and_status_recorded(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/s/x", .status = 201, .times = 1});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/rl", .status = 429, .retry_after = "3"});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/slow", .status = 202, .delay_ms = 100});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/never", .delay_ms = 60000});
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/s/",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 1,
+                                                                  .window_ms = 600000}),
+                     0);
+    client *cl = client_open(r);
+    response resp;
+    assert_int_equal(get_status(cl, "/s/a", &resp), 200);
+    /* Throttled: the rule is not reached, so not used up. */
+    assert_int_equal(get_status(cl, "/s/x", &resp), 429);
+    /* A later, matching throttle decides instead (with room): now the rule answers, once. */
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/s/x",
+                                                                  .kind = RECV_TOKEN_BUCKET,
+                                                                  .rate_per_minute = 1,
+                                                                  .burst = 5}),
+                     0);
+    assert_int_equal(get_status(cl, "/s/x", &resp), 201);
+    assert_int_equal(get_status(cl, "/s/x", &resp), 200);
+    assert_int_equal(get_status(cl, "/s/b", &resp), 429);
+    /* A rule's 429 is not a throttle's. */
+    assert_int_equal(get_status(cl, "/rl", &resp), 429);
+    /* A delayed answer's status is there once it is sent. */
+    assert_int_equal(get_status(cl, "/slow", &resp), 202);
+    client_close(cl);
+
+    /* Never answered: 0 (the 60 s answer stays pending until teardown stops the receiver). */
+    cl = client_open(r);
+    client_send(cl, GET("/hang"));
+    client *cl2 = client_open(r);
+    client_send(cl2, GET("/never"));
+    assert_int_equal(receiver_wait(r, NULL, 9, 5000), 9);
+    client_close(cl);
+    client_close(cl2);
+
+    struct {
+        const char *path;
+        int status, throttled;
+    } want[] = {
+        {"/s/a", 200, 0}, {"/s/x", 429, 1},  {"/s/x", 201, 0}, {"/s/x", 200, 0}, {"/s/b", 429, 1},
+        {"/rl", 429, 0},  {"/slow", 202, 0}, {"/hang", 0, 0},  {"/never", 0, 0},
+    };
+    assert_int_equal(receiver_count(r, NULL), 9);
+    for (size_t i = 0; i < 9; i++) {
+        receiver_request rq;
+        assert_int_equal(receiver_get(r, i, &rq), 0);
+        free(rq.body);
+        /* /hang and /never arrive in either order. */
+        size_t j = i;
+        if (i >= 7 && strcmp(rq.path, want[i].path) != 0)
+            j = i == 7 ? 8 : 7;
+        assert_string_equal(rq.path, want[j].path);
+        if (rq.status != want[j].status || rq.throttled != want[j].throttled)
+            fail_msg("%s: status %d throttled %d, want %d %d", rq.path, rq.status, rq.throttled,
+                     want[j].status, want[j].throttled);
+    }
+    assert_int_equal(receiver_count_status(r, NULL, 429), 3);
+    assert_int_equal(receiver_count_status(r, "/s/", 429), 2);
+    assert_int_equal(receiver_count_status(r, "/s/", 200), 2);
+    assert_int_equal(receiver_count_status(r, "", 200), 2);
+    assert_int_equal(receiver_count_status(r, NULL, 0), 2);
+    assert_int_equal(receiver_count_status(r, "/nothing", 200), 0);
+
+    /* receiver_clear_rules removes throttles too. */
+    receiver_clear_rules(r);
+    cl = client_open(r);
+    assert_int_equal(get_status(cl, "/s/b", &resp), 200);
+    client_close(cl);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -899,6 +1385,11 @@ int main(void)
         T(wait_returns_on_count_or_timeout),
         T(stop_with_open_connections_is_clean),
         T(two_receivers_and_fixed_port),
+        T(throttle_token_bucket_burst_then_refill),
+        T(throttle_fixed_window_counts_per_window_and_resets),
+        T(throttle_retry_after_modes),
+        T(throttle_status_503_and_bad_parameters),
+        T(throttle_before_rules_and_status_recorded),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
