@@ -111,7 +111,7 @@ sources_of() {
         retry_after) echo "src/backoff.c src/common.c" ;;
         secret)      echo "src/secret.c src/common.c" ;;
         receiver)    echo "" ;; # includes tests/lib/receiver.c itself
-        admin_http)  echo "src/admin_http.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/backoff.c $gen/sql_embed.c" ;;
+        admin_http)  echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/prng.c src/backoff.c $gen/sql_embed.c" ;;
     esac
 }
 libs_of() {
@@ -119,7 +119,7 @@ libs_of() {
         config)   echo "-linih" ;;
         secret)   echo "-lcrypto" ;;
         receiver) echo "-luv -lpthread" ;;
-        admin_http) echo "-I/usr/include/postgresql -I$root/$gen -lhttp_parser -luv -lpq -lpthread" ;;
+        admin_http) echo "-I/usr/include/postgresql -I$root/$gen -lhttp_parser -luv -lpq -lcrypto -lpthread" ;;
         *)        echo "" ;;
     esac
 }
