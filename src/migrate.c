@@ -190,7 +190,9 @@ static int check_applied(PGconn *conn, migrate_result *result, FILE *progress, p
     return rc;
 }
 
-static int apply_one(PGconn *conn, const struct sql_migration *m, pgp_error *err)
+/* Applies one migration in a transaction of its own; with keep_open the transaction is left
+ * open on success, for the function files to join it. */
+static int apply_one(PGconn *conn, const struct sql_migration *m, bool keep_open, pgp_error *err)
 {
     char checksum[65], version[16];
     if (sha256_hex(m->text, checksum) != 0)
@@ -203,7 +205,7 @@ static int apply_one(PGconn *conn, const struct sql_migration *m, pgp_error *err
         rc = db_exec_simple(conn, m->text, err);
     if (rc == 0)
         rc = db_exec(conn, sql_q_migrate_record, 3, params, NULL, err);
-    if (rc == 0)
+    if (rc == 0 && !keep_open)
         rc = db_exec_simple(conn, "COMMIT", err);
     if (rc != 0) {
         db_rollback(conn);
@@ -328,23 +330,25 @@ static int apply_functions_tx(PGconn *conn, const function_plan *plan, PGresult 
 }
 
 /* Re-applies the function files that changed, in one transaction. After a migration every file
- * is applied: a migration may have dropped a view or function to change what it depends on.
- * Progress lines are written once the transaction committed. */
-static int apply_functions(PGconn *conn, bool all, migrate_result *result, FILE *progress,
+ * is applied, in that migration's transaction (in_tx: it is still open), so the database is
+ * never at a new version without its functions: a migration may have dropped a view or function
+ * to change what it depends on. Progress lines are written once the transaction committed. */
+static int apply_functions(PGconn *conn, bool in_tx, migrate_result *result, FILE *progress,
                            pgp_error *err)
 {
     function_plan plan = {0};
     PGresult *forgotten = NULL;
-    int rc = plan_functions(conn, all, &plan, err);
+    int rc = plan_functions(conn, in_tx, &plan, err);
     if (rc == 0 && (plan.n_todo > 0 || plan.forget || plan.digest)) {
-        rc = db_exec_simple(conn, "BEGIN", err);
+        if (!in_tx)
+            rc = db_exec_simple(conn, "BEGIN", err);
         if (rc == 0)
             rc = apply_functions_tx(conn, &plan, &forgotten, err);
-        if (rc == 0)
-            rc = db_exec_simple(conn, "COMMIT", err);
-        if (rc != 0)
-            db_rollback(conn);
     }
+    if (rc == 0 && (in_tx || plan.n_todo > 0 || plan.forget || plan.digest))
+        rc = db_exec_simple(conn, "COMMIT", err);
+    if (rc != 0)
+        db_rollback(conn);
     if (rc == 0) {
         result->functions = plan.n_todo;
         for (size_t i = 0; progress && i < sql_functions_count; i++) {
@@ -378,16 +382,26 @@ int migrate_run(PGconn *conn, migrate_result *result, FILE *progress, pgp_error 
         pgp_error_prefix(err, rc, "cannot create the pgpace schema");
     int done = rc == 0 ? check_applied(conn, result, progress, err) : rc;
     rc = done < 0 ? done : 0;
-    for (int i = done; rc == 0 && i < (int)sql_migrations_count; i++) {
-        rc = apply_one(conn, &sql_migrations[i], err);
+    /* The last pending migration's transaction stays open for the function files. */
+    int last = (int)sql_migrations_count - 1;
+    for (int i = done; rc == 0 && i <= last; i++) {
+        rc = apply_one(conn, &sql_migrations[i], i == last, err);
         if (rc == 0) {
             result->migrations++;
-            if (progress)
+            if (progress && i < last)
                 fprintf(progress, "applied %s\n", sql_migrations[i].name);
         }
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = apply_functions(conn, result->migrations > 0, result, progress, err);
+        if (rc != 0 && result->migrations > 0)
+            pgp_error_prefix(err, rc, "migration %s was rolled back with them",
+                             sql_migrations[last].name);
+        else if (rc == 0 && result->migrations > 0 && progress)
+            fprintf(progress, "applied %s\n", sql_migrations[last].name);
+        if (rc != 0 && result->migrations > 0)
+            result->migrations--;
+    }
 
     pgp_error unlock_err;
     if (db_exec(conn, sql_q_unlock_migrate, 2, lock_params, NULL, &unlock_err) != 0 && rc == 0)

@@ -1,15 +1,17 @@
 /* migrate.h - applies the embedded sql/migrations in order, each in its own transaction, then
- * re-applies the embedded sql/functions that changed.
+ * re-applies the embedded sql/functions that changed, in the last migration's transaction.
  *
  * Contract: migrate_run() takes a session advisory lock so concurrent runs serialise, creates
  * the bookkeeping tables if needed, verifies the SHA-256 of every applied migration against the
  * embedded text (a mismatch is an error and nothing is applied; a former checksum of a migration
  * whose comments were revised is accepted and its record updated), then applies the missing
  * migrations in order, recording each in pgpace.schema_migration in the same transaction.
- * Then, in one more transaction, it re-applies every function file whose checksum differs from
- * its row in pgpace.schema_function (or has none; every file after a migration was applied),
- * forgets rows of files this binary does not have, and stores migrate_functions_digest() in
- * pgpace.schema_function_digest. Running it again is a no-op.
+ * Then it re-applies every function file whose checksum differs from its row in
+ * pgpace.schema_function (or has none; every file after a migration was applied), forgets rows
+ * of files this binary does not have, and stores migrate_functions_digest() in
+ * pgpace.schema_function_digest: in the last migration's transaction when one was applied (so
+ * no version is ever committed without its functions), else in a transaction of its own. A
+ * failing file rolls all of that back. Running it again is a no-op.
  */
 #ifndef PGPACE_MIGRATE_H
 #define PGPACE_MIGRATE_H

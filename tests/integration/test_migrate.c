@@ -571,6 +571,35 @@ static void failing_function_file_rolls_back(void **state)
     catalog_free(&want);
 }
 
+/* The function files join the last migration's transaction: a file that fails rolls the
+ * migration back too, so the database is never at a new version without its functions. */
+static void failing_function_file_rolls_back_the_migration(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    int before = (int)sql_migrations_count - 1;
+    migrate_like_an_older_pgpace(c, before);
+    tl_exec(c, "DROP VIEW pgpace.leader; DROP VIEW pgpace.instance; CREATE VIEW pgpace.instance "
+               "AS SELECT 1 AS pid");
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "function file 11_instance failed");
+    tl_assert_contains(p.err, "was rolled back with them");
+    assert_null(strstr(p.out, sql_migrations[before].name));
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, "SELECT max(version) FROM pgpace.schema_migration"), before);
+
+    tl_exec(c, "DROP VIEW pgpace.instance");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, sql_migrations[before].name);
+    tl_assert_contains(p.out, "applied function file 11_instance\n");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, "SELECT max(version) FROM pgpace.schema_migration"),
+                     (long long)sql_migrations_count);
+    assert_int_equal(tl_query_int(c, "SELECT (to_regclass('pgpace.leader') IS NOT NULL)::int"), 1);
+}
+
 static void unreachable_database_says_where(void **state)
 {
     tl_proc p = tl_pgpace(
@@ -1007,6 +1036,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(changed_function_file_is_reapplied, setup_migrated,
                                         teardown),
         cmocka_unit_test_setup_teardown(failing_function_file_rolls_back, setup_migrated, teardown),
+        cmocka_unit_test_setup_teardown(failing_function_file_rolls_back_the_migration, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(attempt_partitions_ahead_and_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(item_days_are_dropped_whole_when_nothing_needs_them,
                                         setup_migrated, teardown),
