@@ -49,8 +49,8 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
             strbuf_puts(json, "{\"error\":\"internal error\"}");
             return 500;
         }
-        const char *id = PQgetvalue(res, 0, 0);
-        if (strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
+        const char *id = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ID);
+        if (strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0) {
             strbuf_printf(json, "{\"id\":%s}", id);
             return 201;
         }
@@ -113,8 +113,9 @@ int admin_http_enqueue_sql(pgconn *db, const char *body, size_t len, admin_http_
         return -ENOMEM;
     call->cb = cb;
     call->arg = arg;
-    const char *params[] = {body};
-    int rc = pgconn_query(db, sql_q_http_enqueue, 1, params, on_enqueue_result, call);
+    const char *params[SQL_HTTP_ENQUEUE_NPARAMS] = {[SQL_HTTP_ENQUEUE_P_DOC] = body};
+    int rc = pgconn_query(db, sql_q_http_enqueue, SQL_HTTP_ENQUEUE_NPARAMS, params,
+                          on_enqueue_result, call);
     if (rc != 0)
         free(call);
     return rc;

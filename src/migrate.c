@@ -72,8 +72,9 @@ int migrate_db_state(PGconn *conn, int *version, char digest[65], pgp_error *err
     int rc = db_exec(conn, sql_q_schema_version, 0, NULL, &res, err);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "cannot read the schema version");
-    *version = atoi(PQgetvalue(res, 0, 0));
-    snprintf(digest, 65, "%s", PQgetvalue(res, 0, 1)); /* "" for NULL */
+    *version = atoi(PQgetvalue(res, 0, SQL_SCHEMA_VERSION_C_VERSION));
+    snprintf(digest, 65, "%s",
+             PQgetvalue(res, 0, SQL_SCHEMA_VERSION_C_FUNCTIONS_DIGEST)); /* "" for NULL */
     PQclear(res);
     return 0;
 }
@@ -123,8 +124,11 @@ static int record_revisions(PGconn *conn, const char (*revise)[65], int n, migra
         if (sha256_hex(sql_migrations[i].text, expected) != 0)
             return pgp_error_set(err, -EIO, "cannot compute SHA-256");
         snprintf(version, sizeof version, "%d", i + 1);
-        const char *params[] = {version, revise[i], expected};
-        int rc = db_exec(conn, sql_q_migrate_revise, 3, params, NULL, err);
+        const char *params[SQL_MIGRATE_REVISE_NPARAMS] = {
+            [SQL_MIGRATE_REVISE_P_VERSION] = version,
+            [SQL_MIGRATE_REVISE_P_FORMER_CHECKSUM] = revise[i],
+            [SQL_MIGRATE_REVISE_P_CHECKSUM] = expected};
+        int rc = db_exec(conn, sql_q_migrate_revise, SQL_MIGRATE_REVISE_NPARAMS, params, NULL, err);
         if (rc != 0)
             return pgp_error_prefix(err, rc, "cannot update the record of %s",
                                     sql_migrations[i].name);
@@ -153,9 +157,9 @@ static int check_applied(PGconn *conn, migrate_result *result, FILE *progress, p
         return pgp_error_set(err, -ENOMEM, "out of memory");
     }
     for (int i = 0; i < n; i++) {
-        int version = atoi(PQgetvalue(res, i, 0));
-        const char *name = PQgetvalue(res, i, 1);
-        const char *checksum = PQgetvalue(res, i, 2);
+        int version = atoi(PQgetvalue(res, i, SQL_MIGRATE_APPLIED_C_VERSION));
+        const char *name = PQgetvalue(res, i, SQL_MIGRATE_APPLIED_C_NAME);
+        const char *checksum = PQgetvalue(res, i, SQL_MIGRATE_APPLIED_C_CHECKSUM);
         if (version != i + 1 || version > (int)sql_migrations_count) {
             rc = pgp_error_set(err, -EPROTO,
                                "database has migration %d (%s) which this pgpace %s does not "
@@ -198,13 +202,15 @@ static int apply_one(PGconn *conn, const struct sql_migration *m, bool keep_open
     if (sha256_hex(m->text, checksum) != 0)
         return pgp_error_set(err, -EIO, "cannot compute SHA-256");
     snprintf(version, sizeof version, "%d", m->version);
-    const char *params[] = {version, m->name, checksum};
+    const char *params[SQL_MIGRATE_RECORD_NPARAMS] = {[SQL_MIGRATE_RECORD_P_VERSION] = version,
+                                                      [SQL_MIGRATE_RECORD_P_NAME] = m->name,
+                                                      [SQL_MIGRATE_RECORD_P_CHECKSUM] = checksum};
 
     int rc = db_exec_simple(conn, "BEGIN", err);
     if (rc == 0)
         rc = db_exec_simple(conn, m->text, err);
     if (rc == 0)
-        rc = db_exec(conn, sql_q_migrate_record, 3, params, NULL, err);
+        rc = db_exec(conn, sql_q_migrate_record, SQL_MIGRATE_RECORD_NPARAMS, params, NULL, err);
     if (rc == 0 && !keep_open)
         rc = db_exec_simple(conn, "COMMIT", err);
     if (rc != 0) {
@@ -253,8 +259,10 @@ static int plan_functions(PGconn *conn, bool all, function_plan *plan, pgp_error
     for (size_t i = 0; i < n; i++) {
         bool same = false;
         for (int r = 0; r < rows && !same; r++) {
-            same = strcmp(PQgetvalue(res, r, 0), sql_functions[i].name) == 0 &&
-                   strcmp(PQgetvalue(res, r, 1), plan->checksum[i]) == 0;
+            same = strcmp(PQgetvalue(res, r, SQL_MIGRATE_FUNCTION_APPLIED_C_NAME),
+                          sql_functions[i].name) == 0 &&
+                   strcmp(PQgetvalue(res, r, SQL_MIGRATE_FUNCTION_APPLIED_C_CHECKSUM),
+                          plan->checksum[i]) == 0;
         }
         plan->todo[i] = all || !same;
         plan->n_todo += plan->todo[i];
@@ -262,7 +270,8 @@ static int plan_functions(PGconn *conn, bool all, function_plan *plan, pgp_error
     for (int r = 0; r < rows && !plan->forget; r++) {
         bool known = false;
         for (size_t i = 0; i < n && !known; i++)
-            known = strcmp(PQgetvalue(res, r, 0), sql_functions[i].name) == 0;
+            known = strcmp(PQgetvalue(res, r, SQL_MIGRATE_FUNCTION_APPLIED_C_NAME),
+                           sql_functions[i].name) == 0;
         plan->forget = !known;
     }
     PQclear(res);
@@ -301,10 +310,13 @@ static int apply_functions_tx(PGconn *conn, const function_plan *plan, PGresult 
     for (size_t i = 0; i < sql_functions_count; i++) {
         if (!plan->todo[i])
             continue;
-        const char *params[] = {sql_functions[i].name, plan->checksum[i]};
+        const char *params[SQL_MIGRATE_FUNCTION_RECORD_NPARAMS] = {
+            [SQL_MIGRATE_FUNCTION_RECORD_P_NAME] = sql_functions[i].name,
+            [SQL_MIGRATE_FUNCTION_RECORD_P_CHECKSUM] = plan->checksum[i]};
         int rc = db_exec_simple(conn, sql_functions[i].text, err);
         if (rc == 0)
-            rc = db_exec(conn, sql_q_migrate_function_record, 2, params, NULL, err);
+            rc = db_exec(conn, sql_q_migrate_function_record, SQL_MIGRATE_FUNCTION_RECORD_NPARAMS,
+                         params, NULL, err);
         if (rc != 0) {
             return pgp_error_prefix(err, rc,
                                     "function file %s failed; no function file was applied "
@@ -316,14 +328,18 @@ static int apply_functions_tx(PGconn *conn, const function_plan *plan, PGresult 
     char *names = function_names_array();
     if (!names)
         return pgp_error_set(err, -ENOMEM, "out of memory");
-    const char *forget_params[] = {names};
-    int rc = db_exec(conn, sql_q_migrate_function_forget, 1, forget_params, forgotten, err);
+    const char *forget_params[SQL_MIGRATE_FUNCTION_FORGET_NPARAMS] = {
+        [SQL_MIGRATE_FUNCTION_FORGET_P_NAMES] = names};
+    int rc = db_exec(conn, sql_q_migrate_function_forget, SQL_MIGRATE_FUNCTION_FORGET_NPARAMS,
+                     forget_params, forgotten, err);
     free(names);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "cannot update pgpace.schema_function");
 
-    const char *digest_params[] = {migrate_functions_digest()};
-    rc = db_exec(conn, sql_q_migrate_function_digest, 1, digest_params, NULL, err);
+    const char *digest_params[SQL_MIGRATE_FUNCTION_DIGEST_NPARAMS] = {
+        [SQL_MIGRATE_FUNCTION_DIGEST_P_DIGEST] = migrate_functions_digest()};
+    rc = db_exec(conn, sql_q_migrate_function_digest, SQL_MIGRATE_FUNCTION_DIGEST_NPARAMS,
+                 digest_params, NULL, err);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "cannot update pgpace.schema_function_digest");
     return 0;
@@ -357,7 +373,7 @@ static int apply_functions(PGconn *conn, bool in_tx, migrate_result *result, FIL
         }
         for (int r = 0; progress && forgotten && r < PQntuples(forgotten); r++) {
             fprintf(progress, "forgot function file %s (not in this binary)\n",
-                    PQgetvalue(forgotten, r, 0));
+                    PQgetvalue(forgotten, r, SQL_MIGRATE_FUNCTION_FORGET_C_NAME));
         }
     }
     PQclear(forgotten);
@@ -371,9 +387,12 @@ int migrate_run(PGconn *conn, migrate_result *result, FILE *progress, pgp_error 
     char lock_class[16], lock_key[16];
     snprintf(lock_class, sizeof lock_class, "%d", DB_LOCK_CLASS);
     snprintf(lock_key, sizeof lock_key, "%d", DB_LOCK_MIGRATE);
-    const char *lock_params[] = {lock_class, lock_key};
+    const char *lock_params[SQL_LOCK_MIGRATE_NPARAMS] = {
+        [SQL_LOCK_MIGRATE_P_LOCK_CLASS] = lock_class, [SQL_LOCK_MIGRATE_P_LOCK_KEY] = lock_key};
+    _Static_assert((int)SQL_LOCK_MIGRATE_NPARAMS == (int)SQL_UNLOCK_MIGRATE_NPARAMS,
+                   "same parameters");
 
-    int rc = db_exec(conn, sql_q_lock_migrate, 2, lock_params, NULL, err);
+    int rc = db_exec(conn, sql_q_lock_migrate, SQL_LOCK_MIGRATE_NPARAMS, lock_params, NULL, err);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "cannot take the migration lock");
 
@@ -404,7 +423,9 @@ int migrate_run(PGconn *conn, migrate_result *result, FILE *progress, pgp_error 
     }
 
     pgp_error unlock_err;
-    if (db_exec(conn, sql_q_unlock_migrate, 2, lock_params, NULL, &unlock_err) != 0 && rc == 0)
+    if (db_exec(conn, sql_q_unlock_migrate, SQL_UNLOCK_MIGRATE_NPARAMS, lock_params, NULL,
+                &unlock_err) != 0 &&
+        rc == 0)
         rc = pgp_error_set(err, -EIO, "cannot release the migration lock: %s", unlock_err.msg);
     return rc;
 }

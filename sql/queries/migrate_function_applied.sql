@@ -1,1 +1,3 @@
+-- @params:
+-- @columns: name checksum
 SELECT name, checksum FROM pgpace.schema_function ORDER BY name

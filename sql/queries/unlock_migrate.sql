@@ -1,1 +1,2 @@
+-- @params: lock_class lock_key
 SELECT pg_advisory_unlock($1::int, $2::int)

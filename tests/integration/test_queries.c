@@ -27,12 +27,28 @@ static int teardown(void **state)
 static void declared_shapes_match_the_server(void **state)
 {
     tl_db *db = *state;
-    /* The dispatcher's statements are all declared (its code has no other way to index them). */
-    static const char *const must[] = {
-        "run_backstop",  "run_breaker",  "run_carriers",         "run_claim",
-        "run_customers", "run_finalize", "run_finalize_success", "run_frontier",
-        "run_key_purge", "run_metrics",  "run_partitions",       "run_pause",
-        "run_retention", "run_session",  "run_try_lock",         "schema_version"};
+    /* The service's statements, and those of migrate that read results, are all declared (their
+     * code has no other way to index them). */
+    static const char *const must[] = {"run_backstop",
+                                       "run_breaker",
+                                       "run_carriers",
+                                       "run_claim",
+                                       "run_customers",
+                                       "run_finalize",
+                                       "run_finalize_success",
+                                       "run_frontier",
+                                       "run_key_purge",
+                                       "run_metrics",
+                                       "run_partitions",
+                                       "run_pause",
+                                       "run_retention",
+                                       "run_session",
+                                       "run_try_lock",
+                                       "schema_version",
+                                       "http_enqueue",
+                                       "migrate_applied",
+                                       "migrate_function_applied",
+                                       "migrate_function_forget"};
     for (size_t m = 0; m < sizeof must / sizeof *must; m++) {
         bool found = false;
         for (size_t i = 0; i < sql_query_shapes_count; i++)
