@@ -123,11 +123,22 @@ int cli_run(cli_ctx *ctx, int argc, char **argv)
         free(rs);
         return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     }
-    dispatcher_on_exit(rs->d, on_stopped, rs);
     rs->ctx = ctx;
-    uv_signal_init(&rs->loop, &rs->sigterm);
-    uv_signal_init(&rs->loop, &rs->sigint);
-    uv_signal_init(&rs->loop, &rs->sighup);
+    uv_signal_t *signals[] = {&rs->sigterm, &rs->sigint, &rs->sighup};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(signals); i++) {
+        int rc = uv_signal_init(&rs->loop, signals[i]);
+        if (rc != 0) {
+            /* Without its signals the service could not be stopped cleanly: do not start it. */
+            for (size_t k = 0; k < i; k++)
+                uv_close((uv_handle_t *)signals[k], NULL);
+            dispatcher_shutdown(rs->d, NULL, NULL);
+            uv_run(&rs->loop, UV_RUN_DEFAULT);
+            uv_loop_close(&rs->loop);
+            free(rs);
+            return cli_fail(ctx, CLI_FAILED, "cannot watch signals: %s", uv_strerror(rc));
+        }
+    }
+    dispatcher_on_exit(rs->d, on_stopped, rs);
     rs->sigterm.data = rs->sigint.data = rs->sighup.data = rs;
     uv_signal_start(&rs->sigterm, on_signal, SIGTERM);
     uv_signal_start(&rs->sigint, on_signal, SIGINT);
