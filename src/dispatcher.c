@@ -18,21 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
-              void *arg, const char *what)
-{
-    int rc = pgconn_query(d->db, sql, n, params, cb, arg);
-    if (rc != 0)
-        LOG_WARN("query_not_sent", LOG_S("what", what), LOG_S("error", strerror(-rc)));
-    return rc;
-}
-
-void dsp_on_ignored(pgconn *conn, PGresult *res, void *arg)
-{
-    if (res && PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
-        LOG_WARN("statement_failed", LOG_S("error", PQresultErrorMessage(res)));
-}
-
 static void on_db_closed(void *arg)
 {
     dispatcher_part_closed(arg);
@@ -105,7 +90,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         free(d);
         return rc;
     }
-    static const char *const channels[] = {"pgpace_enqueue", "pgpace_customer", "pgpace_carrier",
+    static const char *const channels[] = {CHANNEL_ENQUEUE, CHANNEL_CUSTOMER, CHANNEL_CARRIER,
                                            NULL};
     pgconn_options po = {.conninfo = cfg->conninfo,
                          .application_name = d->app_name,

@@ -233,10 +233,14 @@ static bool round_begin(dispatcher *d, round_build *b, int64_t tick)
     }
     b->r->d = d;
     b->r->tick = tick;
-    /* Tokens are unguessable so that no other writer can finalise an item it did not claim. */
+    /* Tokens are unguessable so that no other writer can finalise an item it did not claim;
+     * without the CSPRNG there is no round (its customers wait for the next). */
     uint64_t token;
-    if (RAND_bytes((unsigned char *)&token, sizeof token) != 1)
-        token = prng_next(&d->rng);
+    if (RAND_bytes((unsigned char *)&token, sizeof token) != 1) {
+        LOG_ERROR("random_failed", LOG_S("where", "claim token"));
+        free(b->r);
+        return false;
+    }
     b->r->token = (int64_t)(token & INT64_MAX);
     hmap_init(&b->touched);
     b->room = d->cfg.max_in_flight - d->in_flight;
@@ -439,8 +443,7 @@ static void take_item(dispatcher *d, claim_round *r, round_tally *t, customer *c
                       const claim_row *row, int64_t now)
 {
     if (c) {
-        static const char *const mode_names[] = {"spaced", "batch", "unlimited"};
-        const char *mode_label[] = {mode_names[c->mode]};
+        const char *mode_label[] = {mode_name(c->mode)};
         metrics_counter_add(d->obs.m, d->obs.items_claimed, mode_label, 1);
         pair *served = pair_find(c, row->carrier);
         if (served)

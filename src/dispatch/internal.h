@@ -14,12 +14,15 @@
  * - leader.c       the start-up chain and election as one state machine, notifications, the
  *                  statement watchdog.
  * - housekeeping.c the backstop scan, partitions and retention, key purge, queue gauges.
- * - rows.c         the result rows of the dispatcher's statements, parsed into structs.
+ * - rows.c         the dispatcher's statements: sending them, and their result rows parsed
+ *                  into structs.
  * - admin.c        what the admin HTTP listener asks: metrics, readiness, HTTP enqueue.
  * - ../dispatcher.c  public lifecycle (new, start, reload) and the shutdown.
  *
  * Every handle is a timer in dispatcher.timers[] or a delivery's send timer (on the
- * deliveries list); close_all() in dispatcher.c closes all of them.
+ * deliveries list). close_all() in dispatcher.c closes the timers, and the send timers of
+ * deliveries still waiting for their slot; a delivery already sent closes its own when it
+ * completes, which closing the HTTP sender makes happen at once.
  */
 #ifndef PGPACE_DISPATCH_INTERNAL_H
 #define PGPACE_DISPATCH_INTERNAL_H
@@ -47,6 +50,10 @@
 #define ERROR_RETRY_MS 1000
 /* Most customers handled by one claim round. */
 #define ROUND_MAX_CUSTOMERS 4096
+/* The LISTEN channels: enqueue wake-ups, and customer or carrier changes. */
+#define CHANNEL_ENQUEUE  "pgpace_enqueue"
+#define CHANNEL_CUSTOMER "pgpace_customer"
+#define CHANNEL_CARRIER  "pgpace_carrier"
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
  * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
 #define LOOKAHEAD_US 50000
@@ -184,7 +191,8 @@ typedef struct outcome_decision {
 } outcome_decision;
 
 /* Classifies one attempt. `attempt` is this attempt's number (1 = first) and max_attempts the
- * item's limit: a retryable failure on the last attempt is OUTCOME_DEAD. now_s feeds a
+ * item's limit (at least 1 in the schema): a retryable failure on the last attempt is
+ * OUTCOME_DEAD. now_s feeds a
  * Retry-After date; jitter in [0, 1) spreads the backoff. Pure. */
 void outcome_classify(const http_result *r, int attempt, int max_attempts, const outcome_policy *p,
                       int64_t now_s, double jitter, outcome_decision *out);
@@ -319,7 +327,8 @@ int64_t row_i64(const PGresult *res, int r, int col);
  * which runs what leaving the old state and entering the new one need.
  *
  *   CONNECTING --db ready--> LOADING --customers loaded--> ELECTING --lock taken--> FRONTIER
- *   ELECTING --lock busy--> STANDBY --retry--> ELECTING       FRONTIER --loaded--> LEADING
+ *   ELECTING --lock busy--> STANDBY (the lock is tried again every standby_retry_ms there;
+ *   taken: FRONTIER)                                          FRONTIER --loaded--> LEADING
  *   any --db lost--> CONNECTING
  *
  * A failed statement of the chain keeps the state and retries its step after ERROR_RETRY_MS.
@@ -430,7 +439,7 @@ static inline bool is_leading(const dispatcher *d)
     return d->state == LEADER_LEADING && d->stop == STOP_NONE;
 }
 
-/* Sends a statement; a statement that cannot be sent is logged (and its callback never runs). */
+/* rows.c: sends a statement; one that cannot be sent is logged (and its callback never runs). */
 int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
               void *arg, const char *what);
 /* For statements whose result only matters when it failed. */
@@ -462,7 +471,10 @@ void host_reserve(customer *c, int n);
 void host_reservations_end(dispatcher *d, const claim_round *r);
 void wait_on(waiters *w, customer *c);
 void wake(dispatcher *d, waiters *w);
+/* Wait lists and due pairs belong to the leadership that built them (leader.c clears them). */
 void waiters_clear_all(dispatcher *d);
+void pairs_clear_all(dispatcher *d);
+const char *mode_name(customer_mode m);
 pair *pair_find(customer *c, const char *carrier);
 void pair_note(customer *c, const char *carrier, int64_t next_us);
 void pair_drop(customer *c, const char *carrier);

@@ -96,7 +96,7 @@ static void on_customers_loaded(pgconn *conn, PGresult *res, void *arg)
     }
     apply_customers(d, res, false);
     LOG_INFO("customers_loaded", LOG_I("customers", PQntuples(res)));
-    if (d->state == LEADER_LOADING)
+    if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
         leader_enter(d, LEADER_ELECTING);
 }
 
@@ -259,9 +259,12 @@ static void on_retry_timer(uv_timer_t *t)
     dispatcher *d = t->data;
     if (d->stop != STOP_NONE || !pgconn_ready(d->db))
         return; /* a reconnect reruns the whole chain anyway */
+    /* The step that failed, again: the lock statement stays in ELECTING or STANDBY. */
     if (d->state == LEADER_FRONTIER)
         load_frontier(d);
-    else if (!holds_lock(d->state))
+    else if (d->state == LEADER_ELECTING || d->state == LEADER_STANDBY)
+        try_lock(d);
+    else if (d->state == LEADER_LOADING)
         leader_enter(d, LEADER_LOADING);
 }
 
@@ -278,7 +281,10 @@ static void leadership_end(dispatcher *d)
         uv_timer_stop(&d->timers[timers[i]]);
     sched_heap_clear(&d->heap);
     d->tick_queued = -1;
+    /* Wait lists and due pairs belong to the leadership that found them; the next one finds its
+     * own (backstop scan, notifications). */
     waiters_clear_all(d);
+    pairs_clear_all(d);
 }
 
 void leader_enter(dispatcher *d, leader_state to)
@@ -358,15 +364,15 @@ void leader_on_notify(pgconn *conn, const char *channel, const char *payload, vo
     dispatcher *d = arg;
     if (d->state < LEADER_ELECTING)
         return; /* the load that follows reads everything anyway */
-    if (strcmp(channel, "pgpace_customer") == 0) {
+    if (strcmp(channel, CHANNEL_CUSTOMER) == 0) {
         leader_reload_customer(d, strtoll(payload, NULL, 10));
         return;
     }
-    if (strcmp(channel, "pgpace_carrier") == 0) {
+    if (strcmp(channel, CHANNEL_CARRIER) == 0) {
         load_carriers(d);
         return;
     }
-    if (strcmp(channel, "pgpace_enqueue") != 0 || !holds_lock(d->state))
+    if (strcmp(channel, CHANNEL_ENQUEUE) != 0 || !holds_lock(d->state))
         return;
     char *end = NULL;
     int64_t id = strtoll(payload, &end, 10);

@@ -79,8 +79,8 @@ void outcome_classify(const http_result *r, int attempt, int max_attempts, const
     out->receiver_failed = retry;
     if (!retry)
         return;
-    if (max_attempts > 0 && attempt >= max_attempts)
-        return; /* attempts exhausted: dead */
+    if (attempt >= max_attempts)
+        return; /* attempts exhausted: dead (as run_finalize.sql decides it too) */
     out->outcome = OUTCOME_RETRY;
     int64_t delay_s = -1;
     if (!cls && (r->status == 429 || r->status == 503) && r->retry_after &&

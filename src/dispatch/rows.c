@@ -1,4 +1,5 @@
-/* rows.c - the dispatcher's statements' result rows, parsed once into structs.
+/* rows.c - the dispatcher's statements: sending them, and their result rows parsed once into
+ * structs.
  *
  * Column positions come from each query's `-- @columns:` line (sql/queries/NAME.sql, turned
  * into SQL_NAME_C_* by embed_sql), so they live with the SQL they index. Strings in the structs
@@ -10,6 +11,21 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
+              void *arg, const char *what)
+{
+    int rc = pgconn_query(d->db, sql, n, params, cb, arg);
+    if (rc != 0)
+        LOG_WARN("query_not_sent", LOG_S("what", what), LOG_S("error", strerror(-rc)));
+    return rc;
+}
+
+void dsp_on_ignored(pgconn *conn, PGresult *res, void *arg)
+{
+    if (res && PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+        LOG_WARN("statement_failed", LOG_S("error", PQresultErrorMessage(res)));
+}
 
 bool rows_shape_ok(const PGresult *res, int ncols, const char *what)
 {

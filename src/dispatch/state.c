@@ -32,11 +32,21 @@ void customer_free(customer *c)
     free(c);
 }
 
+static const char *const mode_names[] = {
+    [MODE_SPACED] = "spaced", [MODE_BATCH] = "batch", [MODE_UNLIMITED] = "unlimited"};
+
+const char *mode_name(customer_mode m)
+{
+    return (unsigned)m < PGP_ARRAY_LEN(mode_names) ? mode_names[m] : "spaced";
+}
+
+/* The schema allows only these three (a CHECK constraint). */
 static customer_mode parse_mode(const char *s)
 {
-    return strcmp(s, "batch") == 0       ? MODE_BATCH
-           : strcmp(s, "unlimited") == 0 ? MODE_UNLIMITED
-                                         : MODE_SPACED;
+    for (size_t m = 0; m < PGP_ARRAY_LEN(mode_names); m++)
+        if (strcmp(s, mode_names[m]) == 0)
+            return (customer_mode)m;
+    return MODE_SPACED;
 }
 
 static breaker_state parse_breaker(const char *s)
@@ -230,7 +240,6 @@ void wake(dispatcher *d, waiters *w)
         claim_arm(d);
 }
 
-/* Wait lists belong to the leadership that built them. */
 void waiters_clear_all(dispatcher *d)
 {
     size_t pos = 0;
@@ -245,6 +254,17 @@ void waiters_clear_all(dispatcher *d)
     carrier_state *cs;
     while ((cs = hmap_next(&d->carriers, &pos)) != NULL)
         cs->waiting.n = 0;
+}
+
+void pairs_clear_all(dispatcher *d)
+{
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        for (size_t i = 0; i < c->n_pairs; i++)
+            free(c->pairs[i].carrier);
+        c->n_pairs = 0;
+    }
 }
 
 pair *pair_find(customer *c, const char *carrier)
