@@ -92,14 +92,14 @@ int migrate_db_version(PGconn *conn, int *version, pgp_error *err)
  * database which recorded the former checksum ran, so that checksum is accepted and the record
  * moved to the current one. An entry is for an edit of comment lines only (`git diff` of the
  * file shows nothing else) and names the sha256sum of the file before it; a version may have
- * several. 0001, 0005, 0007: citations of a design document the repository does not hold
- * were removed from their comments. */
+ * several. */
 static const struct comment_revision {
     int version;
     const char *former_sha256;
 } comment_revisions[] = {
     {1, "38f38044022879d6da2a1fb332048d91b14121c2846ebe242b979393a0d84ac8"},
     {5, "1c3ccc79337427c34f7837e5a846cb4d3acb3c7f77b3840e3bdd2ceb122f4439"},
+    {6, "f728927b1d19a9a926fdf738c6f4a30b378bee7b98aaa589d53d001f5e2502ce"},
     {7, "5c6f9dab233f11c4b107339a57903b65da3af75ca68e2ccde8826646ff7068ab"},
 };
 

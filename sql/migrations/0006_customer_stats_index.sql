@@ -4,9 +4,9 @@
 -- The view's per-customer count said only customer_id = c.id, which does not imply that
 -- predicate, so every customer cost a sequential scan of the whole queue: 19.6 s for 1,000
 -- customers over 270,000 rows (EXPLAIN ANALYZE), and the leader's 15-second queue gauges
--- (sql/queries/run_metrics.sql) held its pipeline, and every claim behind them, that long
--- (found by bench/run's pacing workload as 10-second gaps). Rows without a next_action_at were
--- never counted anyway (every FILTER compares it), so the results are unchanged.
+-- (sql/queries/run_metrics.sql) held its pipeline, and every claim behind them, that long.
+-- Rows without a next_action_at were never counted anyway (every FILTER compares it), so the
+-- results are unchanged.
 CREATE OR REPLACE VIEW pgpace.customer_stats AS
 SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
        coalesce(q.due, 0) AS due,
