@@ -417,13 +417,6 @@ void tick_arm(dispatcher *d, int64_t after)
                    next_ms > now_ms ? (uint64_t)(next_ms - now_ms) : 0, 0);
 }
 
-/* Per customer of the round: how many items came back and how late the latest went out
- * compared with its slot (a cold start sends after the claim's round trip). */
-typedef struct round_tally {
-    int counts[ROUND_MAX_CUSTOMERS];
-    int64_t late[ROUND_MAX_CUSTOMERS];
-} round_tally;
-
 /* A pair that returned fewer items than asked: sleep until its next item, or drop it. */
 static void note_drained(customer *c, const claim_row *row)
 {
@@ -439,8 +432,7 @@ static void note_drained(customer *c, const claim_row *row)
 /* One claimed item: count it, and start its delivery (at its GCRA slot for spaced customers:
  * the j-th item of the round goes at base + (j - 1) * T less the burst tolerance, never before
  * now), or give it straight back when a stop began meanwhile. */
-static void take_item(dispatcher *d, claim_round *r, round_tally *t, customer *c,
-                      const claim_row *row, int64_t now)
+static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_row *row, int64_t now)
 {
     if (c) {
         const char *mode_label[] = {mode_name(c->mode)};
@@ -454,7 +446,7 @@ static void take_item(dispatcher *d, claim_round *r, round_tally *t, customer *c
                    ? c->round_slot
                    : -1;
     if (slot >= 0)
-        t->counts[slot]++;
+        r->got[slot]++;
     if (d->stop != STOP_NONE) {
         final_push(
             &d->pending,
@@ -463,21 +455,21 @@ static void take_item(dispatcher *d, claim_round *r, round_tally *t, customer *c
     }
     int64_t send_at = now;
     if (c && c->mode == MODE_SPACED && slot >= 0) {
-        int64_t at = r->base[slot] + (int64_t)(t->counts[slot] - 1) * c->period_us -
+        int64_t at = r->base[slot] + (int64_t)(r->got[slot] - 1) * c->period_us -
                      gcra_tolerance_us(c->period_us, c->burst);
         if (at > send_at)
             send_at = at;
         /* Late only against a slot at or after the round's base: burst slots before it are
          * early sends the tolerance allows, not lateness. */
         int64_t due = at > r->base[slot] ? at : r->base[slot];
-        if (now - due > t->late[slot])
-            t->late[slot] = now - due;
+        if (now - due > r->late[slot])
+            r->late[slot] = now - due;
     }
     delivery_start(d, row, r->token, send_at);
 }
 
 /* What the round's customers keep once their items are known. */
-static void settle_customers(dispatcher *d, const claim_round *r, const round_tally *t, int64_t now)
+static void settle_customers(dispatcher *d, const claim_round *r, int64_t now)
 {
     for (size_t k = 0; k < r->n; k++) {
         customer *c = customer_get(d, r->ids[k]);
@@ -485,16 +477,16 @@ static void settle_customers(dispatcher *d, const claim_round *r, const round_ta
             continue;
         /* Sent late: the next slot moves by as much, so no gap the receiver sees is shorter
          * than the period. On time (the normal case) the schedule does not drift. */
-        if (c->mode == MODE_SPACED && t->counts[k] > 0)
-            c->tat = r->base[k] + (int64_t)t->counts[k] * c->period_us + t->late[k];
+        if (c->mode == MODE_SPACED && r->got[k] > 0)
+            c->tat = r->base[k] + (int64_t)r->got[k] * c->period_us + r->late[k];
         if (r->tick >= 0) {
             c->credit = r->credit[k];
             c->last_tick = r->tick;
             c->have_tick = true;
-            c->owed = r->allowed[k] - t->counts[k];
+            c->owed = r->allowed[k] - r->got[k];
             c->owed_tick = r->tick;
         } else if (c->mode == MODE_BATCH) {
-            c->owed -= t->counts[k];
+            c->owed -= r->got[k];
         }
         /* Whatever held items back (no room, a full host, a carrier's cap), the rest of the
          * allowance is owed while some pair still has due items; a drained customer (every
@@ -506,12 +498,6 @@ static void settle_customers(dispatcher *d, const claim_round *r, const round_ta
 
 static void take_rows(dispatcher *d, claim_round *r, const PGresult *res, int64_t now)
 {
-    round_tally *t = calloc(1, sizeof *t);
-    if (!t) {
-        /* Unreachable in practice; the leases expire and the items come back. */
-        LOG_ERROR("out_of_memory", LOG_S("where", "claim result"));
-        return;
-    }
     int claimed = 0, stale = 0;
     for (int i = 0; i < PQntuples(res); i++) {
         claim_row row;
@@ -524,10 +510,9 @@ static void take_rows(dispatcher *d, claim_round *r, const PGresult *res, int64_
         }
         claimed++;
         stale += row.stale;
-        take_item(d, r, t, c, &row, now);
+        take_item(d, r, c, &row, now);
     }
-    settle_customers(d, r, t, now);
-    free(t);
+    settle_customers(d, r, now);
     d->claimed += claimed;
     d->stale_recoveries += stale;
     metrics_counter_add(d->obs.m, d->obs.stale_recoveries, NULL, stale);

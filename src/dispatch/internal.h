@@ -256,6 +256,10 @@ typedef struct claim_round {
     double credit[ROUND_MAX_CUSTOMERS];
     int asked[ROUND_MAX_CUSTOMERS];   /* items asked of each customer */
     int allowed[ROUND_MAX_CUSTOMERS]; /* batch tick: each customer's allowance this tick */
+    /* Filled from the result: items each customer got, and how late the latest went out
+     * compared with its slot (a cold start sends after the claim's round trip). */
+    int got[ROUND_MAX_CUSTOMERS];
+    int64_t late[ROUND_MAX_CUSTOMERS];
 } claim_round;
 
 /* ---- rows.c -------------------------------------------------------------------------------- */
