@@ -1,4 +1,4 @@
-/* validate.c - pure checks of names, rates, integers, modes and webhook URLs. */
+/* validate.c - pure checks of names, rates, bounded numbers, integers, modes and webhook URLs. */
 #include "validate.h"
 
 #include <arpa/inet.h>
@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -148,6 +149,43 @@ int validate_rate(const char *what, const char *s, double *out, pgp_error *err)
     if (!isfinite(v) || v > RATE_MAX)
         return pgp_error_set(err, -EINVAL, "%s: at most %.0f per minute, got '%s'", what, RATE_MAX,
                              quote(s).s);
+    if (out)
+        *out = v;
+    return 0;
+}
+
+void validate_double_range(char *buf, size_t n, const double_range *range)
+{
+    snprintf(buf, n, "%s %g and %s %g", range->min_inclusive ? "at least" : "greater than",
+             range->min, range->max_inclusive ? "at most" : "less than", range->max);
+}
+
+static bool in_range(double v, const double_range *r)
+{
+    bool above = r->min_inclusive ? v >= r->min : v > r->min;
+    bool below = r->max_inclusive ? v <= r->max : v < r->max;
+    return above && below;
+}
+
+int validate_double(const char *what, const char *s, const double_range *range, double *out,
+                    pgp_error *err)
+{
+    char words[128];
+    validate_double_range(words, sizeof words, range);
+    bool ok = s && is_decimal_number(s);
+    double v = 0.0;
+    if (ok) {
+        errno = 0;
+        char *end = NULL;
+        v = strtod(s, &end);
+        /* ERANGE: beyond a double (inf) or below its smallest normal value ("1e-400"); either
+         * is not the number written. A decimal point other than '.' (a non-C LC_NUMERIC) stops
+         * strtod early. */
+        ok = end != s && *end == '\0' && errno != ERANGE && isfinite(v) && in_range(v, range);
+    }
+    if (!ok)
+        return pgp_error_set(err, -EINVAL, "%s: expected a number %s, got '%s'", what, words,
+                             quote(s ? s : "").s);
     if (out)
         *out = v;
     return 0;

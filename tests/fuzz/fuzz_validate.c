@@ -1,4 +1,5 @@
-/* fuzz_validate.c - validate_name, validate_rate, validate_int, validate_mode, validate_url.
+/* fuzz_validate.c - validate_name, validate_rate, validate_double, validate_int, validate_mode,
+ * validate_url.
  *
  * Input: the whole input is the string (cut at its first NUL, as a C caller would see it); every
  * validator runs on it. validate_int also gets bounds taken from the first 16 bytes, besides a
@@ -6,6 +7,8 @@
  *   - every rejection returns -EINVAL with a message that starts with "<what>: ";
  *   - validate_name accepts only 1-128 chars of [A-Za-z0-9._:@-] starting alphanumeric;
  *   - validate_rate accepts only plain decimal text and yields a finite 0 < v <= 6e6;
+ *   - validate_double accepts only plain decimal text and yields a finite v within its range
+ *     (each bound inclusive or exclusive), the value strtod gives;
  *   - validate_int accepts only [-]digits, yields min <= v <= max and v == strtoll(s);
  *   - validate_mode accepts exactly "spaced", "batch", "unlimited";
  *   - validate_url accepts only strings of at most 2048 bytes that start with http:// or
@@ -79,6 +82,36 @@ static void fuzz_rate(const char *s)
         FUZZ_CHECK(validate_rate("rate", s, &again, NULL) == 0 && again == v,
                    "rate not deterministic for '%s'", fuzz_show(s));
     }
+}
+
+static void fuzz_double_range(const char *s, const double_range *r)
+{
+    pgp_error err = {{0}};
+    double v = 42;
+    int rc = validate_double("double", s, r, &v, &err);
+    check_err(rc, &err, "double", s);
+    if (rc != 0) {
+        FUZZ_CHECK(v == 42, "double '%s': output written on error", fuzz_show(s));
+        return;
+    }
+    FUZZ_CHECK(isfinite(v), "double '%s' accepted as %g", fuzz_show(s), v);
+    FUZZ_CHECK(r->min_inclusive ? v >= r->min : v > r->min, "double '%s' = %g below the range",
+               fuzz_show(s), v);
+    FUZZ_CHECK(r->max_inclusive ? v <= r->max : v < r->max, "double '%s' = %g above the range",
+               fuzz_show(s), v);
+    for (const char *p = s; *p; p++)
+        FUZZ_CHECK(strchr("0123456789+-.eE", *p) != NULL,
+                   "double accepted with character 0x%02x: '%s'", (unsigned char)*p, fuzz_show(s));
+    FUZZ_CHECK(strtod(s, NULL) == v, "double '%s' gave %g, strtod %g", fuzz_show(s), v,
+               strtod(s, NULL));
+}
+
+static void fuzz_double(const char *s)
+{
+    static const double_range ranges[] = {
+        {0, 1, false, false}, {0, 1, false, true}, {-1e300, 1e300, true, true}, {5, 5, true, true}};
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        fuzz_double_range(s, &ranges[i]);
 }
 
 static void fuzz_int_range(const char *s, long long min, long long max)
@@ -192,6 +225,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fuzz_name(s);
     fuzz_rate(s);
+    fuzz_double(s);
     fuzz_int(s, a, b);
     fuzz_mode(s);
     fuzz_url(s);

@@ -138,6 +138,83 @@ static void test_rate(void **state)
     assert_int_equal(validate_rate("rate", NULL, NULL, &err), -EINVAL);
 }
 
+static void test_double(void **state)
+{
+    static const double_range open = {0, 1, false, false};  /* 0 < x < 1 */
+    static const double_range upper = {0, 1, false, true};  /* 0 < x <= 1 */
+    static const double_range closed = {-2, 3, true, true}; /* -2 <= x <= 3 */
+    static const struct {
+        const double_range *range;
+        const char *in;
+        double v;
+    } good[] = {
+        {&open, "0.9", 0.9},       {&open, ".5", 0.5},
+        {&open, "5e-2", 0.05},     {&open, "+0.003", 0.003},
+        {&open, "1E-300", 1e-300}, {&open, "0.99999999999999989", 0.99999999999999989},
+        {&upper, "1", 1},          {&upper, "1.0", 1},
+        {&upper, "1e0", 1},        {&closed, "-2", -2},
+        {&closed, "3", 3},         {&closed, "-0", 0},
+        {&closed, "2.5", 2.5},
+    };
+    pgp_error err = {{0}};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(good); i++) {
+        double v = -1;
+        int rc = validate_double("--x", good[i].in, good[i].range, &v, &err);
+        if (rc != 0)
+            print_error("%s: %s\n", good[i].in, err.msg);
+        assert_int_equal(rc, 0);
+        assert_true(v == good[i].v);
+    }
+    static const struct {
+        const double_range *range;
+        bad_case c;
+    } bad[] = {
+        {&open, {"0", "--x: expected a number greater than 0 and less than 1, got '0'"}},
+        {&open, {"1", "--x: expected a number greater than 0 and less than 1, got '1'"}},
+        {&open, {"-0", "got '-0'"}},
+        {&open, {"-0.5", "got '-0.5'"}},
+        {&open, {"0.99999999999999999", "got '0.99999999999999999'"}}, /* rounds to 1 */
+        {&open, {"nan", "got 'nan'"}},
+        {&open, {"NaN", "got 'NaN'"}},
+        {&open, {"inf", "got 'inf'"}},
+        {&open, {"-Infinity", "got '-Infinity'"}},
+        {&open, {"0x0.8p0", "got '0x0.8p0'"}},
+        {&open, {"", "--x: expected a number greater than 0 and less than 1, got ''"}},
+        {&open, {" 0.5", "got ' 0.5'"}},
+        {&open, {"0.5 ", "got '0.5 '"}},
+        {&open, {"0.5x", "got '0.5x'"}},
+        {&open, {"0,5", "got '0,5'"}},
+        {&open, {".", "got '.'"}},
+        {&open, {"1e", "got '1e'"}},
+        {&open, {"1e-400", "got '1e-400'"}}, /* underflows */
+        {&upper, {"1e999", "--x: expected a number greater than 0 and at most 1, got '1e999'"}},
+        {&upper, {"1.0000000000000002", "at most 1"}},
+        {&upper, {"0", "greater than 0 and at most 1, got '0'"}},
+        {&closed, {"-2.0000000000000004", "--x: expected a number at least -2 and at most 3"}},
+        {&closed, {"3.0000000000000004", "at least -2 and at most 3"}},
+        {&closed, {"\x01\n", "got '\\x01\\x0a'"}}, /* control bytes are shown escaped */
+    };
+    for (size_t i = 0; i < PGP_ARRAY_LEN(bad); i++) {
+        double v = 42;
+        int rc = validate_double("--x", bad[i].c.in, bad[i].range, &v, &err);
+        if (rc != -EINVAL || !strstr(err.msg, bad[i].c.msg)) {
+            print_error("'%s': expected\n  %s\ngot rc %d:\n  %s\n", bad[i].c.in, bad[i].c.msg, rc,
+                        err.msg);
+            fail();
+        }
+        assert_true(v == 42); /* untouched on error */
+    }
+    assert_int_equal(validate_double("--x", NULL, &open, NULL, &err), -EINVAL);
+    assert_string_equal(err.msg, "--x: expected a number greater than 0 and less than 1, got ''");
+    assert_int_equal(validate_double("--x", "0.5", &open, NULL, NULL), 0);
+
+    char words[128];
+    validate_double_range(words, sizeof words, &upper);
+    assert_string_equal(words, "greater than 0 and at most 1");
+    validate_double_range(words, sizeof words, &closed);
+    assert_string_equal(words, "at least -2 and at most 3");
+}
+
 static void test_int(void **state)
 {
     pgp_error err = {{0}};
@@ -367,6 +444,7 @@ int main(void)
         cmocka_unit_test(url_rejects_numeric_host_forms),
         cmocka_unit_test(test_name),
         cmocka_unit_test(test_rate),
+        cmocka_unit_test(test_double),
         cmocka_unit_test(test_int),
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_url_good),
