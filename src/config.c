@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum key_type { KEY_STRING, KEY_INT, KEY_BOOL, KEY_ENUM } key_type;
+typedef enum key_type { KEY_STRING, KEY_INT, KEY_BOOL, KEY_ENUM, KEY_DOUBLE } key_type;
 
 typedef struct config_key {
     const char *section;
@@ -21,10 +21,15 @@ typedef struct config_key {
     const char *def;            /* default, as it would be written in the file */
     long long min, max;         /* KEY_INT bounds */
     const char *const *choices; /* KEY_ENUM: NULL-terminated, index = enum value */
+    const double_range *range;  /* KEY_DOUBLE bounds, each inclusive or exclusive */
     /* For listings and docs (a future `pgpace config`); nothing reads it yet. */
     // cppcheck-suppress unusedStructMember
     const char *help;
 } config_key;
+
+const double_range config_throttle_decrease_range = {0.0, 1.0, false, false};
+const double_range config_throttle_increase_range = {0.0, 1.0, false, true};
+const double_range config_throttle_floor_range = {0.0, 1.0, false, true};
 
 /* Enum fields are stored through an int; the enums have only small non-negative values. */
 _Static_assert(sizeof(log_level) == sizeof(int), "log_level must be int-sized");
@@ -36,26 +41,31 @@ static const char *const format_names[] = {"logfmt", "json", NULL};
 #define STR(sec, key, def, help)                                                                   \
     {                                                                                              \
         sec, #key, KEY_STRING, offsetof(pgp_config, key), sizeof(((pgp_config *)0)->key), def, 0,  \
-            0, NULL, help                                                                          \
+            0, NULL, NULL, help                                                                    \
     }
 /* A string key whose name differs from its field (e.g. [http] listen -> http_listen). */
 #define STRN(sec, name, key, def, help)                                                            \
     {                                                                                              \
         sec, name, KEY_STRING, offsetof(pgp_config, key), sizeof(((pgp_config *)0)->key), def, 0,  \
-            0, NULL, help                                                                          \
+            0, NULL, NULL, help                                                                    \
     }
 
 #define INT(sec, key, def, lo, hi, help)                                                           \
     {                                                                                              \
-        sec, #key, KEY_INT, offsetof(pgp_config, key), 0, #def, lo, hi, NULL, help                 \
+        sec, #key, KEY_INT, offsetof(pgp_config, key), 0, #def, lo, hi, NULL, NULL, help           \
     }
 #define BOOL(sec, key, def, help)                                                                  \
     {                                                                                              \
-        sec, #key, KEY_BOOL, offsetof(pgp_config, key), 0, #def, 0, 0, NULL, help                  \
+        sec, #key, KEY_BOOL, offsetof(pgp_config, key), 0, #def, 0, 0, NULL, NULL, help            \
     }
 #define ENUM(sec, key, field, def, names, help)                                                    \
     {                                                                                              \
-        sec, key, KEY_ENUM, offsetof(pgp_config, field), 0, def, 0, 0, names, help                 \
+        sec, key, KEY_ENUM, offsetof(pgp_config, field), 0, def, 0, 0, names, NULL, help           \
+    }
+/* A double key; range: the address of its double_range. */
+#define DOUBLE(sec, key, def, range, help)                                                         \
+    {                                                                                              \
+        sec, #key, KEY_DOUBLE, offsetof(pgp_config, key), 0, #def, 0, 0, NULL, range, help         \
     }
 
 /* The one place where keys, defaults and bounds are defined; config/pgpace.ini.example
@@ -85,7 +95,8 @@ static const config_key keys[] = {
     INT("delivery", max_response_bytes, 65536, 0, 16777216, "response body bytes kept"),
     INT("delivery", max_connections, 256, 1, 65536, "total HTTP connections"),
     INT("delivery", max_host_connections, 16, 1, 4096, "HTTP connections per host"),
-    INT("delivery", retry_after_max_s, 3600, 0, 604800, "largest Retry-After honoured, s"),
+    INT("delivery", retry_after_max_s, 3600, 0, 604800,
+        "largest Retry-After honoured, s; 0: Retry-After ignored (backoff used)"),
     STR("delivery", allow_cidrs, "", "comma-separated CIDRs webhooks may reach"),
     BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
     INT("delivery", attempt_retention_days, 7, 1, 3650, "days of attempt log kept"),
@@ -94,6 +105,12 @@ static const config_key keys[] = {
     INT("delivery", breaker_failures, 5, 1, 1000, "consecutive failures opening the breaker"),
     INT("delivery", breaker_cooldown_ms, 30000, 100, 86400000, "first breaker cooldown, ms"),
     INT("delivery", breaker_cooldown_max_ms, 600000, 100, 86400000, "largest breaker cooldown, ms"),
+    DOUBLE("delivery", throttle_decrease, 0.9, &config_throttle_decrease_range,
+           "effective rate multiplied by this on a throttled answer"),
+    DOUBLE("delivery", throttle_increase, 0.003, &config_throttle_increase_range,
+           "fraction of rate_per_minute regained per successful delivery"),
+    DOUBLE("delivery", throttle_floor, 0.05, &config_throttle_floor_range,
+           "lowest effective rate, as a fraction of rate_per_minute"),
 
     ENUM("log", "level", log_level, "info", level_names, "debug, info, warn or error"),
     ENUM("log", "format", log_format, "logfmt", format_names, "logfmt or json"),
@@ -168,6 +185,16 @@ static int set_value(pgp_config *cfg, const config_key *k, const char *value, pg
             return pgp_error_set(
                 err, -EINVAL, "expected true or false (or yes/no, on/off, 1/0), got '%s'", value);
         memcpy(field(cfg, k), &b, sizeof b);
+        return 0;
+    }
+    case KEY_DOUBLE: {
+        double d;
+        if (validate_double(k->name, value, k->range, &d, NULL) < 0) {
+            char words[128];
+            validate_double_range(words, sizeof words, k->range);
+            return pgp_error_set(err, -EINVAL, "expected a number %s, got '%s'", words, value);
+        }
+        memcpy(field(cfg, k), &d, sizeof d);
         return 0;
     }
     case KEY_ENUM:
@@ -480,6 +507,20 @@ int config_load(pgp_config *cfg, const char *path, pgp_error *err)
     return rc;
 }
 
+/* The shortest form (15 to 17 significant digits) that reads back as the same double, so a
+ * dump loads to the identical value and the defaults print as written ("0.9", not
+ * "0.90000000000000002"). */
+static void print_double(FILE *out, double d)
+{
+    char buf[64];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    fprintf(out, "%s\n", buf);
+}
+
 void config_dump(const pgp_config *cfg, FILE *out)
 {
     for (size_t i = 0; i < NKEYS; i++) {
@@ -504,6 +545,12 @@ void config_dump(const pgp_config *cfg, FILE *out)
             bool b;
             memcpy(&b, p, sizeof b);
             fprintf(out, "%s\n", b ? "true" : "false");
+            break;
+        }
+        case KEY_DOUBLE: {
+            double d;
+            memcpy(&d, p, sizeof d);
+            print_double(out, d);
             break;
         }
         case KEY_ENUM: {

@@ -14,11 +14,19 @@
 #define PGPACE_CONFIG_H
 
 #include "common.h"
+#include "validate.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
 #define CONFIG_MAX_LINE 4096
+
+/* The ranges of the throttle settings, shared by the [delivery] keys and the per-customer
+ * overrides of `pgpace customer set`; the CHECK constraints of pgpace.customer
+ * (sql/migrations/0008_throttle.sql) hold the same. */
+extern const double_range config_throttle_decrease_range; /* 0 < x < 1 */
+extern const double_range config_throttle_increase_range; /* 0 < x <= 1 */
+extern const double_range config_throttle_floor_range;    /* 0 < x <= 1 */
 
 typedef enum log_format { LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON } log_format;
 typedef enum log_level {
@@ -56,7 +64,8 @@ typedef struct pgp_config {
     int max_response_bytes;         /* response body kept (and read) at most */
     int max_connections;            /* libcurl total connections */
     int max_host_connections;       /* libcurl connections per host */
-    int retry_after_max_s;          /* largest Retry-After honoured */
+    int retry_after_max_s;          /* largest Retry-After honoured; 0 = Retry-After ignored
+                                     * (the computed backoff is used) */
     char allow_cidrs[1024];         /* SSRF allow-list, comma separated CIDRs */
     bool dead_letter_on_4xx;        /* other 4xx: dead letter at once (else retry) */
     int attempt_retention_days;     /* attempt log kept this many days (whole partitions) */
@@ -66,6 +75,13 @@ typedef struct pgp_config {
     int breaker_failures;           /* consecutive failures that open the breaker */
     int breaker_cooldown_ms;        /* first cooldown; doubles on repeated trips */
     int breaker_cooldown_max_ms;
+    /* Pacing that listens to the receiver (a customer's own setting overrides each): */
+    double throttle_decrease; /* effective rate multiplied by this on a throttled answer
+                               * (429, or 503 with Retry-After); 0 < x < 1 */
+    double throttle_increase; /* fraction of rate_per_minute regained per successful
+                               * delivery, up to rate_per_minute; 0 < x <= 1 */
+    double throttle_floor;    /* lowest effective rate, as a fraction of rate_per_minute;
+                               * 0 < x <= 1 */
 
     /* [http] */
     char http_listen[128];   /* "host:port" of the admin HTTP server; empty: off */

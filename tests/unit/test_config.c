@@ -119,6 +119,10 @@ static void test_defaults(void **state)
     assert_int_equal(c.attempt_retention_days, 7);
     assert_int_equal(c.dead_letter_retention_days, 30);
     assert_int_equal(c.item_retention_days, 7);
+    /* Exactly the doubles the literals give (the table's defaults are parsed from text). */
+    assert_true(c.throttle_decrease == 0.9);
+    assert_true(c.throttle_increase == 0.003);
+    assert_true(c.throttle_floor == 0.05);
     assert_int_equal(c.log_level, LOG_LEVEL_INFO);
     assert_int_equal(c.log_format, LOG_FORMAT_LOGFMT);
     assert_string_equal(c.path, "");
@@ -135,22 +139,67 @@ static void test_dump(void **state)
     assert_contains(out, "dispatcher.carrier_max_in_flight = 0\n");
     assert_contains(out, "delivery.dead_letter_on_4xx = true\n");
     assert_contains(out, "delivery.item_retention_days = 7\n");
+    /* Doubles in their shortest form that reads back the same. */
+    assert_contains(out, "delivery.throttle_decrease = 0.9\n");
+    assert_contains(out, "delivery.throttle_increase = 0.003\n");
+    assert_contains(out, "delivery.throttle_floor = 0.05\n");
     assert_contains(out, "log.level = info\n");
     assert_contains(out, "log.format = logfmt\n");
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 36); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 39); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
     c.log_format = LOG_FORMAT_JSON;
     c.dead_letter_on_4xx = false;
+    c.throttle_decrease = 0.1 + 0.2; /* 0.30000000000000004: needs all 17 digits */
+    c.throttle_increase = 1e-300;
+    c.throttle_floor = 1;
     out = dump_to_string(&c);
     assert_contains(out, "log.level = error\n");
     assert_contains(out, "log.format = json\n");
     assert_contains(out, "delivery.dead_letter_on_4xx = false\n");
+    assert_contains(out, "delivery.throttle_decrease = 0.30000000000000004\n");
+    assert_contains(out, "delivery.throttle_increase = 1e-300\n");
+    assert_contains(out, "delivery.throttle_floor = 1\n");
     free(out);
+}
+
+/* What config_dump writes for the double keys loads back to the identical values. */
+static void test_dump_round_trips_doubles(void **state)
+{
+    static const double values[][3] = {
+        {0.9, 0.003, 0.05},
+        {0.1 + 0.2, 1.0 / 3.0, 2.0 / 3.0},
+        {0.99999999999999989, 1, 1e-300},
+        {4.9406564584124654e-300, 0.12345678901234568, 0.5},
+    };
+    for (size_t i = 0; i < PGP_ARRAY_LEN(values); i++) {
+        pgp_config c, d;
+        config_defaults(&c);
+        c.throttle_decrease = values[i][0];
+        c.throttle_increase = values[i][1];
+        c.throttle_floor = values[i][2];
+        char *out = dump_to_string(&c);
+        /* "delivery.throttle_decrease = x" lines as an INI file. */
+        char text[512];
+        int n = snprintf(text, sizeof text, "[delivery]\n");
+        for (const char *line = strstr(out, "delivery.throttle_"); line;
+             line = strstr(line + 1, "delivery.throttle_"))
+            n += snprintf(text + n, sizeof text - (size_t)n, "%.*s\n",
+                          (int)(strchr(line, '\n') - line) - 9, line + 9);
+        pgp_error err = {{0}};
+        int rc = load_text(&d, text, &err);
+        if (rc != 0)
+            print_error("%s\n%s\n", text, err.msg);
+        assert_int_equal(rc, 0);
+        assert_memory_equal(&d.throttle_decrease, &c.throttle_decrease, sizeof(double));
+        assert_memory_equal(&d.throttle_increase, &c.throttle_increase, sizeof(double));
+        assert_memory_equal(&d.throttle_floor, &c.throttle_floor, sizeof(double));
+        free(out);
+    }
 }
 
 static void test_empty_and_comments(void **state)
@@ -202,6 +251,9 @@ static void test_full_valid_file(void **state)
                        "breaker_failures = 1000\n"
                        "breaker_cooldown_ms = 86400000\n"
                        "breaker_cooldown_max_ms = 86400000\n"
+                       "throttle_decrease = 0.5\n"
+                       "throttle_increase = 1\n"
+                       "throttle_floor = 5e-2\n"
                        "[log]\n"
                        "level = DEBUG\n"
                        "format = json\n";
@@ -237,6 +289,9 @@ static void test_full_valid_file(void **state)
     assert_int_equal(c.breaker_failures, 1000);
     assert_int_equal(c.breaker_cooldown_ms, 86400000);
     assert_int_equal(c.breaker_cooldown_max_ms, 86400000);
+    assert_true(c.throttle_decrease == 0.5);
+    assert_true(c.throttle_increase == 1.0);
+    assert_true(c.throttle_floor == 0.05);
     assert_int_equal(c.log_level, LOG_LEVEL_DEBUG);
     assert_int_equal(c.log_format, LOG_FORMAT_JSON);
     assert_string_equal(c.path, "t.ini");
@@ -382,6 +437,62 @@ static void test_out_of_range(void **state)
     expect_error("[dispatcher]\nstandby_retry_ms = 49\n",
                  "t.ini:2: [dispatcher] standby_retry_ms: expected an integer from 50 to 600000, "
                  "got '49'");
+}
+
+static void test_bad_double(void **state)
+{
+    /* Not a number, NaN, infinity, hex, garbage around it, empty, beyond a double either way,
+     * and the exclusive bounds themselves. */
+    static const char *const bad[] = {"abc",   "nan",    "NaN", "inf", "-inf", "Infinity", "0x0.8",
+                                      "0.5x",  "0,5",    ".",   "e5",  "1e",   "--0.5",    "",
+                                      "1e999", "1e-400", "0",   "-0",  "1",    "-0.5",     "1.0"};
+    char text[128], want[256];
+    for (size_t i = 0; i < PGP_ARRAY_LEN(bad); i++) {
+        snprintf(text, sizeof text, "[delivery]\n\nthrottle_decrease = %s\n", bad[i]);
+        snprintf(want, sizeof want,
+                 "t.ini:3: [delivery] throttle_decrease: expected a number greater than 0 and "
+                 "less than 1, got '%s'",
+                 bad[i]);
+        expect_error(text, want);
+    }
+    /* Rounds to 1. */
+    expect_error("[delivery]\nthrottle_decrease = 0.99999999999999999\n",
+                 "t.ini:2: [delivery] throttle_decrease: expected a number greater than 0 and "
+                 "less than 1, got '0.99999999999999999'");
+    /* Inclusive upper bounds: 1 is allowed where the range says "at most 1". */
+    expect_error("[delivery]\nthrottle_increase = 0\n",
+                 "t.ini:2: [delivery] throttle_increase: expected a number greater than 0 and at "
+                 "most 1, got '0'");
+    expect_error("[delivery]\nthrottle_increase = 1.0000001\n",
+                 "t.ini:2: [delivery] throttle_increase: expected a number greater than 0 and at "
+                 "most 1, got '1.0000001'");
+    expect_error("[delivery]\nthrottle_floor = 1e308\n",
+                 "t.ini:2: [delivery] throttle_floor: expected a number greater than 0 and at most "
+                 "1, got '1e308'");
+    expect_error("[delivery]\nthrottle_floor = -1e-300\n",
+                 "t.ini:2: [delivery] throttle_floor: expected a number greater than 0 and at most "
+                 "1, got '-1e-300'");
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(load_text(&c,
+                               "[delivery]\nthrottle_increase = 1\nthrottle_floor = 1e0\n"
+                               "throttle_decrease = 0.99999999999999989\n",
+                               &err),
+                     0);
+    assert_true(c.throttle_increase == 1.0);
+    assert_true(c.throttle_floor == 1.0);
+    assert_true(c.throttle_decrease < 1.0 && c.throttle_decrease > 0.9999999999999998);
+    /* Blanks around the value are the INI format's, not the number's. */
+    assert_int_equal(load_text(&c, "[delivery]\nthrottle_decrease =   0.5 \t\n", &err), 0);
+    assert_true(c.throttle_decrease == 0.5);
+    /* The smallest normal double is a usable (if silly) value; ".5" is a decimal number. */
+    assert_int_equal(load_text(&c, "[delivery]\nthrottle_floor = 2.3e-308\n", &err), 0);
+    assert_true(c.throttle_floor == 2.3e-308);
+    assert_int_equal(load_text(&c, "[delivery]\nthrottle_floor = .5\n", &err), 0);
+    assert_true(c.throttle_floor == 0.5);
+    /* Set twice is an error like any other key. */
+    expect_error("[delivery]\nthrottle_floor = 0.1\nthrottle_floor = 0.2\n",
+                 "t.ini:3: [delivery] throttle_floor: duplicate key (already set on line 2)");
 }
 
 static void test_bad_bool(void **state)
@@ -601,17 +712,30 @@ static void test_example_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_dump),
-        cmocka_unit_test(test_empty_and_comments), cmocka_unit_test(test_full_valid_file),
-        cmocka_unit_test(test_bool_spellings),     cmocka_unit_test(test_unknown_key),
-        cmocka_unit_test(test_unknown_section),    cmocka_unit_test(test_malformed_line),
-        cmocka_unit_test(test_line_too_long),      cmocka_unit_test(test_bad_int),
-        cmocka_unit_test(test_out_of_range),       cmocka_unit_test(test_bad_bool),
-        cmocka_unit_test(test_bad_enum),           cmocka_unit_test(test_string_too_long),
-        cmocka_unit_test(test_duplicate_key),      cmocka_unit_test(test_key_outside_section),
-        cmocka_unit_test(test_cross_field),        cmocka_unit_test(test_nul_byte),
-        cmocka_unit_test(test_unchanged_on_error), cmocka_unit_test(test_load_path),
-        cmocka_unit_test(test_unreadable),         cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_empty_and_comments),
+        cmocka_unit_test(test_full_valid_file),
+        cmocka_unit_test(test_bool_spellings),
+        cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_unknown_section),
+        cmocka_unit_test(test_malformed_line),
+        cmocka_unit_test(test_line_too_long),
+        cmocka_unit_test(test_bad_int),
+        cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_bad_double),
+        cmocka_unit_test(test_dump_round_trips_doubles),
+        cmocka_unit_test(test_bad_bool),
+        cmocka_unit_test(test_bad_enum),
+        cmocka_unit_test(test_string_too_long),
+        cmocka_unit_test(test_duplicate_key),
+        cmocka_unit_test(test_key_outside_section),
+        cmocka_unit_test(test_cross_field),
+        cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_unchanged_on_error),
+        cmocka_unit_test(test_load_path),
+        cmocka_unit_test(test_unreadable),
+        cmocka_unit_test(test_example_file),
     };
     return TL_RUN(tests, NULL, NULL);
 }
