@@ -39,7 +39,14 @@ static const char set_usage[] =
     "  --max-attempts N      attempts before an item is dead-lettered (1-1000, default 12)\n"
     "  --paused / --active   pause or resume (same as customer pause / resume)\n"
     "  --connect-timeout-ms N|default  TCP/TLS connect timeout for this customer's webhooks\n"
-    "  --request-timeout-ms N|default  total time allowed per webhook request\n";
+    "  --request-timeout-ms N|default  total time allowed per webhook request\n"
+    "\n"
+    "Pacing that listens to the receiver (429, or 503 with Retry-After, lowers the effective\n"
+    "rate; each success raises it again, up to --rate). 'default' uses the [delivery] setting:\n"
+    "  --throttle-decrease F|default   rate multiplied by F on a throttled answer (0 < F < 1)\n"
+    "  --throttle-increase F|default   fraction of --rate regained per success (0 < F <= 1)\n"
+    "  --throttle-floor F|default      lowest effective rate, as a fraction of --rate\n"
+    "                                  (0 < F <= 1)\n";
 
 enum {
     OPT_RATE = 1,
@@ -56,7 +63,22 @@ enum {
     OPT_SHOW,
     OPT_FORCE,
     OPT_CONNECT_TIMEOUT,
-    OPT_REQUEST_TIMEOUT
+    OPT_REQUEST_TIMEOUT,
+    OPT_THROTTLE_DECREASE,
+    OPT_THROTTLE_INCREASE,
+    OPT_THROTTLE_FLOOR
+};
+
+/* The throttle flags: each checked against the range of its [delivery] key before anything is
+ * sent; the value reaches SQL as given, 'default' as 0 (pgpace.customer_set_throttle). */
+static const struct throttle_flag {
+    int opt;
+    const char *flag;
+    const double_range *range;
+} throttle_flags[] = {
+    {OPT_THROTTLE_DECREASE, "--throttle-decrease", &config_throttle_decrease_range},
+    {OPT_THROTTLE_INCREASE, "--throttle-increase", &config_throttle_increase_range},
+    {OPT_THROTTLE_FLOOR, "--throttle-floor", &config_throttle_floor_range},
 };
 
 /* Parses options common to every customer subcommand that takes only a NAME and flags. */
@@ -108,10 +130,14 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"active", no_argument, NULL, OPT_ACTIVE},
         {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"request-timeout-ms", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+        {"throttle-decrease", required_argument, NULL, OPT_THROTTLE_DECREASE},
+        {"throttle-increase", required_argument, NULL, OPT_THROTTLE_INCREASE},
+        {"throttle-floor", required_argument, NULL, OPT_THROTTLE_FLOOR},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
     const char *connect_timeout = NULL, *request_timeout = NULL;
+    const char *throttle[PGP_ARRAY_LEN(throttle_flags)] = {NULL}; /* in throttle_flags order */
     bool rotate = false, retire = false, clear_max_in_flight = false;
     pgp_error err;
     double rate_value;
@@ -191,6 +217,22 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         case OPT_ACTIVE:
             paused = "false";
             break;
+        case OPT_THROTTLE_DECREASE:
+        case OPT_THROTTLE_INCREASE:
+        case OPT_THROTTLE_FLOOR: {
+            size_t t = 0;
+            while (throttle_flags[t].opt != opt)
+                t++;
+            const char *value = "0"; /* "default" */
+            if (strcmp(optarg, "default") != 0) {
+                if (validate_double(throttle_flags[t].flag, optarg, throttle_flags[t].range, NULL,
+                                    &err) != 0)
+                    return cli_usage_error(ctx, "%s (or 'default')", err.msg);
+                value = optarg;
+            }
+            throttle[t] = value;
+            break;
+        }
         default:
             return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -269,8 +311,11 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             paused,
                             clear_max_in_flight ? "true" : "false",
                             connect_timeout,
-                            request_timeout};
-    PGresult *res = cli_query(ctx, sql_q_customer_set, 12, params);
+                            request_timeout,
+                            throttle[0],
+                            throttle[1],
+                            throttle[2]};
+    PGresult *res = cli_query(ctx, sql_q_customer_set, (int)PGP_ARRAY_LEN(params), params);
     if (!res)
         return CLI_FAILED;
     bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -309,7 +354,7 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
         const char *field = PQfname(res, c);
         if (strcmp(field, "secret_list") == 0 && !show)
             continue;
-        printf("%-16s %s\n", field, PQgetvalue(res, 0, c));
+        printf("%-18s %s\n", field, PQgetvalue(res, 0, c));
     }
     PQclear(res);
     return CLI_OK;

@@ -78,6 +78,75 @@ AS $$
      WHERE c.name = $1 AND ($2 IS NOT NULL OR $3 IS NOT NULL);
 $$;
 
+-- Sets a customer's throttle overrides (pacing that listens to the receiver, [delivery]
+-- throttle_* in the configuration): NULL leaves one as it is, 0 resets it to the configured
+-- default, as for the timeouts. A value out of its range is refused with the field's name
+-- (SQLSTATE 22023) before anything changes; the CHECK constraints of pgpace.customer hold the
+-- same ranges for any other writer. An unknown customer is an error (P0002) when something is
+-- to be set.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_throttle(name text,
+                                                        throttle_decrease double precision,
+                                                        throttle_increase double precision,
+                                                        throttle_floor double precision)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    -- NaN compares greater than every number, so each upper bound also refuses NaN.
+    IF customer_set_throttle.throttle_decrease <> 0
+       AND NOT (customer_set_throttle.throttle_decrease > 0
+                AND customer_set_throttle.throttle_decrease < 1) THEN
+        RAISE EXCEPTION 'throttle_decrease must be greater than 0 and less than 1, got %',
+                        customer_set_throttle.throttle_decrease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '0 resets it to the configured default ([delivery] throttle_decrease)';
+    END IF;
+    IF customer_set_throttle.throttle_increase <> 0
+       AND NOT (customer_set_throttle.throttle_increase > 0
+                AND customer_set_throttle.throttle_increase <= 1) THEN
+        RAISE EXCEPTION 'throttle_increase must be greater than 0 and at most 1, got %',
+                        customer_set_throttle.throttle_increase
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '0 resets it to the configured default ([delivery] throttle_increase)';
+    END IF;
+    IF customer_set_throttle.throttle_floor <> 0
+       AND NOT (customer_set_throttle.throttle_floor > 0
+                AND customer_set_throttle.throttle_floor <= 1) THEN
+        RAISE EXCEPTION 'throttle_floor must be greater than 0 and at most 1, got %',
+                        customer_set_throttle.throttle_floor
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '0 resets it to the configured default ([delivery] throttle_floor)';
+    END IF;
+    IF customer_set_throttle.throttle_decrease IS NULL
+       AND customer_set_throttle.throttle_increase IS NULL
+       AND customer_set_throttle.throttle_floor IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE pgpace.customer c SET
+        throttle_decrease = CASE WHEN customer_set_throttle.throttle_decrease IS NULL
+                                 THEN c.throttle_decrease
+                                 WHEN customer_set_throttle.throttle_decrease = 0 THEN NULL
+                                 ELSE customer_set_throttle.throttle_decrease END,
+        throttle_increase = CASE WHEN customer_set_throttle.throttle_increase IS NULL
+                                 THEN c.throttle_increase
+                                 WHEN customer_set_throttle.throttle_increase = 0 THEN NULL
+                                 ELSE customer_set_throttle.throttle_increase END,
+        throttle_floor = CASE WHEN customer_set_throttle.throttle_floor IS NULL
+                              THEN c.throttle_floor
+                              WHEN customer_set_throttle.throttle_floor = 0 THEN NULL
+                              ELSE customer_set_throttle.throttle_floor END,
+        updated_at = now()
+     WHERE c.name = customer_set_throttle.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_throttle.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
 -- Deletes a customer. Refuses while it has pending items unless force, in which case its
 -- items, queue rows, dead letters and idempotency keys go too. Returns the number of items
 -- removed.
@@ -117,5 +186,7 @@ $$;
 REVOKE EXECUTE ON FUNCTION
     pgpace.customer_set(text, text, double precision, integer, text, text[], integer, integer,
                         boolean, boolean),
-    pgpace.customer_set_timeouts(text, integer, integer), pgpace.customer_delete(text, boolean)
+    pgpace.customer_set_timeouts(text, integer, integer),
+    pgpace.customer_set_throttle(text, double precision, double precision, double precision),
+    pgpace.customer_delete(text, boolean)
     FROM PUBLIC;

@@ -1,6 +1,6 @@
 /* test_cli.c - the `pgpace` binary end to end: help and usage errors, customer / carrier /
- * setting administration, stats, single-item enqueue errors, configuration files (and
- * `pgpace run` refusing a bad one) and version. */
+ * setting administration (throttle overrides included), stats, single-item enqueue errors,
+ * configuration files (and `pgpace run` refusing a bad one) and version. */
 #include "testlib.h"
 
 #include <stdbool.h>
@@ -363,6 +363,118 @@ static void customer_set_rejects_bad_input(void **state)
     char *after = customer_row(db, "acme");
     assert_string_equal(before, after);
     free(after);
+    free(before);
+}
+
+/* The three throttle overrides: set on creation and update, shown by `customer get`, reset with
+ * 'default', untouched by other changes, and refused before the database when out of range. */
+static void customer_throttle_overrides(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p =
+        RUN_OK(db, "customer", "set", "acme", "--rate", "60", "--url", URL, "--throttle-decrease",
+               "0.5", "--throttle-increase", "5e-2", "--throttle-floor", "1");
+    tl_assert_contains(p.out, "created customer acme");
+    tl_proc_free(&p);
+    static const char values[] = "SELECT coalesce(throttle_decrease::text, 'null') || ' ' || "
+                                 "coalesce(throttle_increase::text, 'null') || ' ' || "
+                                 "coalesce(throttle_floor::text, 'null') FROM pgpace.customer "
+                                 "WHERE name = 'acme'";
+    char *got = tl_query_str(db->conn, values);
+    assert_string_equal(got, "0.5 0.05 1");
+    free(got);
+
+    char line[512], *f[4];
+    p = RUN_OK(db, "customer", "get", "acme");
+    assert_int_equal(table_row(p.out, "throttle_decrease", line, sizeof line, f, 4), 2);
+    assert_string_equal(f[1], "0.5");
+    assert_int_equal(table_row(p.out, "throttle_increase", line, sizeof line, f, 4), 2);
+    assert_string_equal(f[1], "0.05");
+    assert_int_equal(table_row(p.out, "throttle_floor", line, sizeof line, f, 4), 2);
+    assert_string_equal(f[1], "1");
+    tl_proc_free(&p);
+
+    /* One reset, one change; the third stays. Other settings leave them alone. */
+    p = RUN_OK(db, "customer", "set", "acme", "--throttle-floor", "default", "--throttle-decrease",
+               ".25");
+    tl_assert_contains(p.out, "updated customer acme");
+    tl_proc_free(&p);
+    got = tl_query_str(db->conn, values);
+    assert_string_equal(got, "0.25 0.05 null");
+    free(got);
+    p = RUN_OK(db, "customer", "set", "acme", "--burst", "3", "--connect-timeout-ms", "2000");
+    tl_proc_free(&p);
+    got = tl_query_str(db->conn, values);
+    assert_string_equal(got, "0.25 0.05 null");
+    free(got);
+    p = RUN_OK(db, "customer", "get", "acme");
+    assert_int_equal(table_row(p.out, "throttle_floor", line, sizeof line, f, 4), 2);
+    assert_string_equal(f[1], "default");
+    tl_proc_free(&p);
+
+    /* The inclusive bound is accepted; everything back to the defaults. */
+    p = RUN_OK(db, "customer", "set", "acme", "--throttle-increase", "1", "--throttle-floor",
+               "0.999");
+    tl_proc_free(&p);
+    got = tl_query_str(db->conn, values);
+    assert_string_equal(got, "0.25 1 0.999");
+    free(got);
+    p = RUN_OK(db, "customer", "set", "acme", "--throttle-decrease", "default",
+               "--throttle-increase", "default", "--throttle-floor", "default");
+    tl_proc_free(&p);
+    got = tl_query_str(db->conn, values);
+    assert_string_equal(got, "null null null");
+    free(got);
+    p = RUN_OK(db, "customer", "get", "acme");
+    assert_int_equal(table_row(p.out, "throttle_decrease", line, sizeof line, f, 4), 2);
+    assert_string_equal(f[1], "default");
+    tl_proc_free(&p);
+
+    /* Refused before the database: exit 2, the flag, its range; nothing changes or appears. */
+    tl_exec(db->conn, "UPDATE pgpace.customer SET throttle_increase = 0.5 WHERE name = 'acme'");
+    char *before = customer_row(db, "acme");
+    static const char dec[] = "--throttle-decrease: expected a number greater than 0 and less "
+                              "than 1, got '";
+    static const char inc[] = "--throttle-increase: expected a number greater than 0 and at most "
+                              "1, got '";
+    static const char flo[] = "--throttle-floor: expected a number greater than 0 and at most 1, "
+                              "got '";
+    static const struct {
+        const char *opt, *value, *message;
+    } cases[] = {
+        {"--throttle-decrease", "nan", dec},    {"--throttle-decrease", "inf", dec},
+        {"--throttle-decrease", "0", dec},      {"--throttle-decrease", "1", dec},
+        {"--throttle-decrease", "-0.5", dec},   {"--throttle-decrease", "abc", dec},
+        {"--throttle-decrease", "1e999", dec},  {"--throttle-decrease", "", dec},
+        {"--throttle-decrease", "0x0.8", dec},  {"--throttle-decrease", "DEFAULT", dec},
+        {"--throttle-increase", "NaN", inc},    {"--throttle-increase", "-inf", inc},
+        {"--throttle-increase", "0", inc},      {"--throttle-increase", "1.5", inc},
+        {"--throttle-increase", "-1", inc},     {"--throttle-increase", "0.1x", inc},
+        {"--throttle-increase", "1e-400", inc}, {"--throttle-floor", "nan", flo},
+        {"--throttle-floor", "Infinity", flo},  {"--throttle-floor", "0", flo},
+        {"--throttle-floor", "-0", flo},        {"--throttle-floor", "2", flo},
+        {"--throttle-floor", "1e308", flo},     {"--throttle-floor", "five", flo},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "%s%s' (or 'default')", cases[i].message, cases[i].value);
+        p = RUN(db, "customer", "set", "acme", cases[i].opt, cases[i].value);
+        if (p.status != 2)
+            fail_msg("%s '%s': expected exit 2, got %d: %s", cases[i].opt, cases[i].value, p.status,
+                     p.err);
+        tl_assert_contains(p.err, want);
+        tl_proc_free(&p);
+        char *after = customer_row(db, "acme");
+        assert_string_equal(before, after);
+        free(after);
+
+        p = RUN(db, "customer", "set", "newco", "--rate", "60", "--url", URL, cases[i].opt,
+                cases[i].value);
+        assert_int_equal(p.status, 2);
+        tl_assert_contains(p.err, want);
+        tl_proc_free(&p);
+        assert_int_equal(count_rows(db->conn, "pgpace.customer"), 1);
+    }
     free(before);
 }
 
@@ -777,6 +889,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(customer_secret_rotation, setup, teardown),
         cmocka_unit_test_setup_teardown(customer_update_changes_only_given_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(customer_set_rejects_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(customer_throttle_overrides, setup, teardown),
         cmocka_unit_test_setup_teardown(customer_pause_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(customer_delete_refuses_pending_items_unless_forced, setup,
                                         teardown),

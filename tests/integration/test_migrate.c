@@ -390,7 +390,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 19);
+    assert_int_equal(functions, 20);
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -1103,6 +1103,13 @@ static void upgrade_to_throttle_keeps_rows(void **state)
     tl_exec(c, "ALTER TABLE pgpace.delivery_attempt VALIDATE CONSTRAINT "
                "delivery_attempt_outcome_valid");
     free(old_day);
+
+    /* What the CLI shows of it: every setting at its default. */
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "get", "acme"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "throttle_decrease  default\n");
+    tl_assert_contains(p.out, "connect_timeout_ms 1000\n");
+    tl_proc_free(&p);
 }
 
 int main(void)
