@@ -1,9 +1,10 @@
 -- The dispatcher's view of customers: all of them ($1 NULL) or one (after a change NOTIFY),
--- with their breaker state so a new leader resumes an open breaker.
+-- with their breaker state so a new leader resumes an open breaker. The timeouts and the
+-- throttle settings are 0 where the customer has none: the configured default applies.
 -- @params: customer_id
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
--- @columns: breaker_open_until_us
+-- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
@@ -12,7 +13,10 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        coalesce(b.state, 'closed') AS breaker_state,
        coalesce(b.consecutive_failures, 0) AS breaker_failures,
        coalesce(b.trips, 0) AS breaker_trips,
-       (extract(epoch FROM b.open_until) * 1000000)::bigint AS breaker_open_until_us
+       (extract(epoch FROM b.open_until) * 1000000)::bigint AS breaker_open_until_us,
+       coalesce(c.throttle_decrease, 0) AS throttle_decrease,
+       coalesce(c.throttle_increase, 0) AS throttle_increase,
+       coalesce(c.throttle_floor, 0) AS throttle_floor
   FROM pgpace.customer c
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
  WHERE $1::bigint IS NULL OR c.id = $1::bigint

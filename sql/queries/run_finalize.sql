@@ -1,6 +1,13 @@
 -- Batched finalisation: one statement for every outcome, each a compare-and-swap on the claim
 -- token, so a leader whose lease expired cannot overwrite the item's newer state. Rows come back only for items this leader no longer owned.
---  $1 bigint[] item, $2 bigint[] token, $3 text[] outcome (success|retry|dead|release|pause),
+-- Outcomes: success (the row goes), retry (rescheduled after the delay; dead-lettered instead
+-- once attempt reaches max_attempts), dead (dead-lettered), release (not attempted: due again
+-- at once, the attempt given back, nothing logged), pause (410 Gone: as release, logged as
+-- 'paused'), throttled (the receiver said "later": 429, or 503 with Retry-After; rescheduled
+-- after the delay like retry, but the attempt is given back and the item is never
+-- dead-lettered for it, whatever attempt and max_attempts say; logged as 'throttled').
+--  $1 bigint[] item, $2 bigint[] token,
+--  $3 text[] outcome (success|retry|dead|release|pause|throttled),
 --  $4 bigint[] retry delay ms, $5 int[] http status, $6 text[] error class, $7 text[] error,
 --  $8 bigint[] attempt start (epoch us), $9 float8[] duration ms, $10 text[] response excerpt
 -- @params: item token outcome delay_ms http_status error_class error started_us
@@ -42,6 +49,16 @@ WITH f AS (
       FROM f
      WHERE f.outcome IN ('release', 'pause') AND q.item_id = f.item_id AND q.claim_token = f.token
     RETURNING q.item_id, q.customer_id, q.attempt + 1 AS attempt, f.outcome
+), throttled AS (
+    -- Throttled: retried after the delay without using up an attempt, so a receiver that
+    -- rate-limits us never turns items into dead letters. Logged with the attempt number used.
+    UPDATE pgpace.queue q
+       SET next_action_at = now() + f.delay_ms * interval '1 millisecond', claim_token = NULL,
+           attempt = greatest(q.attempt - 1, 0),
+           last_error = left(coalesce(f.error, f.error_class), 1000)
+      FROM f
+     WHERE f.outcome = 'throttled' AND q.item_id = f.item_id AND q.claim_token = f.token
+    RETURNING q.item_id, q.customer_id, q.attempt + 1 AS attempt
 ), attempts AS (
     INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, duration_ms,
                                          http_status, outcome, error_class, response_excerpt)
@@ -52,9 +69,11 @@ WITH f AS (
             UNION ALL SELECT item_id, customer_id, attempt, 'retry' FROM retried
             UNION ALL SELECT item_id, customer_id, attempt, 'dead' FROM died
             UNION ALL SELECT item_id, customer_id, attempt, 'paused' FROM released
-                       WHERE outcome = 'pause') x
+                       WHERE outcome = 'pause'
+            UNION ALL SELECT item_id, customer_id, attempt, 'throttled' FROM throttled) x
       JOIN f ON f.item_id = x.item_id
 )
 SELECT f.item_id FROM f
  WHERE f.item_id NOT IN (SELECT item_id FROM succeeded UNION ALL SELECT item_id FROM retried
-                         UNION ALL SELECT item_id FROM died UNION ALL SELECT item_id FROM released)
+                         UNION ALL SELECT item_id FROM died UNION ALL SELECT item_id FROM released
+                         UNION ALL SELECT item_id FROM throttled)

@@ -1,6 +1,7 @@
 -- Scheduler state a new leader resumes from (empty after a crash: every customer is eligible).
+-- effective_rate: the paced rate per minute (sql/queries/run_pace.sql); NULL: rate_per_minute.
 -- @params:
--- @columns: customer_id tat_us credit last_tick
+-- @columns: customer_id tat_us credit last_tick effective_rate
 SELECT f.customer_id, (extract(epoch FROM f.tat) * 1000000)::bigint AS tat_us,
-       f.batch_credit AS credit, f.last_tick
+       f.batch_credit AS credit, f.last_tick, f.effective_rate
   FROM pgpace.frontier f

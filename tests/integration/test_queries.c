@@ -39,6 +39,7 @@ static void declared_shapes_match_the_server(void **state)
                                        "run_frontier",
                                        "run_key_purge",
                                        "run_metrics",
+                                       "run_pace",
                                        "run_partitions",
                                        "run_pause",
                                        "run_retention",
