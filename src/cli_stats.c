@@ -1,4 +1,4 @@
-/* cli_stats.c - `pgpace stats`: per-customer queue statistics. */
+/* cli_stats.c - `pgpace stats`: per-customer rates and queue statistics. */
 #include "cli.h"
 #include "sql_embed.h"
 
@@ -11,13 +11,14 @@
 static const char stats_usage[] =
     "usage: pgpace stats [--customer NAME] [--watch [SECONDS]]\n"
     "\n"
-    "Per customer: due (may be claimed now), in_flight (claimed, lease running), delayed\n"
-    "(scheduled for later or waiting for a retry), dead (dead letters), and the age of the\n"
-    "oldest due item in seconds, and the circuit breaker.\n"
+    "Per customer: the configured rate and the effective one, eff_rate (per minute; lower\n"
+    "while the receiver answers 429, or 503 with Retry-After), due (may be claimed now),\n"
+    "in_flight (claimed, lease running), delayed (scheduled for later or waiting for a retry),\n"
+    "dead (dead letters), the age of the oldest due item in seconds, and the circuit breaker.\n"
     "\n"
     "--watch refreshes every SECONDS (default 1) until interrupted, showing per customer the\n"
-    "configured rate, the observed rate (webhooks delivered in the last minute), the last gaps\n"
-    "between webhooks, queue depth, in-flight items and breaker/pause state.\n";
+    "configured and effective rate, the observed rate (webhooks delivered in the last minute),\n"
+    "the last gaps between webhooks, queue depth, in-flight items and breaker/pause state.\n";
 
 int cli_stats(cli_ctx *ctx, int argc, char **argv)
 {

@@ -10,6 +10,9 @@
 -- the whole queue (19.6 s for 1,000 customers over 270,000 rows), which held the leader's
 -- queue gauges (sql/queries/run_metrics.sql) and every claim behind them that long. Rows
 -- without a next_action_at are not counted anyway (every FILTER compares it).
+-- effective_rate_per_minute: the rate the leader paces the customer at (lowered while its
+-- receiver answers 429/503, sql/queries/run_pace.sql); rate_per_minute when it has none, and
+-- never above rate_per_minute (the rate may have been lowered since).
 -- Columns can only be appended here (CREATE OR REPLACE VIEW); see README to change others.
 CREATE OR REPLACE VIEW pgpace.customer_stats AS
 SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
@@ -19,7 +22,9 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
        coalesce(d.dead, 0) AS dead,
        now() - q.oldest_due AS oldest_due_age,
        coalesce(b.state, 'closed') AS breaker,
-       CASE WHEN b.state = 'open' THEN b.open_until END AS breaker_open_until
+       CASE WHEN b.state = 'open' THEN b.open_until END AS breaker_open_until,
+       least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)
+           AS effective_rate_per_minute
   FROM pgpace.customer c
   LEFT JOIN LATERAL (
       SELECT count(*) FILTER (WHERE qq.next_action_at <= now()) AS due,
@@ -30,4 +35,5 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
        WHERE qq.customer_id = c.id AND qq.next_action_at IS NOT NULL) q ON true
   LEFT JOIN LATERAL (
       SELECT count(*) AS dead FROM pgpace.dead_letter dl WHERE dl.customer_id = c.id) d ON true
-  LEFT JOIN pgpace.breaker b ON b.customer_id = c.id;
+  LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
+  LEFT JOIN pgpace.frontier f ON f.customer_id = c.id;

@@ -1,6 +1,9 @@
--- The live view of `pgpace stats --watch`: the per-customer stats plus what was delivered in
--- the last minute (observed rate) and the last three gaps between successful webhooks.
+-- The live view of `pgpace stats --watch`: the per-customer stats plus the effective rate (as
+-- in stats.sql), what was delivered in the last minute (observed rate) and the last three gaps
+-- between successful webhooks.
 SELECT s.customer, s.mode, s.rate_per_minute AS rate,
+       trim_scale(round(s.effective_rate_per_minute::numeric,
+                        8 - floor(log(s.effective_rate_per_minute::numeric))::integer)) AS eff_rate,
        coalesce(o.per_min, 0) AS observed,
        coalesce(g.gaps, '-') AS last_gaps_ms,
        s.due + s.delayed AS queued, s.in_flight, s.dead,

@@ -1,7 +1,10 @@
 /* test_cli.c - the `pgpace` binary end to end: help and usage errors, customer / carrier /
- * setting administration (throttle overrides included), stats, single-item enqueue errors,
- * configuration files (and `pgpace run` refusing a bad one) and version. */
+ * setting administration (throttle overrides included), stats (with the effective rate),
+ * single-item enqueue errors, configuration files (and `pgpace run` refusing a bad one) and
+ * version. */
 #include "testlib.h"
+
+#include "sql_embed.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -478,6 +481,56 @@ static void customer_throttle_overrides(void **state)
     free(before);
 }
 
+/* `pgpace stats` shows the effective rate next to the configured one: the leader's (frontier),
+ * else the configured rate, never above it. */
+static void stats_shows_the_effective_rate(void **state)
+{
+    tl_db *db = *state;
+    make_customer(db, "acme");
+    make_customer(db, "beta");
+    make_customer(db, "slow");
+    tl_exec(db->conn, "UPDATE pgpace.customer SET rate_per_minute = 0.5 WHERE name = 'slow'");
+    static const struct {
+        const char *customer, *effective, *rate, *shown;
+    } cases[] = {
+        {"acme", "30", "60", "30"},
+        /* What the pacing arithmetic leaves: 9 significant digits. */
+        {"acme", "48.60000000000001", "60", "48.6"},
+        {"acme", "53.99999999999999", "60", "54"},
+        {"acme", "0.000123456789012", "60", "0.000123456789"},
+        /* The rate was lowered below what the leader last stored. */
+        {"acme", "90", "60", "60"},
+        {"acme", NULL, "60", "60"},
+        {"slow", "0.025", "0.5", "0.025"},
+        {"beta", NULL, "60", "60"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_exec(db->conn,
+                "INSERT INTO pgpace.frontier (customer_id, effective_rate) SELECT id, %s FROM "
+                "pgpace.customer WHERE name = '%s' ON CONFLICT (customer_id) DO UPDATE SET "
+                "effective_rate = EXCLUDED.effective_rate",
+                cases[i].effective ? cases[i].effective : "NULL", cases[i].customer);
+        tl_proc p = RUN_OK(db, "stats", "--customer", cases[i].customer);
+        char line[512], *f[16];
+        assert_int_equal(table_row(p.out, cases[i].customer, line, sizeof line, f, 16), 11);
+        if (strcmp(f[2], cases[i].rate) != 0 || strcmp(f[3], cases[i].shown) != 0)
+            fail_msg("%s effective %s: expected rate %s eff_rate %s, got:\n%s", cases[i].customer,
+                     cases[i].effective ? cases[i].effective : "NULL", cases[i].rate,
+                     cases[i].shown, p.out);
+        tl_proc_free(&p);
+
+        /* `stats --watch` refreshes until interrupted; its statement shows the same column. */
+        const char *params[] = {cases[i].customer};
+        PGresult *res = PQexecParams(db->conn, sql_q_stats_watch, 1, NULL, params, NULL, NULL, 0);
+        assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+        assert_int_equal(PQntuples(res), 1);
+        int rate = PQfnumber(res, "rate"), eff = PQfnumber(res, "eff_rate");
+        assert_true(rate >= 0 && eff == rate + 1);
+        assert_string_equal(PQgetvalue(res, 0, eff), cases[i].shown);
+        PQclear(res);
+    }
+}
+
 static void customer_pause_and_resume(void **state)
 {
     tl_db *db = *state;
@@ -634,28 +687,31 @@ static void stats_counts_due_in_flight_delayed_and_dead(void **state)
 
     tl_proc p = RUN_OK(db, "stats");
     char line[512], *f[16];
-    /* customer mode rate paused due in_flight delayed dead oldest_due_s breaker */
+    /* customer mode rate eff_rate paused due in_flight delayed dead oldest_due_s breaker */
     tl_assert_contains(p.out, "due");
     tl_assert_contains(p.out, "in_flight");
-    assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 10);
-    assert_string_equal(f[9], "closed");
+    tl_assert_contains(p.out, "eff_rate");
+    assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 11);
+    assert_string_equal(f[10], "closed");
     assert_string_equal(f[1], "spaced");
-    assert_string_equal(f[4], "2");
-    assert_string_equal(f[5], "1");
-    assert_string_equal(f[6], "2");
-    assert_string_equal(f[7], "1");
-    assert_string_not_equal(f[8], "-");
-    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 10);
-    assert_string_equal(f[4], "0");
+    assert_string_equal(f[2], "60");
+    assert_string_equal(f[3], "60"); /* nothing throttled: the configured rate */
+    assert_string_equal(f[5], "2");
+    assert_string_equal(f[6], "1");
+    assert_string_equal(f[7], "2");
+    assert_string_equal(f[8], "1");
+    assert_string_not_equal(f[9], "-");
+    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 11);
     assert_string_equal(f[5], "0");
     assert_string_equal(f[6], "0");
     assert_string_equal(f[7], "0");
-    assert_string_equal(f[8], "-");
+    assert_string_equal(f[8], "0");
+    assert_string_equal(f[9], "-");
     tl_proc_free(&p);
 
     p = RUN_OK(db, "stats", "--customer", "beta");
     assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 0);
-    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 10);
+    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 11);
     tl_proc_free(&p);
 
     p = RUN(db, "stats", "--customer", "ghost");
@@ -896,6 +952,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(carrier_set_and_list, setup, teardown),
         cmocka_unit_test_setup_teardown(stats_counts_due_in_flight_delayed_and_dead, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(stats_shows_the_effective_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(setting_get_set_list, setup, teardown),
         cmocka_unit_test_setup_teardown(enqueue_one_item_rejects_bad_input, setup, teardown),
         cmocka_unit_test(config_unknown_key_and_malformed_line),

@@ -1104,11 +1104,21 @@ static void upgrade_to_throttle_keeps_rows(void **state)
                "delivery_attempt_outcome_valid");
     free(old_day);
 
-    /* What the CLI shows of it: every setting at its default. */
+    /* What the CLI shows of it: every setting at its default, the configured rate. */
     p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "get", "acme"), NULL, NULL);
     assert_int_equal(p.status, 0);
     tl_assert_contains(p.out, "throttle_decrease  default\n");
     tl_assert_contains(p.out, "connect_timeout_ms 1000\n");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "stats", "--customer", "acme"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    /* customer mode rate eff_rate ... */
+    const char *row = strstr(p.out, "\nacme ");
+    assert_non_null(row);
+    char customer[16], mode[16], rate[16], eff[16];
+    assert_int_equal(sscanf(row, "%15s %15s %15s %15s", customer, mode, rate, eff), 4);
+    assert_string_equal(rate, "60");
+    assert_string_equal(eff, "60");
     tl_proc_free(&p);
 }
 
