@@ -105,7 +105,7 @@ static const config_key keys[] = {
     INT("delivery", breaker_failures, 5, 1, 1000, "consecutive failures opening the breaker"),
     INT("delivery", breaker_cooldown_ms, 30000, 100, 86400000, "first breaker cooldown, ms"),
     INT("delivery", breaker_cooldown_max_ms, 600000, 100, 86400000, "largest breaker cooldown, ms"),
-    DOUBLE("delivery", throttle_decrease, 0.9, &config_throttle_decrease_range,
+    DOUBLE("delivery", throttle_decrease, 0.8, &config_throttle_decrease_range,
            "effective rate multiplied by this on a throttled answer"),
     DOUBLE("delivery", throttle_increase, 0.003, &config_throttle_increase_range,
            "fraction of rate_per_minute regained per successful delivery"),

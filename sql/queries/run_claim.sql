@@ -8,17 +8,19 @@
 --  $12 bigint[] customer, $13 bigint[] GCRA base (max(tat, now) in epoch us, NULL = not spaced),
 --  $14 bigint[] GCRA period us, $15 float8[] batch credit after this tick (NULL = not batch),
 --  $16 bigint batch tick number (NULL when the round is not a batch tick)
+--  $17 int[] pair items in flight (turns it already had when the customer's carriers take turns)
 -- Rows: kind 'i' per claimed item; kind 'd' per pair that had fewer due rows than its limit,
 -- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
 -- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
--- @params: fr_period fr_credit tick
+-- @params: fr_period fr_credit tick pair_in_flight
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
 -- @columns: next_us frontier_rows prio due_at
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
-    SELECT p.customer_id, p.carrier, p.n, p.ord
-      FROM unnest($1::bigint[], $2::text[], $3::integer[]) WITH ORDINALITY AS p(customer_id, carrier, n, ord)
+    SELECT p.customer_id, p.carrier, p.n, p.ord, p.in_flight
+      FROM unnest($1::bigint[], $2::text[], $3::integer[], $17::integer[])
+           WITH ORDINALITY AS p(customer_id, carrier, n, in_flight, ord)
 ), cust AS (
     SELECT c.customer_id, c.n
       FROM unnest($4::bigint[], $5::integer[]) AS c(customer_id, n)
@@ -27,7 +29,8 @@ WITH pair AS (
         OR NOT EXISTS (SELECT 1 FROM pgpace.frontier f
                         WHERE f.customer_id = c.customer_id AND f.last_tick >= $16::bigint)
 ), cand AS (
-    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token, p.ord
+    SELECT q.item_id, q.customer_id, q.carrier, q.priority, q.next_action_at, q.claim_token, p.ord,
+           p.in_flight
       FROM pair p
       JOIN cust ON cust.customer_id = p.customer_id
      CROSS JOIN LATERAL (
@@ -51,8 +54,10 @@ WITH pair AS (
     -- carriers take turns (first item of each pair, least recently served pair first, then the
     -- second of each...), so a carrier with a deep backlog cannot hold the customer's other
     -- carriers back for more than a round, even when the customer's own rate allows one item.
+    -- A pair's items in flight count as turns it already had: a carrier whose items are slow
+    -- does not take the customer's whole room.
     SELECT w.*, row_number() OVER (PARTITION BY w.customer_id
-                                   ORDER BY w.priority DESC, w.rp, w.ord) AS rc
+                                   ORDER BY w.priority DESC, w.rp + w.in_flight, w.ord) AS rc
       FROM within_carrier w
       LEFT JOIN carrier_budget b ON b.carrier = w.carrier
      WHERE w.carrier = '' OR w.rk <= coalesce(b.budget, $8::integer)

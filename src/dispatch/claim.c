@@ -51,16 +51,32 @@ void claim_arm(dispatcher *d)
     uv_timer_start(t, claim_on_timer, delay_ms, 0);
 }
 
-int claim_limit(int want, const customer *c, int room, int host_room_left)
+int claim_limit(int want, const customer *c)
 {
     int n = want;
     if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
         n = c->max_in_flight - c->in_flight;
-    if (n > room)
-        n = room;
-    if (n > host_room_left)
-        n = host_room_left;
+    if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && c->pace.cap - c->in_flight < n)
+        n = c->pace.cap - c->in_flight;
     return n < 0 ? 0 : n;
+}
+
+share_pool host_pool(const pgp_config *cfg, const host_state *h)
+{
+    int room = cfg->max_host_connections - (h ? h->in_flight : 0);
+    if (room < 0)
+        room = 0;
+    int open = room - (h ? h->booked : 0);
+    return (share_pool){.room = room, .open_room = open < 0 ? 0 : open};
+}
+
+double claim_weight(const customer *c)
+{
+    if (c->mode == MODE_UNLIMITED || !c->host)
+        return 1;
+    /* A paced customer needs rate x request time connections to keep its rate: one more than
+     * that is its weight, so a slow host does not push it below its rate. */
+    return 1 + pace_rate(&c->pace, c->rate) / 60.0 * c->host->latency_ms / 1000.0;
 }
 
 int batch_tick_allowance(const customer *c, int64_t tick, double *credit)
@@ -69,7 +85,8 @@ int batch_tick_allowance(const customer *c, int64_t tick, double *credit)
     *credit = c->credit;
     if (elapsed <= 0)
         return -1; /* this tick was already dispatched (by us or a previous leader) */
-    int allowed = batch_allowance(c->rate, credit, elapsed, batch_default_cap(c->rate));
+    double rate = pace_rate(&c->pace, c->rate); /* lowered while its receiver throttles */
+    int allowed = batch_allowance(rate, credit, elapsed, batch_default_cap(rate));
     return allowed < 0 ? 0 : allowed;
 }
 
@@ -91,14 +108,35 @@ static strbuf *arr(claim_params *p, int param)
     return sb;
 }
 
-/* Adds one customer's due pairs, least recently served first (the claim lets a customer's
- * carriers take turns in this order); returns how many pairs it added. A customer none of whose
- * pairs could go waits for the first of the carriers that held it back. */
+/* Items a customer's due pairs could take now: their carriers' budgets (carriers without room
+ * are listed in held, so the customer can wait for them when none has room). */
+static int pairs_demand(dispatcher *d, customer *c, int want, int64_t now, carrier_state **held,
+                        size_t *n_held, size_t held_cap)
+{
+    int demand = 0;
+    *n_held = 0;
+    for (size_t i = 0; i < c->n_pairs && demand < want; i++) {
+        pair *pr = &c->pairs[i];
+        if (pr->next_us > now)
+            continue;
+        /* Items without a carrier are not subject to carrier caps. */
+        carrier_state *cs = pr->carrier[0] ? carrier_get(d, pr->carrier) : NULL;
+        if (pr->carrier[0] && !cs)
+            continue;
+        int budget = cs ? carrier_budget(&d->cfg, cs) : want;
+        if (budget <= 0 && *n_held < held_cap)
+            held[(*n_held)++] = cs;
+        demand += budget > 0 ? budget : 0;
+    }
+    return demand < want ? demand : want;
+}
+
+/* Adds one customer's due pairs (n items at most each, within its carrier's budget), least
+ * recently served first. The claim gives the carriers turns, each pair's items in flight
+ * counting as turns it already had: least in flight first, so a carrier whose items are slow
+ * cannot hold the customer's whole room. Returns how many pairs it added. */
 static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c, int n, int64_t now)
 {
-    int added = 0;
-    carrier_state *held[16];
-    size_t n_held = 0;
     size_t order[64], n_order = 0; /* insertion sort: customers have few active carriers */
     for (size_t i = 0; i < c->n_pairs && n_order < PGP_ARRAY_LEN(order); i++) {
         size_t j = n_order++;
@@ -108,31 +146,25 @@ static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c,
         }
         order[j] = i;
     }
+    int added = 0;
     for (size_t o = 0; o < n_order; o++) {
         pair *pr = &c->pairs[order[o]];
         if (pr->next_us > now)
             continue;
-        /* Items without a carrier are not subject to carrier caps. */
         carrier_state *cs = pr->carrier[0] ? carrier_get(d, pr->carrier) : NULL;
         if (pr->carrier[0] && !cs)
             continue;
         int budget = cs ? carrier_budget(&d->cfg, cs) : n;
-        if (budget <= 0) {
-            /* Held back; its items stay due and go first when the carrier has room. */
-            if (n_held < PGP_ARRAY_LEN(held))
-                held[n_held++] = cs;
-            continue;
-        }
+        if (budget <= 0)
+            continue; /* held back; its items stay due and go first when the carrier has room */
         if (cs && hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
             continue;
         strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_CUSTOMER), "%" PRId64, c->id);
         strbuf_array_text(arr(p, SQL_RUN_CLAIM_P_PAIR_CARRIER), pr->carrier);
         strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_LIMIT), "%d", n < budget ? n : budget);
+        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT), "%d", pr->in_flight);
         added++;
     }
-    if (added == 0)
-        for (size_t i = 0; i < n_held; i++)
-            wait_on(&held[i]->waiting, c);
     return added;
 }
 
@@ -174,11 +206,12 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         strbuf_array_text(arr(p, SQL_RUN_CLAIM_P_CARRIER), cs->name);
         strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CARRIER_BUDGET), "%d", carrier_budget(&d->cfg, cs));
     }
-    static const int arrays[] = {
-        SQL_RUN_CLAIM_P_PAIR_CUSTOMER,  SQL_RUN_CLAIM_P_PAIR_CARRIER,   SQL_RUN_CLAIM_P_PAIR_LIMIT,
-        SQL_RUN_CLAIM_P_CUSTOMER,       SQL_RUN_CLAIM_P_CUSTOMER_LIMIT, SQL_RUN_CLAIM_P_CARRIER,
-        SQL_RUN_CLAIM_P_CARRIER_BUDGET, SQL_RUN_CLAIM_P_FR_CUSTOMER,    SQL_RUN_CLAIM_P_FR_BASE,
-        SQL_RUN_CLAIM_P_FR_PERIOD,      SQL_RUN_CLAIM_P_FR_CREDIT};
+    static const int arrays[] = {SQL_RUN_CLAIM_P_PAIR_CUSTOMER,  SQL_RUN_CLAIM_P_PAIR_CARRIER,
+                                 SQL_RUN_CLAIM_P_PAIR_LIMIT,     SQL_RUN_CLAIM_P_CUSTOMER,
+                                 SQL_RUN_CLAIM_P_CUSTOMER_LIMIT, SQL_RUN_CLAIM_P_CARRIER,
+                                 SQL_RUN_CLAIM_P_CARRIER_BUDGET, SQL_RUN_CLAIM_P_FR_CUSTOMER,
+                                 SQL_RUN_CLAIM_P_FR_BASE,        SQL_RUN_CLAIM_P_FR_PERIOD,
+                                 SQL_RUN_CLAIM_P_FR_CREDIT,      SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT};
     const char *params[SQL_RUN_CLAIM_NPARAMS] = {0};
     bool ok = true;
     for (size_t i = 0; i < PGP_ARRAY_LEN(arrays); i++) {
@@ -215,21 +248,39 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
     free(r);
 }
 
-/* A round being built: the round itself, its statement's arrays, the carriers it touches, and
- * the dispatcher's room not yet given out. */
+/* A customer considered for a round, before the division. */
+typedef struct candidate {
+    customer *c;
+    int64_t base;
+    double credit;
+    int allowed;
+} candidate;
+
+/* A round being built: the round itself, its statement's arrays, the carriers it touches, the
+ * dispatcher's room not yet given out, and the customers considered with what they want of
+ * their hosts' connections (one pool per host, share.c). */
 typedef struct round_build {
     claim_round *r;
     claim_params p;
     hmap touched;
     int room;
+    size_t n, n_pools;
+    candidate cand[ROUND_MAX_CUSTOMERS];
+    share_claimant cl[ROUND_MAX_CUSTOMERS];
+    share_pool pools[ROUND_MAX_CUSTOMERS];
+    host_state *pool_host[ROUND_MAX_CUSTOMERS];
+    uint32_t heap[ROUND_MAX_CUSTOMERS];
 } round_build;
 
-static bool round_begin(dispatcher *d, round_build *b, int64_t tick)
+static round_build *round_begin(dispatcher *d, int64_t tick)
 {
-    *b = (round_build){.r = calloc(1, sizeof *b->r)};
-    if (!b->r) {
+    round_build *b = calloc(1, sizeof *b);
+    if (b)
+        b->r = calloc(1, sizeof *b->r);
+    if (!b || !b->r) {
+        free(b);
         LOG_ERROR("out_of_memory", LOG_S("where", "claim round"));
-        return false;
+        return NULL;
     }
     b->r->d = d;
     b->r->tick = tick;
@@ -239,18 +290,73 @@ static bool round_begin(dispatcher *d, round_build *b, int64_t tick)
     if (RAND_bytes((unsigned char *)&token, sizeof token) != 1) {
         LOG_ERROR("random_failed", LOG_S("where", "claim token"));
         free(b->r);
-        return false;
+        free(b);
+        return NULL;
     }
     b->r->token = (int64_t)(token & INT64_MAX);
     hmap_init(&b->touched);
     b->room = d->cfg.max_in_flight - d->in_flight;
-    return true;
+    return b;
+}
+
+/* Considers customer c for the round with `demand` items (already within its own limits, its
+ * carriers' budgets and its breaker). */
+static void consider(dispatcher *d, round_build *b, customer *c, int demand, int64_t base,
+                     double credit, int allowed)
+{
+    int pool = -1;
+    if (c->host) {
+        if (c->host->pool_slot < 0) {
+            c->host->pool_slot = (int)b->n_pools;
+            b->pool_host[b->n_pools] = c->host;
+            b->pools[b->n_pools++] = host_pool(&d->cfg, c->host);
+        }
+        pool = c->host->pool_slot;
+    }
+    b->cand[b->n] = (candidate){.c = c, .base = base, .credit = credit, .allowed = allowed};
+    b->cl[b->n] = (share_claimant){.demand = demand,
+                                   .use = c->in_flight,
+                                   .weight = claim_weight(c),
+                                   .pool = pool,
+                                   .open_only = c->mode != MODE_SPACED};
+    b->n++;
+}
+
+/* Divides the room among the customers considered and adds each to the round with its share.
+ * One that got nothing because its host is full waits for the host; a batch tick lists every
+ * customer considered, with nothing asked, so its tick is recorded (what it is owed is claimed
+ * as room frees). */
+static void divide(dispatcher *d, round_build *b, int64_t now)
+{
+    share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
+    d->rounds++;
+    for (size_t k = 0; k < b->n; k++) {
+        candidate *cd = &b->cand[k];
+        customer *c = cd->c;
+        int n = b->cl[k].grant;
+        if (n > 0 && add_pairs(d, &b->p, &b->touched, c, n, now) == 0)
+            n = 0;
+        if (n == 0 && b->r->tick < 0) {
+            int pool = b->cl[k].pool;
+            bool host_full =
+                pool >= 0 && b->cl[k].demand > 0 &&
+                (b->cl[k].open_only ? b->pools[pool].open_room : b->pools[pool].room) <= 0;
+            if (host_full)
+                wait_on(&c->host->waiting, c); /* woken when a request to the host ends */
+            else
+                customer_schedule(d, c);
+            continue;
+        }
+        b->room -= n;
+        add_customer(b->r, &b->p, c, n, cd->base, cd->credit, cd->allowed);
+    }
+    for (size_t i = 0; i < b->n_pools; i++)
+        b->pool_host[i]->pool_slot = -1;
 }
 
 /* Sends the round if it has customers; frees what building it took. */
 static void round_finish(dispatcher *d, round_build *b)
 {
-    host_reservations_end(d, b->r);
     if (b->r->n == 0) {
         free(b->r);
     } else {
@@ -261,7 +367,40 @@ static void round_finish(dispatcher *d, round_build *b)
     }
     claim_params_free(&b->p);
     hmap_free(&b->touched);
+    free(b);
     claim_arm(d);
+}
+
+/* What a customer asks of a scheduled round before the division, within its own limits, its
+ * carriers' budgets and its breaker; 0 when it asks nothing now (it is then rescheduled, or
+ * waits for a carrier). */
+static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, int64_t *base)
+{
+    int want;
+    *base = 0;
+    if (c->mode == MODE_BATCH) {
+        want = batch_owed(c, tick); /* the rest of this tick's allowance */
+    } else if (c->mode == MODE_SPACED) {
+        /* How many conform now; tat itself moves only by what the claim really got. */
+        int64_t probe = c->tat;
+        want = gcra_take(&probe, now + LOOKAHEAD_US, c->period_us, c->burst, c->burst);
+        *base = c->tat == GCRA_TAT_NONE || c->tat < now ? now : c->tat;
+    } else {
+        want = d->cfg.claim_batch_max;
+    }
+    /* Held by a Retry-After: a spaced customer may be claimed its lookahead before the end. */
+    if (c->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0))
+        return 0;
+    want = claim_limit(want, c);
+    carrier_state *held[16];
+    size_t n_held = 0;
+    int demand = want > 0 ? pairs_demand(d, c, want, now, held, &n_held, PGP_ARRAY_LEN(held)) : 0;
+    if (want > 0 && demand == 0 && n_held > 0) {
+        for (size_t i = 0; i < n_held; i++)
+            wait_on(&held[i]->waiting, c); /* woken when the carrier's room frees */
+        return -1;
+    }
+    return breaker_allowance(d, c, demand, now);
 }
 
 static void run_claim_round(dispatcher *d)
@@ -276,41 +415,31 @@ static void run_claim_round(dispatcher *d)
         claim_arm(d);
         return;
     }
-    round_build b;
-    if (!round_begin(d, &b, -1))
+    round_build *b = round_begin(d, -1);
+    if (!b) {
+        for (size_t i = 0; i < n_ids; i++) {
+            customer *c = customer_get(d, ids[i]);
+            if (c)
+                customer_schedule(d, c);
+        }
         return;
+    }
     for (size_t i = 0; i < n_ids; i++) {
         customer *c = customer_get(d, ids[i]);
         if (!c || c->paused || (c->mode == MODE_BATCH && batch_owed(c, tick) == 0))
             continue;
-        int want;
-        int64_t base = 0;
-        if (c->mode == MODE_BATCH) {
-            want = batch_owed(c, tick); /* the rest of this tick's allowance */
-        } else if (c->mode == MODE_SPACED) {
-            /* How many conform now; tat itself moves only by what the claim really got. */
-            int64_t probe = c->tat;
-            want = gcra_take(&probe, now + LOOKAHEAD_US, c->period_us, c->burst, c->burst);
-            base = c->tat == GCRA_TAT_NONE || c->tat < now ? now : c->tat;
-        } else {
-            want = d->cfg.claim_batch_max;
-        }
-        int free_conns = host_room(&d->cfg, c);
-        int n = claim_limit(want, c, b.room, free_conns);
-        if (n == 0 && free_conns == 0 && c->host) {
-            wait_on(&c->host->waiting, c); /* woken when a request to the host ends */
-            continue;
-        }
-        n = breaker_allowance(d, c, n, now);
-        if (n <= 0 || add_pairs(d, &b.p, &b.touched, c, n, now) == 0) {
+        int64_t base;
+        int demand = round_demand(d, c, now, tick, &base);
+        if (demand < 0)
+            continue; /* waits for a carrier */
+        if (demand == 0) {
             customer_schedule(d, c);
             continue;
         }
-        b.room -= n;
-        host_reserve(c, n);
-        add_customer(b.r, &b.p, c, n, base, 0, 0);
+        consider(d, b, c, demand, base, 0, 0);
     }
-    round_finish(d, &b);
+    divide(d, b, now);
+    round_finish(d, b);
 }
 
 /* The batch customers with work, in an order that starts at a point moving every tick. */
@@ -335,29 +464,19 @@ static customer **batch_customers(dispatcher *d, size_t *n_out)
     return v;
 }
 
+/* A batch tick: every batch customer with due work gets its allowance (at its effective rate),
+ * and the room and each host's connections are divided among them (share.c); what a share
+ * leaves unclaimed is owed and claimed as room frees. A customer held by a Retry-After gets
+ * its allowance but claims it only when the hold ends (and not after this tick). */
 static void run_batch_tick(dispatcher *d, int64_t tick)
 {
     int64_t now = now_us();
-    round_build b;
-    if (!round_begin(d, &b, tick))
+    round_build *b = round_begin(d, tick);
+    if (!b)
         return;
     size_t n_batch = 0;
     customer **batch = batch_customers(d, &n_batch);
-    /* Room and each host's connections are shared out evenly among the customers due this tick
-     * (at least 1 each) instead of first come, first served: a customer rarely has its whole
-     * allowance due, and what a share leaves unclaimed is owed and claimed as room frees. */
-    size_t n_due = 0;
-    for (size_t k = 0; k < n_batch; k++) {
-        if (!has_due_pair(batch[k], now))
-            continue;
-        n_due++;
-        if (batch[k]->host)
-            batch[k]->host->tick_due++;
-    }
-    int room_share = n_due > 0 ? b.room / (int)(n_due < INT_MAX ? n_due : INT_MAX) : b.room;
-    if (room_share < 1)
-        room_share = 1;
-    for (size_t k = 0; k < n_batch && b.r->n < ROUND_MAX_CUSTOMERS; k++) {
+    for (size_t k = 0; k < n_batch && b->n < ROUND_MAX_CUSTOMERS; k++) {
         customer *c = batch[(k + (size_t)tick) % n_batch];
         if (!has_due_pair(c, now))
             continue;
@@ -365,31 +484,20 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         int allowed = batch_tick_allowance(c, tick, &credit);
         if (allowed < 0)
             continue;
-        if (b.room <= 0)
-            break; /* the rest keep this tick: not marked, they get it next time */
-        int want = allowed < room_share ? allowed : room_share;
-        if (c->host && c->host->tick_due > 0) {
-            int host_share = (d->cfg.max_host_connections - c->host->in_flight) / c->host->tick_due;
-            if (host_share < 1)
-                host_share = 1;
-            if (want > host_share)
-                want = host_share;
+        int demand = 0;
+        if (c->pace.hold_until_us <= now) {
+            carrier_state *held[16];
+            size_t n_held = 0;
+            demand = pairs_demand(d, c, claim_limit(allowed, c), now, held, &n_held,
+                                  PGP_ARRAY_LEN(held));
+            demand = breaker_allowance(d, c, demand, now);
         }
-        int n = claim_limit(want, c, b.room, host_room(&d->cfg, c));
-        n = breaker_allowance(d, c, n, now);
         batch_refund(&credit, 0);
-        if (n > 0)
-            add_pairs(d, &b.p, &b.touched, c, n, now);
-        b.room -= n;
-        host_reserve(c, n);
-        /* Listed even with nothing asked: the tick is recorded for it, once. */
-        add_customer(b.r, &b.p, c, n, 0, credit, allowed);
+        consider(d, b, c, demand, 0, credit, allowed);
     }
-    for (size_t k = 0; k < n_batch; k++)
-        if (batch[k]->host)
-            batch[k]->host->tick_due = 0;
     free(batch);
-    round_finish(d, &b);
+    divide(d, b, now);
+    round_finish(d, b);
 }
 
 static void on_tick_timer(uv_timer_t *t)

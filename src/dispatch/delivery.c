@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Weight of the latest request in a host's moving average of request times. */
+#define LATENCY_WEIGHT 0.05
+
 static void free_delivery(delivery *dl)
 {
     free(dl->carrier);
@@ -108,12 +111,21 @@ static void on_delivery_done(const http_result *r, void *arg)
 
     pgp_list_remove(&dl->link);
     d->in_flight--;
+    if (dl->host && dl->host_booked) {
+        dl->host->booked--;
+        dl->host_booked = false;
+    }
     if (dl->host && dl->host_counted) {
         dl->host->in_flight--;
+        /* The weights of paced customers on this host follow its request time (claim.c). */
+        if (r->duration_ms > 0)
+            dl->host->latency_ms += (r->duration_ms - dl->host->latency_ms) * LATENCY_WEIGHT;
         wake(d, &dl->host->waiting);
     }
     if (c) {
         c->in_flight--;
+        pair_in_flight_add(c, dl->carrier, -1);
+        throttle_note(d, c, dl->started_us, r, &v, now_us());
         if (dl->probe)
             c->breaker.probe_in_flight = false;
         if (v.outcome == OUTCOME_SUCCESS)
@@ -123,7 +135,7 @@ static void on_delivery_done(const http_result *r, void *arg)
         /* A retried or released item is due again at a known time: wake its pair then (a
          * dead-lettered or delivered one needs nothing). */
         if (v.outcome == OUTCOME_RETRY || v.outcome == OUTCOME_RELEASE ||
-            v.outcome == OUTCOME_PAUSE)
+            v.outcome == OUTCOME_PAUSE || v.outcome == OUTCOME_THROTTLED)
             pair_note(c, dl->carrier, now_us() + v.delay_ms * 1000);
         customer_schedule(d, c);
     }
@@ -153,7 +165,11 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
     customer *c = customer_get(d, dl->customer_id);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
-     * (at most the lookahead) does not. */
+     * (at most the lookahead) has only booked one. */
+    if (dl->host && dl->host_booked) {
+        dl->host->booked--;
+        dl->host_booked = false;
+    }
     if (dl->host) {
         dl->host->in_flight++;
         dl->host_counted = true;
@@ -228,6 +244,10 @@ static bool wait_for_slot(dispatcher *d, delivery *dl, const claim_row *row, int
     dl->body_len = row->payload_len;
     dl->timer_used = true;
     dl->send_timer.data = dl;
+    if (dl->host) {
+        dl->host->booked++; /* work-queue claims leave its connection free for the slot */
+        dl->host_booked = true;
+    }
     uv_update_time(d->loop);
     if (uv_timer_start(&dl->send_timer, on_send_timer, (uint64_t)(wait_us / 1000), 0) != 0) {
         /* Cannot happen for an initialised timer with a callback; send now rather than lose it. */
@@ -265,6 +285,7 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     if (c) {
         dl->host = c->host; /* counted in flight there once the request is actually sent */
         c->in_flight++;
+        pair_in_flight_add(c, dl->carrier, 1);
         if (c->breaker.state == BREAKER_HALF_OPEN && !c->breaker.probe_in_flight) {
             c->breaker.probe_in_flight = true;
             dl->probe = true;
@@ -299,6 +320,8 @@ int deliveries_close_waiting(dispatcher *d)
             continue;
         pgp_list_remove(&dl->link);
         d->in_flight--;
+        if (dl->host && dl->host_booked)
+            dl->host->booked--;
         d->open_handles++;
         uv_close((uv_handle_t *)&dl->send_timer, on_waiting_closed);
         n++;

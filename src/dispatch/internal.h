@@ -8,6 +8,9 @@
  *                  eligible (the scheduler heap).
  * - breaker.c      the per-customer circuit breaker: pure transitions, plus their record.
  * - outcome.c      what a delivery's result means (pure): outcome, retry delay, error text.
+ * - share.c        fair division of host connections and in-flight room (pure).
+ * - pace.c         the effective rate (or in-flight cap) a throttling receiver leaves (pure).
+ * - throttle.c     throttles applied to customers: their pace, gauge, logs and frontier record.
  * - delivery.c     deliveries in flight: start, GCRA send timer, HTTP completion.
  * - finalize.c     outcomes waiting to be written, and the batched finalisation statement.
  * - claim.c        claim rounds (scheduled) and batch ticks, and the claim result.
@@ -98,9 +101,11 @@ typedef struct waiters {
  * wait locally while their lease runs. */
 typedef struct host_state {
     char *key;
-    int in_flight; /* requests on the wire (not ones waiting for their GCRA slot) */
-    int reserved;  /* items asked of it in the claim round being built */
-    int tick_due;  /* its batch customers with due work, while a tick is being built */
+    int in_flight;     /* requests on the wire (not ones waiting for their GCRA slot) */
+    int booked;        /* spaced deliveries claimed and waiting for their slot: work-queue
+                          claims leave them a connection (share.c) */
+    int pool_slot;     /* its pool in the claim round being built, or -1 (claim.c) */
+    double latency_ms; /* moving average of its requests' durations (weights in share.c) */
     waiters waiting;
 } host_state;
 
@@ -114,10 +119,30 @@ typedef struct carrier_state {
 
 /* A (customer, carrier) pair that may have due work from next_us on. */
 typedef struct pair {
-    char *carrier; /* "" = items without a carrier */
-    int64_t next_us;
+    char *carrier;     /* "" = items without a carrier */
+    int64_t next_us;   /* PAIR_IDLE: nothing due known (kept only while items are in flight) */
     int64_t served_us; /* last time one of its items was claimed: carriers take turns */
+    int in_flight;     /* its deliveries outstanding: a customer's room is shared among them */
 } pair;
+
+#define PAIR_IDLE INT64_MAX
+
+/* What a throttling receiver left of a customer's pace (pace.c). */
+typedef struct pace {
+    double rate;           /* effective rate per minute; 0 = the configured rate */
+    int cap;               /* unlimited: in-flight cap while throttled; 0 = none */
+    double cap_credit;     /* successes toward raising the cap by one */
+    int64_t lowered_us;    /* last decrease: throttles of requests sent before it do not count */
+    int64_t hold_until_us; /* nothing is sent before (Retry-After, or an unlimited backoff) */
+    int streak;            /* throttled answers since the last success */
+    bool dirty;            /* changed since last written to the frontier */
+    int64_t logged_us;     /* last time a change was logged */
+} pace;
+
+typedef struct pace_policy {
+    double decrease, increase, floor;
+    int64_t hold_base_us, hold_cap_us; /* unlimited without Retry-After */
+} pace_policy;
 
 typedef struct customer {
     int64_t id;
@@ -149,6 +174,8 @@ typedef struct customer {
     bool waiting;         /* on a full host's or carrier's wait list: out of the heap */
     int round_slot;       /* index in the claim round in flight, or -1 */
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
+    pace pace;
+    double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
 
     pair *pairs;
     size_t n_pairs, cap_pairs;
@@ -164,9 +191,11 @@ typedef enum delivery_outcome {
     OUTCOME_DEAD,    /* failed for good: dead-lettered */
     OUTCOME_RELEASE, /* not attempted (shutdown): the lease is voided and the attempt given back */
     OUTCOME_PAUSE,   /* 410 Gone: the customer is paused and the item waits for the resume */
+    OUTCOME_THROTTLED, /* 429, or 503 with Retry-After: tried again later, the attempt given
+                          back (the receiver said "later", not "broken") */
 } delivery_outcome;
 
-#define OUTCOME_COUNT 5
+#define OUTCOME_COUNT 6
 
 const char *outcome_name(delivery_outcome o);
 
@@ -188,6 +217,8 @@ typedef struct outcome_decision {
                                 says the receiver is unwell (not a refused destination, not a
                                 shutdown abort) */
     bool pause_customer;     /* 410 Gone */
+    bool slow_customer;      /* 429 or 503: the customer's pace drops (pace.c) */
+    int64_t retry_after_ms;  /* the Retry-After honoured, or -1 */
 } outcome_decision;
 
 /* Classifies one attempt. `attempt` is this attempt's number (1 = first) and max_attempts the
@@ -219,6 +250,7 @@ typedef struct delivery {
     int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
     host_state *host;   /* its receiver host (the customer's URL may change meanwhile) */
     bool host_counted;  /* sent, so counted in host->in_flight */
+    bool host_booked;   /* waiting for its slot, so counted in host->booked */
 } delivery;
 
 /* ---- finalize.c ---------------------------------------------------------------------------- */
@@ -262,6 +294,40 @@ typedef struct claim_round {
     int64_t late[ROUND_MAX_CUSTOMERS];
 } claim_round;
 
+/* ---- share.c ------------------------------------------------------------------------------- */
+
+typedef struct share_pool {
+    int room;      /* the host's connections free now */
+    int open_room; /* of those, not booked by spaced deliveries waiting for their slot */
+} share_pool;
+
+typedef struct share_claimant {
+    int demand;     /* most it can take now */
+    int use;        /* what it holds already (its deliveries in flight) */
+    double weight;  /* its share is weight / the sum of the contenders' weights; <= 0 means 1 */
+    int pool;       /* its host in the pools array, or -1 */
+    bool open_only; /* work-queue claimant: takes only the host's open room */
+    int grant;      /* out: what it gets */
+} share_claimant;
+
+/* Divides at most `total` units among the n claimants (see share.c); pools' rooms are used up
+ * as units are granted. heap is scratch space for n indices. Returns the units granted. Pure. */
+int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint64_t rotate,
+                 uint32_t *heap);
+
+/* ---- pace.c -------------------------------------------------------------------------------- */
+
+/* The effective rate per minute (the configured one unless throttled). */
+double pace_rate(const pace *p, double configured);
+/* A throttled answer to a request sent at sent_us; retry_after_us < 0 when it gave none. Returns
+ * whether the rate (or unlimited cap) changed. Pure. */
+bool pace_on_throttle(pace *p, customer_mode mode, double configured, int in_flight,
+                      const pace_policy *pol, int64_t sent_us, int64_t retry_after_us, int64_t now);
+/* A success: the rate (or cap, which is lifted at cap_max) climbs back. Returns whether it
+ * changed. Pure. */
+bool pace_on_success(pace *p, customer_mode mode, double configured, const pace_policy *pol,
+                     int cap_max);
+
 /* ---- rows.c -------------------------------------------------------------------------------- */
 
 /* A row of run_claim.sql. Strings point into the PGresult. */
@@ -286,7 +352,8 @@ typedef struct customer_row {
     bool paused;
     const char *breaker_state;
     int breaker_failures, breaker_trips;
-    int64_t breaker_open_until_us; /* 0 when none */
+    int64_t breaker_open_until_us;                               /* 0 when none */
+    double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
 } customer_row;
 
 typedef struct frontier_row {
@@ -294,6 +361,7 @@ typedef struct frontier_row {
     bool has_tat, has_tick;
     int64_t tat_us, last_tick;
     double credit;
+    double effective_rate; /* 0 when none recorded */
 } frontier_row;
 
 typedef struct backstop_row {
@@ -376,6 +444,7 @@ enum dispatcher_timer {
     TIMER_WATCHDOG, /* stalled statements (leader.c) */
     TIMER_FLUSH,    /* next finalisation statement (finalize.c) */
     TIMER_DRAIN,    /* shutdown deadline (dispatcher.c) */
+    TIMER_PACE,     /* next write of effective rates (throttle.c) */
     TIMER_COUNT
 };
 
@@ -426,6 +495,7 @@ struct dispatcher {
     void *done_arg;
 
     long long claimed, stale_recoveries, lost_ownership;
+    uint64_t rounds; /* claim rounds built: rotates the division's ties */
 };
 
 typedef struct dispatcher dispatcher;
@@ -469,10 +539,6 @@ void carrier_apply(dispatcher *d, const carrier_row *row);
 /* Items this carrier may still get in one round: per-round cap and in-flight headroom. Pure. */
 int carrier_budget(const pgp_config *cfg, const carrier_state *cs);
 host_state *host_for_url(dispatcher *d, const char *url);
-/* Connections of the customer's host not in use or reserved by the round being built. */
-int host_room(const pgp_config *cfg, const customer *c);
-void host_reserve(customer *c, int n);
-void host_reservations_end(dispatcher *d, const claim_round *r);
 void wait_on(waiters *w, customer *c);
 void wake(dispatcher *d, waiters *w);
 /* Wait lists and due pairs belong to the leadership that built them (leader.c clears them). */
@@ -482,8 +548,12 @@ const char *mode_name(customer_mode m);
 pair *pair_find(customer *c, const char *carrier);
 void pair_note(customer *c, const char *carrier, int64_t next_us);
 void pair_drop(customer *c, const char *carrier);
+/* A delivery of the pair started (+1) or ended (-1). */
+void pair_in_flight_add(customer *c, const char *carrier, int delta);
 bool has_due_pair(const customer *c, int64_t now);
 int64_t batch_tick_at(const pgp_config *cfg, int64_t t_us);
+/* Sets a spaced customer's GCRA period from its effective rate. */
+void customer_pace_period(customer *c);
 /* What a batch customer may still claim of its latest tick; 0 once the next tick began. Pure. */
 int batch_owed(const customer *c, int64_t tick);
 void state_free(dispatcher *d);
@@ -520,13 +590,28 @@ bool finalize_busy(const dispatcher *d);
 void claim_arm(dispatcher *d);
 void claim_on_timer(uv_timer_t *t);
 void tick_arm(dispatcher *d, int64_t after);
-/* The most items a customer may be asked for now, given the dispatcher's room, its own limit
- * and its host's room. Pure. */
-int claim_limit(int want, const customer *c, int room, int host_room);
+/* The most of `want` items a customer's own limits let it have now: its max_in_flight, and the
+ * in-flight cap a throttling receiver left an unlimited customer. Pure. */
+int claim_limit(int want, const customer *c);
+/* A host's connections free now, and of those the ones not booked for spaced slots (all of a
+ * host's connections when h is NULL). Pure. */
+share_pool host_pool(const pgp_config *cfg, const host_state *h);
+/* A customer's weight in the division of its host's connections (share.c). Pure. */
+double claim_weight(const customer *c);
 /* A batch customer's allowance at `tick` (rate per tick plus carried fractional credit, capped
  * after a gap); *credit gets the credit to carry. -1 when the customer already had this tick
  * (from this leader or a previous one). Pure. */
 int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
+
+/* throttle.c */
+/* A delivery's answer, for the customer's pace: a throttle slows it (a Retry-After holds it), a
+ * success lets it climb back. sent_us is when the request went out. */
+void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_result *r,
+                   const outcome_decision *v, int64_t now);
+/* The customer's period and gauge after its rate or pace changed. */
+void throttle_apply(dispatcher *d, customer *c);
+/* A new leader resumes the effective rate the frontier recorded. */
+void throttle_resume(dispatcher *d, customer *c, double effective_rate);
 
 /* admin.c: the admin listener's callbacks (admin_http_callbacks) */
 int admin_render_metrics(void *arg, strbuf *out);

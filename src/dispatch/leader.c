@@ -244,6 +244,7 @@ static void on_frontier(pgconn *conn, PGresult *res, void *arg)
             c->last_tick = row.last_tick;
             c->have_tick = true;
         }
+        throttle_resume(d, c, row.effective_rate);
     }
     if (d->state == LEADER_FRONTIER)
         leader_enter(d, LEADER_LEADING);

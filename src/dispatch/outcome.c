@@ -6,9 +6,14 @@
  * - 2xx succeeds; a shutdown abort releases the item (not an attempt as far as the receiver
  *   knows); 410 Gone pauses the customer (a receiver that is gone for good should not be
  *   retried, and pausing loses nothing).
- * - Network failures, 408, 425, 429, 5xx and anything unexpected are retried: after Retry-After
- *   when a 429 or 503 gives one (capped by retry_after_max_s), else after capped exponential
- *   backoff with jitter. On the item's last attempt they are dead-lettered instead.
+ * - 429, and 503 with a Retry-After, are throttles: the receiver says "later", not "broken".
+ *   The item is tried again after the Retry-After (capped by retry_after_max_s; 0 ignores
+ *   Retry-After) or, without one, as soon as the customer's lowered pace allows; the attempt is
+ *   given back and the breaker is not told. The customer is slowed (pace.c). A 503 without
+ *   Retry-After slows the customer too, but is a failure like any other 5xx: a receiver that is
+ *   down answers 503 forever, and that must end in the breaker and dead letters.
+ * - Network failures, 408, 425, 5xx and anything unexpected are retried after capped
+ *   exponential backoff with jitter. On the item's last attempt they are dead-lettered instead.
  * - A destination refused by the SSRF rules will not become acceptable by retrying: dead.
  * - 3xx is dead (redirects are not followed: the webhook URL must answer directly); other 4xx
  *   are dead when dead_letter_on_4xx is set, else retried.
@@ -23,8 +28,8 @@
 
 const char *outcome_name(delivery_outcome o)
 {
-    static const char *const names[OUTCOME_COUNT] = {"success", "retry", "dead", "release",
-                                                     "pause"};
+    static const char *const names[OUTCOME_COUNT] = {"success", "retry", "dead",
+                                                     "release", "pause", "throttled"};
     return (unsigned)o < OUTCOME_COUNT ? names[o] : "retry";
 }
 
@@ -44,7 +49,7 @@ static bool retryable_status(long status)
 void outcome_classify(const http_result *r, int attempt, int max_attempts, const outcome_policy *p,
                       int64_t now_s, double jitter, outcome_decision *out)
 {
-    *out = (outcome_decision){.outcome = OUTCOME_DEAD};
+    *out = (outcome_decision){.outcome = OUTCOME_DEAD, .retry_after_ms = -1};
     const char *cls = r->error_class;
     bool retry = false;
     if (!cls && r->status >= 200 && r->status < 300) {
@@ -76,19 +81,25 @@ void outcome_classify(const http_result *r, int attempt, int max_attempts, const
         out->error_class = "http";
         snprintf(out->error, sizeof out->error, "HTTP %ld", r->status);
     }
+    int64_t delay_s = -1;
+    if (!cls && (r->status == 429 || r->status == 503)) {
+        out->slow_customer = true;
+        if (r->retry_after && p->retry_after_max_s > 0 &&
+            retry_after_parse(r->retry_after, now_s, p->retry_after_max_s, &delay_s) == 0)
+            out->retry_after_ms = delay_s * 1000;
+        if (r->status == 429 || out->retry_after_ms >= 0) {
+            out->outcome = OUTCOME_THROTTLED;
+            out->delay_ms = out->retry_after_ms > 0 ? out->retry_after_ms : 0;
+            return; /* neither an attempt used up nor a failure of the receiver */
+        }
+    }
     out->receiver_failed = retry;
     if (!retry)
         return;
     if (attempt >= max_attempts)
         return; /* attempts exhausted: dead (as run_finalize.sql decides it too) */
     out->outcome = OUTCOME_RETRY;
-    int64_t delay_s = -1;
-    if (!cls && (r->status == 429 || r->status == 503) && r->retry_after &&
-        retry_after_parse(r->retry_after, now_s, p->retry_after_max_s, &delay_s) == 0)
-        out->delay_ms = delay_s * 1000;
-    else
-        out->delay_ms =
-            backoff_delay_us(attempt - 1, p->retry_base_us, p->retry_cap_us, jitter) / 1000;
+    out->delay_ms = backoff_delay_us(attempt - 1, p->retry_base_us, p->retry_cap_us, jitter) / 1000;
 }
 
 /* Invalid sequences become '?', NUL bytes are dropped, and a character cut by the excerpt

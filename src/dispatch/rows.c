@@ -101,6 +101,9 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .breaker_open_until_us = row_null(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_OPEN_UNTIL_US)
                                      ? 0
                                      : row_i64(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_OPEN_UNTIL_US),
+        .throttle_decrease = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_DECREASE),
+        .throttle_increase = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_INCREASE),
+        .throttle_floor = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_FLOOR),
     };
 }
 
@@ -114,6 +117,8 @@ void frontier_row_parse(const PGresult *res, int r, frontier_row *out)
         out->tat_us = row_i64(res, r, SQL_RUN_FRONTIER_C_TAT_US);
     if (out->has_tick)
         out->last_tick = row_i64(res, r, SQL_RUN_FRONTIER_C_LAST_TICK);
+    if (!row_null(res, r, SQL_RUN_FRONTIER_C_EFFECTIVE_RATE))
+        out->effective_rate = row_double(res, r, SQL_RUN_FRONTIER_C_EFFECTIVE_RATE);
 }
 
 void backstop_row_parse(const PGresult *res, int r, backstop_row *out)

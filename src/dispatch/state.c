@@ -94,8 +94,10 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->mode = parse_mode(row->mode);
     c->rate = row->rate;
     c->burst = row->burst;
-    int64_t period = gcra_period_us(c->rate);
-    c->period_us = period > 0 ? period : 60000000;
+    c->throttle_decrease = row->throttle_decrease;
+    c->throttle_increase = row->throttle_increase;
+    c->throttle_floor = row->throttle_floor;
+    customer_pace_period(c);
     c->max_in_flight = row->max_in_flight;
     c->paused = row->paused;
     c->host = host_for_url(d, c->url);
@@ -177,33 +179,8 @@ host_state *host_for_url(dispatcher *d, const char *url)
         free(h);
         return NULL;
     }
+    h->pool_slot = -1;
     return h;
-}
-
-int host_room(const pgp_config *cfg, const customer *c)
-{
-    if (!c->host)
-        return cfg->max_host_connections;
-    int room = cfg->max_host_connections - c->host->in_flight - c->host->reserved;
-    return room < 0 ? 0 : room;
-}
-
-/* Notes that a round asks n items of the customer's host, so later customers of the same host
- * in the round see that much less room (in_flight only counts once the claim answers). */
-void host_reserve(customer *c, int n)
-{
-    if (c->host && n > 0)
-        c->host->reserved += n;
-}
-
-/* The round is built (only one claim is in flight at a time): its reservations end. */
-void host_reservations_end(dispatcher *d, const claim_round *r)
-{
-    for (size_t k = 0; k < r->n; k++) {
-        customer *c = customer_get(d, r->ids[k]);
-        if (c && c->host)
-            c->host->reserved = 0;
-    }
 }
 
 /* Puts the customer on a wait list (once); it leaves the heap until woken. */
@@ -298,16 +275,36 @@ void pair_note(customer *c, const char *carrier, int64_t next_us)
         return;
     added->next_us = next_us;
     added->served_us = 0;
+    added->in_flight = 0;
     c->n_pairs++;
 }
 
+/* Nothing of the pair is due: forgotten, unless items of it are in flight (their count shares
+ * the customer's room among its carriers), then kept idle until they end. */
 void pair_drop(customer *c, const char *carrier)
 {
     pair *p = pair_find(c, carrier);
     if (!p)
         return;
+    if (p->in_flight > 0) {
+        p->next_us = PAIR_IDLE;
+        return;
+    }
     free(p->carrier);
     *p = c->pairs[--c->n_pairs];
+}
+
+void pair_in_flight_add(customer *c, const char *carrier, int delta)
+{
+    pair *p = pair_find(c, carrier);
+    if (!p)
+        return;
+    p->in_flight += delta;
+    if (p->in_flight <= 0) {
+        p->in_flight = 0;
+        if (p->next_us == PAIR_IDLE)
+            pair_drop(c, carrier);
+    }
 }
 
 bool has_due_pair(const customer *c, int64_t now)
@@ -316,6 +313,12 @@ bool has_due_pair(const customer *c, int64_t now)
         if (c->pairs[i].next_us <= now)
             return true;
     return false;
+}
+
+void customer_pace_period(customer *c)
+{
+    int64_t period = gcra_period_us(pace_rate(&c->pace, c->rate));
+    c->period_us = period > 0 ? period : 60000000;
 }
 
 /* The batch tick a wall-clock time is in: ticks are aligned multiples of batch_tick_ms, so
@@ -332,16 +335,24 @@ int batch_owed(const customer *c, int64_t tick)
 
 bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
 {
-    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 &&
-                    (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
-                    !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
-                    !(c->breaker.state == BREAKER_HALF_OPEN && c->breaker.probe_in_flight);
+    bool eligible =
+        !c->paused && !c->waiting && c->n_pairs > 0 &&
+        (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
+        !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
+        !(c->mode == MODE_UNLIMITED && c->pace.cap > 0 && c->in_flight >= c->pace.cap) &&
+        !(c->breaker.state == BREAKER_HALF_OPEN && c->breaker.probe_in_flight);
     if (!eligible)
         return false;
-    int64_t at = INT64_MAX;
+    int64_t at = PAIR_IDLE;
     for (size_t i = 0; i < c->n_pairs; i++)
         if (c->pairs[i].next_us < at)
             at = c->pairs[i].next_us;
+    if (at == PAIR_IDLE)
+        return false; /* only pairs kept for their items in flight */
+    /* Held by a Retry-After (a spaced customer is claimed its lookahead before the end). */
+    int64_t hold = c->pace.hold_until_us - (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0);
+    if (c->pace.hold_until_us > 0 && hold > at)
+        at = hold;
     /* A spaced customer is claimed its lookahead before its GCRA slot (and sent exactly at it
      * from a timer), but never before its items are due: a retry waiting for its time is not
      * claimed early, which would only make empty claims. */

@@ -120,7 +120,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.dead_letter_retention_days, 30);
     assert_int_equal(c.item_retention_days, 7);
     /* Exactly the doubles the literals give (the table's defaults are parsed from text). */
-    assert_true(c.throttle_decrease == 0.9);
+    assert_true(c.throttle_decrease == 0.8);
     assert_true(c.throttle_increase == 0.003);
     assert_true(c.throttle_floor == 0.05);
     assert_int_equal(c.log_level, LOG_LEVEL_INFO);
@@ -140,7 +140,7 @@ static void test_dump(void **state)
     assert_contains(out, "delivery.dead_letter_on_4xx = true\n");
     assert_contains(out, "delivery.item_retention_days = 7\n");
     /* Doubles in their shortest form that reads back the same. */
-    assert_contains(out, "delivery.throttle_decrease = 0.9\n");
+    assert_contains(out, "delivery.throttle_decrease = 0.8\n");
     assert_contains(out, "delivery.throttle_increase = 0.003\n");
     assert_contains(out, "delivery.throttle_floor = 0.05\n");
     assert_contains(out, "log.level = info\n");
@@ -171,7 +171,7 @@ static void test_dump(void **state)
 static void test_dump_round_trips_doubles(void **state)
 {
     static const double values[][3] = {
-        {0.9, 0.003, 0.05},
+        {0.8, 0.003, 0.05},
         {0.1 + 0.2, 1.0 / 3.0, 2.0 / 3.0},
         {0.99999999999999989, 1, 1e-300},
         {4.9406564584124654e-300, 0.12345678901234568, 0.5},

@@ -204,7 +204,8 @@ static void retry_after_is_honoured(void **state)
         "SELECT string_agg(attempt || ':' || outcome || ':' || coalesce(http_status, 0), ' ' "
         "ORDER BY attempt) FROM pgpace.delivery_attempt WHERE item_id = %lld",
         item);
-    assert_string_equal(outcomes, "1:retry:429 2:success:200");
+    /* A 429 is a throttle: logged as such, its attempt given back. */
+    assert_string_equal(outcomes, "1:throttled:429 1:success:200");
     free(outcomes);
     assert_int_equal(tl_service_signal(&f->svc[0], SIGTERM, 1, 10000), 0);
 }
@@ -231,9 +232,11 @@ static int logged_retry_delays(const tl_service *s, long long *out, int max)
     return n;
 }
 
-/* A Retry-After the strict parser refuses is ignored: the retry waits the normal backoff (base
- * 100 ms, cap 1000 ms in these tests), not what a lax reading of the value would give (5 s,
- * 1000 s, or a date decades ahead clamped to retry_after_max_s, 3600 s). */
+/* A Retry-After the strict parser refuses is ignored, not what a lax reading of the value would
+ * give (5 s, 1000 s, or a date decades ahead clamped to retry_after_max_s, 3600 s): a 429 without
+ * a usable one is a throttle that only lowers the customer's rate (the item is due again at
+ * once, retry_in_ms=0, its attempt given back); a 503 without one is a failure retried after the
+ * normal backoff (base 100 ms, cap 1000 ms in these tests). */
 static void garbage_retry_after_falls_back_to_backoff(void **state)
 {
     fx *f = *state;
@@ -255,21 +258,20 @@ static void garbage_retry_after_falls_back_to_backoff(void **state)
         "SELECT string_agg(attempt || ':' || outcome || ':' || coalesce(http_status, 0), ' ' "
         "ORDER BY attempt) FROM pgpace.delivery_attempt WHERE item_id = %lld",
         item);
-    assert_string_equal(outcomes, "1:retry:429 2:retry:503 3:retry:429 4:success:200");
+    assert_string_equal(outcomes, "1:throttled:429 1:retry:503 2:throttled:429 2:success:200");
     free(outcomes);
 
-    /* The delays the dispatcher chose: the k-th retry waits min(cap, base * 2^(k-1)) * (0.5 +
-     * jitter), jitter in [0, 1). */
+    /* The delays the dispatcher chose: none for the throttles (the customer's pace decides);
+     * the 503's retry (attempt 1) waits base * (0.5 + jitter), jitter in [0, 1). */
     long long delay[8];
     int n = logged_retry_delays(&f->svc[0], delay, 8);
     CHECK(n == 3, "%d delivery_failed line(s) in the log, expected 3", n);
-    for (int k = 0; k < 3; k++) {
-        long long step = 100LL << k; /* ms; below the 1000 ms cap */
+    for (int k = 0; k < 3; k++)
         printf("# retry %d after a garbage Retry-After: retry_in_ms=%lld\n", k + 1, delay[k]);
-        CHECK(delay[k] >= step / 2 && delay[k] <= step * 3 / 2,
-              "retry %d chose %lld ms, expected backoff in [%lld, %lld]", k + 1, delay[k], step / 2,
-              step * 3 / 2);
-    }
+    CHECK(delay[0] == 0 && delay[2] == 0, "throttles chose %lld and %lld ms, expected 0", delay[0],
+          delay[2]);
+    CHECK(delay[1] >= 50 && delay[1] <= 150, "the 503's retry chose %lld ms, expected [50, 150]",
+          delay[1]);
     /* And the receiver saw them so: one webhook-id, gaps of backoff size, not seconds. */
     req_list l = requests_of(f, "garbled");
     assert_int_equal(l.n, 4);

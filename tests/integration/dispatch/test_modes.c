@@ -6,6 +6,7 @@
  * prefix. Timing assertions carry explicit tolerances for scheduling and HTTP jitter; the
  * measured figures are printed as "# ..." lines into the TAP log. */
 #include "receiver.h"
+#include "sql_embed.h"
 #include "testlib.h"
 
 #include <inttypes.h>
@@ -497,11 +498,26 @@ static int claim_tick(PGconn *conn, const char *sql, long long cid, int limit, l
     snprintf(n, sizeof n, "{%d}", limit);
     snprintf(tick_s, sizeof tick_s, "%lld", tick);
     snprintf(token_s, sizeof token_s, "%lld", token);
-    const char *params[16] = {
-        cust, "{\"\"}", n,      cust, n,        "{\"\"}", "{100}", "100",
-        "60", token_s,  "test", cust, "{NULL}", "{NULL}", "{0}",   tick_s,
+    const char *params[SQL_RUN_CLAIM_NPARAMS] = {
+        [SQL_RUN_CLAIM_P_PAIR_CUSTOMER] = cust,
+        [SQL_RUN_CLAIM_P_PAIR_CARRIER] = "{\"\"}",
+        [SQL_RUN_CLAIM_P_PAIR_LIMIT] = n,
+        [SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT] = "{0}",
+        [SQL_RUN_CLAIM_P_CUSTOMER] = cust,
+        [SQL_RUN_CLAIM_P_CUSTOMER_LIMIT] = n,
+        [SQL_RUN_CLAIM_P_CARRIER] = "{\"\"}",
+        [SQL_RUN_CLAIM_P_CARRIER_BUDGET] = "{100}",
+        [SQL_RUN_CLAIM_P_DEFAULT_CARRIER_BUDGET] = "100",
+        [SQL_RUN_CLAIM_P_LEASE_S] = "60",
+        [SQL_RUN_CLAIM_P_TOKEN] = token_s,
+        [SQL_RUN_CLAIM_P_CLAIMED_BY] = "test",
+        [SQL_RUN_CLAIM_P_FR_CUSTOMER] = cust,
+        [SQL_RUN_CLAIM_P_FR_BASE] = "{NULL}",
+        [SQL_RUN_CLAIM_P_FR_PERIOD] = "{NULL}",
+        [SQL_RUN_CLAIM_P_FR_CREDIT] = "{0}",
+        [SQL_RUN_CLAIM_P_TICK] = tick_s,
     };
-    PGresult *res = PQexecParams(conn, sql, 16, NULL, params, NULL, NULL, 0);
+    PGresult *res = PQexecParams(conn, sql, SQL_RUN_CLAIM_NPARAMS, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK)
         fail_msg("claim failed: %s", PQresultErrorMessage(res));
     int items = 0;

@@ -1,10 +1,12 @@
 /* test_outcome.c - what a delivery attempt's result means (src/dispatch/outcome.c), without a
  * database or a receiver: the outcome of every HTTP status class and of every sender error
- * class, which failures count against the breaker (receiver_failed), Retry-After on 429 and
- * 503 only (delta seconds, HTTP dates, the clamp, garbage falling back to backoff), the backoff
- * delay's bounds computed from the rule min(cap, base * 2^(attempt - 1)) * [0.5, 1.5), the last
- * attempt turning a retry into a dead letter (max_attempts below 1 counting as exhausted, as in
- * SQL), the outcomes' SQL spellings, and text_excerpt's repair of a receiver's bytes into valid
+ * class, which failures count against the breaker (receiver_failed), throttles (429 always, 503
+ * with a Retry-After: attempt given back, never dead, not the receiver's failure, the customer
+ * slowed) and a 503 without Retry-After (a failure that slows the customer), Retry-After on 429
+ * and 503 only (delta seconds, HTTP dates, the clamp, 0 = ignored, garbage counting as none), the
+ * backoff delay's bounds computed from the rule min(cap, base * 2^(attempt - 1)) * [0.5, 1.5), the
+ * last attempt turning a retry into a dead letter (max_attempts below 1 counting as exhausted, as
+ * in SQL), the outcomes' SQL spellings, and text_excerpt's repair of a receiver's bytes into valid
  * UTF-8 text without NUL. */
 #include "testlib.h"
 
@@ -159,9 +161,9 @@ static void client_errors_dead_with_dead_letter_on_4xx(void **state)
     }
 }
 
-static void timeout_early_and_too_many_always_retried(void **state)
+static void timeout_and_too_early_always_retried(void **state)
 {
-    static const long statuses[] = {408, 425, 429};
+    static const long statuses[] = {408, 425};
     for (size_t i = 0; i < PGP_ARRAY_LEN(statuses); i++) {
         http_result r = response(statuses[i]);
         for (int p = 0; p < 2; p++) {
@@ -172,9 +174,63 @@ static void timeout_early_and_too_many_always_retried(void **state)
     }
 }
 
+static void assert_throttled(const outcome_decision *d, int64_t delay_ms, int64_t retry_after_ms)
+{
+    assert_int_equal(d->outcome, OUTCOME_THROTTLED);
+    assert_true(d->slow_customer);
+    assert_false(d->receiver_failed);
+    assert_false(d->pause_customer);
+    assert_int_equal(d->delay_ms, delay_ms);
+    assert_int_equal(d->retry_after_ms, retry_after_ms);
+    assert_string_equal(d->error_class, "http");
+}
+
+/* 429 is the receiver saying "later": a throttle on any attempt (the last one too: it gives
+ * its attempt back), under either 4xx policy, due again at once without a Retry-After. */
+static void too_many_requests_is_a_throttle(void **state)
+{
+    http_result r = response(429);
+    for (int p = 0; p < 2; p++)
+        for (int attempt = 1; attempt <= 12; attempt += 11) {
+            outcome_decision d = classify(&r, attempt, 12, p ? &dead_4xx : &retry_4xx, 0.5);
+            assert_throttled(&d, 0, -1);
+        }
+    r = response_retry_after(429, "3");
+    outcome_decision d = classify(&r, 5, 5, &retry_4xx, 0.5);
+    assert_throttled(&d, 3000, 3000);
+    /* retry_after_max_s = 0: Retry-After is ignored. */
+    outcome_policy none = retry_4xx;
+    none.retry_after_max_s = 0;
+    d = classify(&r, 1, 5, &none, 0.5);
+    assert_throttled(&d, 0, -1);
+}
+
+/* A 503 with a Retry-After is a throttle; without one it is a failure like any 5xx (a receiver
+ * that is down answers 503 forever), which still slows the customer. */
+static void unavailable_is_a_throttle_only_with_retry_after(void **state)
+{
+    http_result r = response_retry_after(503, "2");
+    outcome_decision d = classify(&r, 10, 10, &retry_4xx, 0.5);
+    assert_throttled(&d, 2000, 2000);
+    r = response(503);
+    d = classify(&r, 1, 10, &retry_4xx, 0);
+    assert_int_equal(d.outcome, OUTCOME_RETRY);
+    assert_true(d.slow_customer);
+    assert_true(d.receiver_failed);
+    assert_int_equal(d.retry_after_ms, -1);
+    assert_int_equal(d.delay_ms, raw_backoff_ms(1) / 2);
+    d = classify(&r, 10, 10, &retry_4xx, 0);
+    assert_int_equal(d.outcome, OUTCOME_DEAD);
+    assert_true(d.slow_customer);
+    /* Other 5xx do not slow the customer. */
+    r = response(500);
+    d = classify(&r, 1, 10, &retry_4xx, 0);
+    assert_false(d.slow_customer);
+}
+
 static void server_errors_retried(void **state)
 {
-    static const long statuses[] = {500, 501, 502, 503, 504, 599};
+    static const long statuses[] = {500, 501, 502, 503, 504, 599}; /* 503: no Retry-After */
     for (size_t i = 0; i < PGP_ARRAY_LEN(statuses); i++) {
         http_result r = response(statuses[i]);
         for (int p = 0; p < 2; p++) {
@@ -270,19 +326,15 @@ static void retry_after_delta_seconds(void **state)
     /* Jitter at the top of its range: the receiver's delay is used as given. */
     http_result r = response_retry_after(429, "120");
     outcome_decision d = classify(&r, 1, 10, &retry_4xx, JITTER_TOP);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, 120 * 1000);
-    assert_true(d.receiver_failed);
+    assert_throttled(&d, 120 * 1000, 120 * 1000);
 
     r = response_retry_after(503, "7");
     d = classify(&r, 4, 10, &retry_4xx, JITTER_TOP);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, 7 * 1000);
+    assert_throttled(&d, 7 * 1000, 7 * 1000);
 
     r = response_retry_after(503, "0");
     d = classify(&r, 4, 10, &retry_4xx, JITTER_TOP);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, 0);
+    assert_throttled(&d, 0, 0);
 }
 
 static void retry_after_http_date(void **state)
@@ -290,13 +342,11 @@ static void retry_after_http_date(void **state)
     http_result r = response_retry_after(429, EXAMPLE_DATE);
     outcome_decision d;
     outcome_classify(&r, 1, 10, &retry_4xx, EXAMPLE_DATE_S - 90, JITTER_TOP, &d);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, 90 * 1000);
+    assert_throttled(&d, 90 * 1000, 90 * 1000);
 
     r = response_retry_after(503, EXAMPLE_DATE);
     outcome_classify(&r, 1, 10, &retry_4xx, EXAMPLE_DATE_S - 3599, 0, &d);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, 3599 * 1000LL);
+    assert_throttled(&d, 3599 * 1000LL, 3599 * 1000LL);
 }
 
 static void retry_after_clamped_to_the_maximum(void **state)
@@ -304,8 +354,7 @@ static void retry_after_clamped_to_the_maximum(void **state)
     int64_t max_ms = retry_4xx.retry_after_max_s * 1000LL;
     http_result r = response_retry_after(429, "86400");
     outcome_decision d = classify(&r, 1, 10, &retry_4xx, 0);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, max_ms);
+    assert_throttled(&d, max_ms, max_ms);
 
     r = response_retry_after(503, "99999999999999999999999");
     d = classify(&r, 1, 10, &retry_4xx, 0);
@@ -313,8 +362,7 @@ static void retry_after_clamped_to_the_maximum(void **state)
 
     r = response_retry_after(503, EXAMPLE_DATE);
     outcome_classify(&r, 1, 10, &retry_4xx, EXAMPLE_DATE_S - 7 * 86400, 0, &d);
-    assert_int_equal(d.outcome, OUTCOME_RETRY);
-    assert_int_equal(d.delay_ms, max_ms);
+    assert_throttled(&d, max_ms, max_ms);
 
     outcome_policy small = retry_4xx;
     small.retry_after_max_s = 30;
@@ -323,19 +371,22 @@ static void retry_after_clamped_to_the_maximum(void **state)
     assert_int_equal(d.delay_ms, 30 * 1000);
 }
 
-static void retry_after_garbage_falls_back_to_backoff(void **state)
+/* A Retry-After that does not parse counts as none: a 429 is a throttle due again at once, a
+ * 503 a failure retried after the backoff. */
+static void retry_after_garbage_counts_as_none(void **state)
 {
     static const char *const garbage[] = {
         "soon", "-5", "1.5", "", "12s", "+3", "Sun, 06 Nov 1994 08:49:37 UTC"};
-    static const long statuses[] = {429, 503};
-    for (size_t s = 0; s < PGP_ARRAY_LEN(statuses); s++) {
-        for (size_t i = 0; i < PGP_ARRAY_LEN(garbage); i++) {
-            http_result r = response_retry_after(statuses[s], garbage[i]);
-            outcome_decision d = classify(&r, 3, 10, &retry_4xx, 0);
-            assert_int_equal(d.outcome, OUTCOME_RETRY);
-            /* Jitter 0: exactly half the raw delay. */
-            assert_int_equal(d.delay_ms, raw_backoff_ms(3) / 2);
-        }
+    for (size_t i = 0; i < PGP_ARRAY_LEN(garbage); i++) {
+        http_result r = response_retry_after(429, garbage[i]);
+        outcome_decision d = classify(&r, 3, 10, &retry_4xx, 0);
+        assert_throttled(&d, 0, -1);
+        r = response_retry_after(503, garbage[i]);
+        d = classify(&r, 3, 10, &retry_4xx, 0);
+        assert_int_equal(d.outcome, OUTCOME_RETRY);
+        assert_true(d.slow_customer);
+        /* Jitter 0: exactly half the raw delay. */
+        assert_int_equal(d.delay_ms, raw_backoff_ms(3) / 2);
     }
 }
 
@@ -384,8 +435,8 @@ static void backoff_within_half_to_one_and_a_half_of_the_capped_delay(void **sta
 
 static void last_attempt_dead_but_still_the_receivers_failure(void **state)
 {
-    http_result failures[] = {response(500), response(429), response_retry_after(503, "5"),
-                              response(404), response(100), network("timeout", "timed out")};
+    http_result failures[] = {response(500), response(503), response(404), response(100),
+                              network("timeout", "timed out")};
     for (size_t i = 0; i < PGP_ARRAY_LEN(failures); i++) {
         outcome_decision d = classify(&failures[i], 4, 5, &retry_4xx, 0);
         assert_int_equal(d.outcome, OUTCOME_RETRY);
@@ -443,6 +494,7 @@ static void outcome_names_are_the_sql_spellings(void **state)
     assert_string_equal(outcome_name(OUTCOME_DEAD), "dead");
     assert_string_equal(outcome_name(OUTCOME_RELEASE), "release");
     assert_string_equal(outcome_name(OUTCOME_PAUSE), "pause");
+    assert_string_equal(outcome_name(OUTCOME_THROTTLED), "throttled");
     /* Every outcome has its own name. */
     for (int a = 0; a < OUTCOME_COUNT; a++)
         for (int b = a + 1; b < OUTCOME_COUNT; b++)
@@ -553,7 +605,9 @@ int main(void)
         cmocka_unit_test(redirects_dead),
         cmocka_unit_test(client_errors_retried_unless_dead_letter_on_4xx),
         cmocka_unit_test(client_errors_dead_with_dead_letter_on_4xx),
-        cmocka_unit_test(timeout_early_and_too_many_always_retried),
+        cmocka_unit_test(timeout_and_too_early_always_retried),
+        cmocka_unit_test(too_many_requests_is_a_throttle),
+        cmocka_unit_test(unavailable_is_a_throttle_only_with_retry_after),
         cmocka_unit_test(server_errors_retried),
         cmocka_unit_test(gone_pauses_the_customer),
         cmocka_unit_test(network_errors_retried_with_the_senders_text),
@@ -563,7 +617,7 @@ int main(void)
         cmocka_unit_test(retry_after_delta_seconds),
         cmocka_unit_test(retry_after_http_date),
         cmocka_unit_test(retry_after_clamped_to_the_maximum),
-        cmocka_unit_test(retry_after_garbage_falls_back_to_backoff),
+        cmocka_unit_test(retry_after_garbage_counts_as_none),
         cmocka_unit_test(retry_after_ignored_on_other_statuses),
         cmocka_unit_test(backoff_within_half_to_one_and_a_half_of_the_capped_delay),
         cmocka_unit_test(last_attempt_dead_but_still_the_receivers_failure),

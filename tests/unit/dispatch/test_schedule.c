@@ -2,10 +2,10 @@
  * customers, carriers and hosts built by hand: when a customer may next be claimed for
  * (customer_due_at: paused, waiting, no pairs, a batch customer's owed items, its in-flight
  * limit, a half-open breaker's probe, the earliest pair, a spaced customer's GCRA slot less the
- * lookahead, an open breaker's cooldown), how many items one claim may ask (claim_limit), a
- * batch customer's allowance per tick with its fractional credit (batch_tick_allowance), a
- * carrier's budget for one round (carrier_budget) and a receiver host's free connections
- * (host_room). */
+ * lookahead, an open breaker's cooldown), how many items a customer's own limits let one claim ask
+ * (claim_limit), a batch customer's allowance per tick with its fractional credit
+ * (batch_tick_allowance), a carrier's budget for one round (carrier_budget) and a receiver host's
+ * free connections (host_pool). */
 #include "testlib.h"
 
 #include "dispatch/internal.h"
@@ -229,36 +229,37 @@ static void open_breaker_pushes_due_to_its_end(void **state)
 }
 
 typedef struct limit_case {
-    int want, max_in_flight, in_flight, room, host_room, expect;
+    customer_mode mode;
+    int want, max_in_flight, in_flight, cap, expect;
 } limit_case;
 
-static void claim_limit_is_the_tightest_bound(void **state)
+static void claim_limit_is_the_tightest_own_bound(void **state)
 {
     static const limit_case cases[] = {
-        {10, 0, 0, 100, 100, 10},    /* want */
-        {10, 20, 15, 100, 100, 5},   /* the customer's headroom */
-        {10, 20, 0, 4, 100, 4},      /* the dispatcher's room */
-        {10, 20, 0, 100, 2, 2},      /* the host's room */
-        {10, 0, 5000, 100, 100, 10}, /* max_in_flight 0: no limit */
-        {10, 4, 4, 100, 100, 0},     /* at the limit */
-        {10, 4, 9, 100, 100, 0},     /* above it (lowered): not negative */
-        {10, 0, 0, -3, 100, 0},      /* room overdrawn */
-        {10, 0, 0, 100, -1, 0},      /* host overdrawn */
-        {-2, 0, 0, 100, 100, 0},     /* nothing wanted */
-        {0, 10, 0, 100, 100, 0},     /* nothing wanted */
-        {7, 7, 0, 7, 7, 7},          /* all equal */
+        {MODE_UNLIMITED, 10, 0, 0, 0, 10},    /* want */
+        {MODE_UNLIMITED, 10, 20, 15, 0, 5},   /* the customer's headroom */
+        {MODE_UNLIMITED, 10, 0, 5000, 0, 10}, /* max_in_flight 0: no limit */
+        {MODE_UNLIMITED, 10, 4, 4, 0, 0},     /* at the limit */
+        {MODE_UNLIMITED, 10, 4, 9, 0, 0},     /* above it (lowered): not negative */
+        {MODE_UNLIMITED, -2, 0, 0, 0, 0},     /* nothing wanted */
+        {MODE_UNLIMITED, 0, 10, 0, 0, 0},     /* nothing wanted */
+        {MODE_UNLIMITED, 7, 7, 0, 0, 7},      /* all equal */
+        {MODE_UNLIMITED, 10, 0, 2, 5, 3},     /* a throttled unlimited customer's cap */
+        {MODE_UNLIMITED, 10, 4, 2, 5, 2},     /* the tighter of cap and max_in_flight */
+        {MODE_UNLIMITED, 10, 0, 6, 5, 0},     /* over its cap */
+        {MODE_SPACED, 10, 0, 6, 5, 10},       /* a cap is only for unlimited customers */
     };
     pair p[] = {{.carrier = "", .next_us = T0}};
     for (size_t i = 0; i < PGP_ARRAY_LEN(cases); i++) {
         const limit_case *k = &cases[i];
-        customer c = make_customer(MODE_UNLIMITED, p, 1);
+        customer c = make_customer(k->mode, p, 1);
         c.max_in_flight = k->max_in_flight;
         c.in_flight = k->in_flight;
-        int n = claim_limit(k->want, &c, k->room, k->host_room);
+        c.pace.cap = k->cap;
+        int n = claim_limit(k->want, &c);
         assert_int_equal(n, k->expect);
-        /* Whatever binds, no bound is exceeded. */
         assert_true(n >= 0);
-        assert_true(n == 0 || (n <= k->want && n <= k->room && n <= k->host_room));
+        assert_true(n == 0 || n <= k->want);
         assert_true(n == 0 || k->max_in_flight == 0 || n <= k->max_in_flight - k->in_flight);
     }
 }
@@ -439,33 +440,39 @@ static void carrier_budget_per_round_and_in_flight(void **state)
     assert_int_equal(carrier_budget(&cfg, &cs), 100);
 }
 
-static void host_room_is_what_is_neither_in_use_nor_reserved(void **state)
+static void host_pool_is_what_is_free_and_what_is_not_booked(void **state)
 {
     pgp_config cfg = {0};
     cfg.max_host_connections = 16;
-    pair p[] = {{.carrier = "", .next_us = T0}};
-    customer c = make_customer(MODE_UNLIMITED, p, 1);
 
     /* No host known (its URL could not be keyed): the per-host connection limit. */
-    c.host = NULL;
-    assert_int_equal(host_room(&cfg, &c), 16);
+    share_pool p = host_pool(&cfg, NULL);
+    assert_int_equal(p.room, 16);
+    assert_int_equal(p.open_room, 16);
 
     host_state h = {0};
     h.key = "https://hooks.example";
-    c.host = &h;
-    assert_int_equal(host_room(&cfg, &c), 16);
+    p = host_pool(&cfg, &h);
+    assert_int_equal(p.room, 16);
+    assert_int_equal(p.open_room, 16);
     h.in_flight = 5;
-    assert_int_equal(host_room(&cfg, &c), 11);
-    h.reserved = 3;
-    assert_int_equal(host_room(&cfg, &c), 8);
-    h.in_flight = 13;
-    assert_int_equal(host_room(&cfg, &c), 0);
+    p = host_pool(&cfg, &h);
+    assert_int_equal(p.room, 11);
+    assert_int_equal(p.open_room, 11);
+    /* Spaced deliveries waiting for their slot keep connections from work-queue claims only. */
+    h.booked = 3;
+    p = host_pool(&cfg, &h);
+    assert_int_equal(p.room, 11);
+    assert_int_equal(p.open_room, 8);
+    h.booked = 12;
+    p = host_pool(&cfg, &h);
+    assert_int_equal(p.room, 11);
+    assert_int_equal(p.open_room, 0);
     /* Over the limit (it was lowered): nothing, never negative. */
     h.in_flight = 20;
-    assert_int_equal(host_room(&cfg, &c), 0);
-    h.in_flight = 0;
-    h.reserved = 17;
-    assert_int_equal(host_room(&cfg, &c), 0);
+    p = host_pool(&cfg, &h);
+    assert_int_equal(p.room, 0);
+    assert_int_equal(p.open_room, 0);
 }
 
 int main(void)
@@ -480,7 +487,7 @@ int main(void)
         cmocka_unit_test(due_at_the_earliest_pair),
         cmocka_unit_test(spaced_due_at_its_gcra_slot_less_the_lookahead),
         cmocka_unit_test(open_breaker_pushes_due_to_its_end),
-        cmocka_unit_test(claim_limit_is_the_tightest_bound),
+        cmocka_unit_test(claim_limit_is_the_tightest_own_bound),
         cmocka_unit_test(first_tick_grants_the_rate),
         cmocka_unit_test(same_tick_again_grants_nothing),
         cmocka_unit_test(fractional_rates_carry_credit),
@@ -488,7 +495,7 @@ int main(void)
         cmocka_unit_test(gap_grants_at_most_one_ticks_worth),
         cmocka_unit_test(credit_stays_below_one),
         cmocka_unit_test(carrier_budget_per_round_and_in_flight),
-        cmocka_unit_test(host_room_is_what_is_neither_in_use_nor_reserved),
+        cmocka_unit_test(host_pool_is_what_is_free_and_what_is_not_booked),
     };
     return TL_RUN(tests, NULL, NULL);
 }

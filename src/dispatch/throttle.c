@@ -1,0 +1,146 @@
+/* throttle.c - a throttling receiver's answers applied to its customer.
+ *
+ * Owns the customers' pace (the rules are pace.c's): lowering and raising the effective rate
+ * (spaced customers' GCRA period follows it, batch allowances use it), the Retry-After hold
+ * (a spaced customer's GCRA time is pushed past it), the effective-rate gauge and log lines,
+ * and writing effective rates to pgpace.frontier (at most once a second, TIMER_PACE) so that
+ * `pgpace stats` shows them and a new leader resumes them instead of flooding a receiver that
+ * just said "slower".
+ */
+#include "internal.h"
+
+#include "gcra.h"
+#include "log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* How often a rate still climbing back is logged. */
+#define PACE_LOG_EVERY_US (10 * 1000000LL)
+/* Effective rates are written this long after a change (changes meanwhile go along). */
+#define PACE_FLUSH_MS 1000
+
+static pace_policy policy_for(const dispatcher *d, const customer *c)
+{
+    int64_t cap = (int64_t)d->cfg.retry_cap_ms * 1000;
+    return (pace_policy){
+        .decrease = c->throttle_decrease > 0 ? c->throttle_decrease : d->cfg.throttle_decrease,
+        .increase = c->throttle_increase > 0 ? c->throttle_increase : d->cfg.throttle_increase,
+        .floor = c->throttle_floor > 0 ? c->throttle_floor : d->cfg.throttle_floor,
+        .hold_base_us = (int64_t)d->cfg.retry_base_ms * 1000,
+        .hold_cap_us = cap < 60000000 ? cap : 60000000};
+}
+
+void throttle_apply(dispatcher *d, customer *c)
+{
+    customer_pace_period(c);
+    if (c->mode == MODE_UNLIMITED)
+        return;
+    const char *labels[] = {c->name};
+    metrics_gauge_set(d->obs.m, d->obs.effective_rate, labels, pace_rate(&c->pace, c->rate));
+}
+
+static void on_pace_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (!is_leading(d))
+        return;
+    strbuf ids = {0}, rates = {0};
+    size_t pos = 0, n = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        if (!c->pace.dirty)
+            continue;
+        c->pace.dirty = false;
+        strbuf_printf(&ids, "%s%" PRId64, n ? "," : "{", c->id);
+        if (c->mode != MODE_UNLIMITED && c->pace.rate > 0 && c->pace.rate < c->rate)
+            strbuf_printf(&rates, "%s%.17g", n ? "," : "{", c->pace.rate);
+        else
+            strbuf_puts(&rates, n ? ",NULL" : "{NULL");
+        n++;
+    }
+    if (n > 0) {
+        strbuf_puts(&ids, "}");
+        strbuf_puts(&rates, "}");
+        const char *params[] = {[SQL_RUN_PACE_P_CUSTOMER] = strbuf_str(&ids),
+                                [SQL_RUN_PACE_P_EFFECTIVE_RATE] = strbuf_str(&rates)};
+        if (params[0] && params[1])
+            DSP_QUERY(d, run_pace, params, dsp_on_ignored, NULL, "effective rates");
+        else
+            LOG_ERROR("out_of_memory", LOG_S("where", "effective rates"));
+    }
+    strbuf_free(&ids);
+    strbuf_free(&rates);
+}
+
+static void changed(dispatcher *d, customer *c)
+{
+    throttle_apply(d, c);
+    c->pace.dirty = true;
+    uv_timer_t *t = &d->timers[TIMER_PACE];
+    if (!uv_is_active((uv_handle_t *)t))
+        uv_timer_start(t, on_pace_timer, PACE_FLUSH_MS, 0);
+}
+
+static void log_change(const customer *c, const char *event, int status, int64_t retry_after_ms)
+{
+    if (c->mode == MODE_UNLIMITED)
+        LOG_INFO(event, LOG_S("customer", c->name), LOG_I("in_flight_cap", c->pace.cap),
+                 LOG_I("status", status), LOG_I("retry_after_ms", retry_after_ms));
+    else
+        LOG_INFO(event, LOG_S("customer", c->name),
+                 LOG_D("effective_rate", pace_rate(&c->pace, c->rate)),
+                 LOG_D("rate_per_minute", c->rate), LOG_I("status", status),
+                 LOG_I("retry_after_ms", retry_after_ms));
+}
+
+void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_result *r,
+                   const outcome_decision *v, int64_t now)
+{
+    pace_policy pol = policy_for(d, c);
+    if (v->slow_customer) {
+        const char *labels[] = {c->name};
+        metrics_counter_add(d->obs.m, d->obs.throttled, labels, 1);
+        int64_t held_before = c->pace.hold_until_us;
+        bool lowered =
+            pace_on_throttle(&c->pace, c->mode, c->rate, c->in_flight, &pol, sent_us,
+                             v->retry_after_ms >= 0 ? v->retry_after_ms * 1000 : -1, now);
+        if (lowered) {
+            changed(d, c);
+            c->pace.logged_us = now;
+            log_change(c, "pace_lowered", (int)r->status, v->retry_after_ms);
+        }
+        /* A spaced customer's next slot is after the hold, and only one item conforms there
+         * (no burst the moment a receiver lets traffic through again). */
+        if (c->mode == MODE_SPACED && c->pace.hold_until_us > held_before) {
+            int64_t at = c->pace.hold_until_us + gcra_tolerance_us(c->period_us, c->burst);
+            if (c->tat == GCRA_TAT_NONE || c->tat < at)
+                c->tat = at;
+        }
+        return;
+    }
+    if (v->outcome != OUTCOME_SUCCESS)
+        return;
+    int cap_max = c->max_in_flight > 0 && c->max_in_flight < d->cfg.max_host_connections
+                      ? c->max_in_flight
+                      : d->cfg.max_host_connections;
+    if (!pace_on_success(&c->pace, c->mode, c->rate, &pol, cap_max))
+        return;
+    changed(d, c);
+    bool restored = c->mode == MODE_UNLIMITED ? c->pace.cap == 0 : c->pace.rate == 0;
+    if (restored || now - c->pace.logged_us >= PACE_LOG_EVERY_US) {
+        c->pace.logged_us = now;
+        log_change(c, restored ? "pace_restored" : "pace_rising", (int)r->status, -1);
+    }
+}
+
+void throttle_resume(dispatcher *d, customer *c, double effective_rate)
+{
+    if (c->mode == MODE_UNLIMITED || !(effective_rate > 0) || effective_rate >= c->rate)
+        return;
+    c->pace.rate = effective_rate;
+    throttle_apply(d, c);
+    LOG_INFO("pace_resumed", LOG_S("customer", c->name), LOG_D("effective_rate", effective_rate),
+             LOG_D("rate_per_minute", c->rate));
+}
