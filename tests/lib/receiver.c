@@ -15,6 +15,10 @@
  * picks its rule, with the monotonic clock read at that moment: a token bucket refills lazily
  * (tokens += elapsed * rate, capped at burst) each time it is consulted; a fixed window resets
  * its count when the request falls in a later window than the last one counted.
+ *
+ * answered_us is stamped under the lock in the same step that records the status sent, just
+ * before the bytes go to uv_write (which writes at once when nothing is queued): stamping in the
+ * write's callback instead would run after the client may already have read the answer.
  */
 #include "receiver.h"
 
@@ -96,7 +100,9 @@ typedef struct conn {
     char *pending;      /* ST_DELAY: the answer to send */
     size_t pending_len;
     bool pending_close;
-    size_t pending_rec; /* ST_DELAY: its request's record index (SIZE_MAX: not recorded) */
+    /* ST_DELAY / ST_TRICKLE: the record index of the request being answered (SIZE_MAX: not
+     * recorded), to stamp its status and answered_us when the answer is sent / complete. */
+    size_t pending_rec;
     int pending_status;
     uint64_t trickle_sent;
 } conn;
@@ -657,6 +663,7 @@ static void on_delay_done(uv_timer_t *t)
     if (resp && c->pending_rec != SIZE_MAX) {
         pthread_mutex_lock(&c->r->mu);
         c->r->reqs[c->pending_rec].status = c->pending_status;
+        c->r->reqs[c->pending_rec].answered_us = realtime_us();
         pthread_mutex_unlock(&c->r->mu);
     }
     send_answer(c, resp, c->pending_len, c->pending_close);
@@ -681,6 +688,11 @@ static void on_trickle_tick(uv_timer_t *t)
         /* The whole gigabyte went out (after about three hours): the answer is complete. */
         uv_timer_stop(&c->timer);
         c->state = ST_IDLE;
+        if (c->pending_rec != SIZE_MAX) {
+            pthread_mutex_lock(&c->r->mu);
+            c->r->reqs[c->pending_rec].answered_us = realtime_us();
+            pthread_mutex_unlock(&c->r->mu);
+        }
     }
 }
 
@@ -849,6 +861,8 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
         r->reqs[rec].throttled = throttled != 0;
         if ((resp && !delayed) || action == RECV_TRICKLE_HUGE)
             r->reqs[rec].status = status;
+        if (resp && !delayed)
+            r->reqs[rec].answered_us = realtime_us();
     }
     pthread_mutex_unlock(&r->mu);
 
@@ -884,6 +898,7 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
         c->state = ST_TRICKLE;
         c->in_len = 0;
         c->trickle_sent = 0;
+        c->pending_rec = rec;
         uv_timer_start(&c->timer, on_trickle_tick, TRICKLE_EVERY_MS, TRICKLE_EVERY_MS);
         break;
     }

@@ -3,9 +3,10 @@
  * Contract: receiver_start() binds 127.0.0.1 on an ephemeral port and serves from its own
  * thread (own libuv loop), so the test thread can run pgpace and poll the recorded requests.
  * Keep-alive connections are supported (HTTP/1.1, Content-Length bodies; chunked request bodies
- * are accepted too). Every complete request is recorded with its arrival time. How it answers
- * is chosen per request path prefix with receiver_on(), the last matching rule wins; the default
- * is 200 with body "ok". All functions are thread-safe.
+ * are accepted too). Every complete request is recorded with its arrival time and, once its
+ * answer is sent, the time of that. How it answers is chosen per request path prefix with
+ * receiver_on(), the last matching rule wins; the default is 200 with body "ok". All functions
+ * are thread-safe.
  *
  * Throttling (receiver_throttle_on) is decided first, like a real API's rate limiter in front of
  * its handlers: the last added throttle whose prefix matches the path takes the request; when it
@@ -59,6 +60,12 @@ typedef struct receiver_request {
      * status line). */
     int status;
     int throttled; /* 1 when a throttle answered it (status is then the throttle's status) */
+    /* CLOCK_REALTIME microseconds when the whole answer (status line, headers, body) was handed
+     * to the socket: for a delayed answer when it was actually sent; throttled answers too.
+     * Stamped just before the write, so a client that has read the answer finds it set. 0
+     * while not (or never) answered, as for status; RECV_TRICKLE_HUGE sets it only when the
+     * whole gigabyte has gone out. */
+    int64_t answered_us;
 } receiver_request;
 
 typedef enum receiver_throttle_kind {

@@ -1360,6 +1360,107 @@ static void throttle_before_rules_and_status_recorded(void **state)
     client_close(cl);
 }
 
+/* ---- answer times ---- */
+
+static int64_t real_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Recorded request i (fails when there is none), without its body. */
+static receiver_request record(receiver *r, size_t i)
+{
+    receiver_request rq;
+    if (receiver_get(r, i, &rq) != 0)
+        fail_msg("no record %zu", i);
+    free(rq.body);
+    rq.body = NULL;
+    return rq;
+}
+
+static void answered_us_is_when_the_answer_was_sent(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/slow", .status = 202, .delay_ms = 250});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/fin", .action = RECV_CLOSE});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/never", .delay_ms = 60000});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/huge", .action = RECV_TRICKLE_HUGE});
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/thr",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 0,
+                                                                  .window_ms = 600000}),
+                     0);
+    client *cl = client_open(r);
+    response resp;
+
+    /* Set by the time the client has read the answer, between arrival and then. */
+    int64_t before = real_us();
+    assert_int_equal(get_status(cl, "/fast", &resp), 200);
+    int64_t after = real_us();
+    receiver_request rq = record(r, 0);
+    if (!(before <= rq.at_us && rq.at_us <= rq.answered_us && rq.answered_us <= after))
+        fail_msg("sent %lld, arrived %lld, answered %lld, read %lld (us)", (long long)before,
+                 (long long)rq.at_us, (long long)rq.answered_us, (long long)after);
+
+    /* A delayed answer: when it was actually sent, the delay after its arrival. */
+    assert_int_equal(get_status(cl, "/slow/1", &resp), 202);
+    rq = record(r, 1);
+    assert_int_equal(rq.status, 202);
+    if (rq.answered_us - rq.at_us < 250000)
+        fail_msg("delayed answer sent %lld us after arrival, want >= 250 ms",
+                 (long long)(rq.answered_us - rq.at_us));
+
+    /* Pipelined behind a delayed answer: answered after it. */
+    client_send(cl, GET("/slow/2") GET("/fast/2"));
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 202);
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    receiver_request slow = record(r, 2), fast = record(r, 3);
+    assert_string_equal(fast.path, "/fast/2");
+    assert_true(slow.answered_us - slow.at_us >= 250000);
+    assert_true(fast.answered_us >= slow.answered_us);
+
+    /* A throttled answer counts as answered too. */
+    assert_int_equal(get_status(cl, "/thr", &resp), 429);
+    rq = record(r, 4);
+    assert_int_equal(rq.throttled, 1);
+    assert_true(rq.answered_us >= rq.at_us);
+    client_close(cl);
+
+    /* Never answered: a hang, a FIN, a delayed answer whose client left first, and a trickle
+     * (its status line is out, its body never finishes). */
+    client *hang = client_open(r), *fin = client_open(r), *never = client_open(r);
+    client *huge = client_open(r);
+    client_send(hang, GET("/hang"));
+    client_send(fin, GET("/fin"));
+    client_send(never, GET("/never"));
+    client_send(huge, GET("/huge"));
+    assert_int_equal(client_until_eof(fin), 0);
+    while (!memmem(huge->buf, huge->len, "\r\n\r\n", 4))
+        assert_true(client_fill(huge) > 0);
+    assert_int_equal(receiver_wait(r, NULL, 9, 5000), 9);
+    client_close(hang);
+    client_close(fin);
+    /* With RST: after a FIN the receiver still sends the delayed answer, then closes. */
+    struct linger lg = {1, 0};
+    assert_int_equal(setsockopt(never->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    client_close(never);
+    client_close(huge);
+    /* Once every connection is gone no answer can still be sent. */
+    wait_connections(r, 0);
+    for (size_t i = 5; i < 9; i++) {
+        rq = record(r, i);
+        int want_status = strcmp(rq.path, "/huge") == 0 ? 200 : 0;
+        if (rq.answered_us != 0 || rq.status != want_status)
+            fail_msg("%s: answered_us %lld status %d, want 0 and %d", rq.path,
+                     (long long)rq.answered_us, rq.status, want_status);
+    }
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1390,6 +1491,7 @@ int main(void)
         T(throttle_retry_after_modes),
         T(throttle_status_503_and_bad_parameters),
         T(throttle_before_rules_and_status_recorded),
+        T(answered_us_is_when_the_answer_was_sent),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
