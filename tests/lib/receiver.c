@@ -1368,6 +1368,55 @@ size_t receiver_count_status(receiver *r, const char *path_prefix, int status)
     return n;
 }
 
+/* One end of a request's open interval, for receiver_max_concurrent's sweep. */
+typedef struct edge {
+    int64_t at_us;
+    int delta; /* +1 arrival, -1 answer */
+} edge;
+
+static int edge_cmp(const void *a, const void *b)
+{
+    const edge *x = a, *y = b;
+    if (x->at_us != y->at_us)
+        return x->at_us < y->at_us ? -1 : 1;
+    /* Arrivals first at the same instant: intervals include both ends, so a request answered in
+     * the microsecond it arrived still counts, and the running count never goes below zero. */
+    return y->delta - x->delta;
+}
+
+size_t receiver_max_concurrent(receiver *r, const char *path_prefix)
+{
+    const char *prefix = path_prefix ? path_prefix : "";
+    size_t plen = strlen(prefix), n = 0;
+    pthread_mutex_lock(&r->mu);
+    edge *e = malloc((2 * r->nreqs + 1) * sizeof *e);
+    if (!e) {
+        fprintf(stderr, "receiver: out of memory counting concurrent requests\n");
+        abort();
+    }
+    for (size_t i = 0; i < r->nreqs; i++) {
+        const receiver_request *q = &r->reqs[i];
+        if (strncmp(q->path, prefix, plen) != 0)
+            continue;
+        e[n++] = (edge){q->at_us, +1};
+        /* A wall-clock step back between arrival and answer must not end it before it began. */
+        if (q->answered_us != 0)
+            e[n++] = (edge){q->answered_us < q->at_us ? q->at_us : q->answered_us, -1};
+    }
+    pthread_mutex_unlock(&r->mu);
+    qsort(e, n, sizeof *e, edge_cmp);
+    size_t open = 0, most = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].delta < 0) {
+            open--;
+        } else if (++open > most) {
+            most = open;
+        }
+    }
+    free(e);
+    return most;
+}
+
 int receiver_get(receiver *r, size_t i, receiver_request *out)
 {
     pthread_mutex_lock(&r->mu);

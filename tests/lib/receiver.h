@@ -126,6 +126,13 @@ size_t receiver_count(receiver *r, const char *path_prefix);
 /* Of those, the ones whose recorded status is `status` (see receiver_request.status: 0 counts
  * the requests not answered so far). */
 size_t receiver_count_status(receiver *r, const char *path_prefix, int status);
+/* The most requests (optionally only those whose path starts with prefix; NULL or "" = all)
+ * that were open at one moment over the whole recording: a request is open from its at_us to
+ * its answered_us, both included, and one with answered_us 0 (RECV_HANG, RECV_RESET,
+ * RECV_CLOSE, RECV_GARBAGE, RECV_TRICKLE_HUGE, a delayed answer still pending or lost when the
+ * client reset the connection) stays open to the end. Pipelined requests are open together.
+ * For checks like "this tenant never held more than N connections of the host". */
+size_t receiver_max_concurrent(receiver *r, const char *path_prefix);
 /* Copies out recorded request i (0-based, arrival order) into *out; body is strdup'ed and must
  * be freed by the caller. Returns 0, or -1 when i is out of range. */
 int receiver_get(receiver *r, size_t i, receiver_request *out);

@@ -1360,7 +1360,7 @@ static void throttle_before_rules_and_status_recorded(void **state)
     client_close(cl);
 }
 
-/* ---- answer times ---- */
+/* ---- answer times, concurrency ---- */
 
 static int64_t real_us(void)
 {
@@ -1461,6 +1461,62 @@ static void answered_us_is_when_the_answer_was_sent(void **state)
     }
 }
 
+static void max_concurrent_sweeps_the_open_intervals(void **state)
+{
+    receiver *r = *state;
+    assert_int_equal(receiver_max_concurrent(r, NULL), 0);
+
+    /* One after another on one connection: never two at once. */
+    client *cl = client_open(r);
+    response resp;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(get_status(cl, "/seq", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/seq"), 1);
+    assert_int_equal(receiver_max_concurrent(r, NULL), 1);
+    /* The same with delayed answers: an interval ends when its answer is sent. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/late", .delay_ms = 100});
+    client *cl2 = client_open(r);
+    assert_int_equal(get_status(cl, "/late/1", &resp), 200);
+    assert_int_equal(get_status(cl2, "/late/2", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/late"), 1);
+
+    /* Pipelined requests are open together: all arrived before the first was answered. */
+    client_send(cl, GET("/late/p1") GET("/late/p2") GET("/late/p3"));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(client_response(cl, &resp), 0);
+        assert_int_equal(resp.status, 200);
+    }
+    assert_int_equal(receiver_max_concurrent(r, "/late/p"), 3);
+    assert_int_equal(receiver_max_concurrent(r, "/late"), 3);
+
+    /* Three requests under /a that are never answered, and meanwhile a quick one under /b. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/a", .action = RECV_HANG});
+    client *held[3];
+    for (int i = 0; i < 3; i++) {
+        held[i] = client_open(r);
+        char req[64];
+        snprintf(req, sizeof req, "GET /a/%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        client_send(held[i], req);
+    }
+    assert_int_equal(receiver_wait(r, "/a", 3, 5000), 3);
+    assert_int_equal(get_status(cl2, "/b", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/a"), 3);
+    assert_int_equal(receiver_max_concurrent(r, "/b"), 1);
+    assert_int_equal(receiver_max_concurrent(r, "/seq"), 1);
+    assert_int_equal(receiver_max_concurrent(r, NULL), 4);
+    assert_int_equal(receiver_max_concurrent(r, ""), 4);
+    assert_int_equal(receiver_max_concurrent(r, "/nothing"), 0);
+    /* Unanswered requests stay open to the end, also after their connection is gone. */
+    for (int i = 0; i < 3; i++)
+        client_close(held[i]);
+    wait_connections(r, 2);
+    assert_int_equal(get_status(cl, "/b", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/a"), 3);
+    assert_int_equal(receiver_max_concurrent(r, NULL), 4);
+    client_close(cl);
+    client_close(cl2);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1492,6 +1548,7 @@ int main(void)
         T(throttle_status_503_and_bad_parameters),
         T(throttle_before_rules_and_status_recorded),
         T(answered_us_is_when_the_answer_was_sent),
+        T(max_concurrent_sweeps_the_open_intervals),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
