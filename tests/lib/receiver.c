@@ -55,7 +55,9 @@ typedef struct rule {
     char *body;
     char *retry_after;
     int delay_ms;
-    int remaining; /* requests left; 0 = forever */
+    int remaining;    /* requests left; 0 = forever */
+    int every;        /* take each every-th request that reaches the rule (<= 1: all) */
+    uint64_t reached; /* matching requests that reached the rule (for every) */
 } rule;
 
 typedef struct throttle {
@@ -826,10 +828,15 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
     int throttled = throttle_check(r, rq->path, h->head_method, close, &resp, &len);
     rule *m = NULL;
     for (size_t i = r->nrules; !throttled && i-- > 0;) {
-        if (strncmp(rq->path, r->rules[i].prefix, strlen(r->rules[i].prefix)) == 0) {
-            m = &r->rules[i];
-            break;
-        }
+        rule *ru = &r->rules[i];
+        if (strncmp(rq->path, ru->prefix, strlen(ru->prefix)) != 0)
+            continue;
+        /* An every-N rule lets the requests between its N-th ones fall through to the rules
+         * added before it, so that rules can be layered into one repeatable pattern. */
+        if (ru->every > 1 && ++ru->reached % (uint64_t)ru->every != 0)
+            continue;
+        m = ru;
+        break;
     }
     if (throttled) {
         status = throttled;
@@ -1229,6 +1236,7 @@ void receiver_on(receiver *r, const receiver_rule *in)
         .retry_after = dup_or_null(in->retry_after),
         .delay_ms = in->delay_ms,
         .remaining = in->times > 0 ? in->times : 0,
+        .every = in->every,
     };
     if (!ru.prefix || (in->body && !ru.body) || (in->retry_after && !ru.retry_after)) {
         fprintf(stderr, "receiver: out of memory adding a rule\n");

@@ -8,6 +8,17 @@
  * receiver_on(), the last matching rule wins; the default is 200 with body "ok". All functions
  * are thread-safe.
  *
+ * Rules are tried last-added first. A rule with `every` N > 1 counts the matching requests that
+ * reach it (those no later-added rule took, and no throttle answered) and takes only the N-th,
+ * 2N-th, ... of them; the others go on to the earlier-added rules and finally to the default,
+ * as if it did not match. Its `times` counts only the requests it took. The count is the rule's
+ * own, shared by every connection, never reset while the rule lives, and advanced in the order
+ * the receiver decides requests: the order they are complete in (a request pipelined behind a
+ * delayed answer is decided when that answer has been sent). So the pattern is exact and
+ * repeatable: a host that is sometimes slow and sometimes fails, without randomness.
+ * {"/", 500, every 4} added before {"/", 200, delay 3000, every 20} answers requests 20, 40, ...
+ * after 3 s and every 4th of the others with 500 (4, 8, 12, 16, 21, 25, ...).
+ *
  * Throttling (receiver_throttle_on) is decided first, like a real API's rate limiter in front of
  * its handlers: the last added throttle whose prefix matches the path takes the request; when it
  * has no room, the request is answered at once with the throttle's status (default 429) and
@@ -41,7 +52,8 @@ typedef struct receiver_rule {
     const char *body;        /* RECV_RESPOND, may be NULL (copied) */
     const char *retry_after; /* RECV_RESPOND: Retry-After header value, or NULL (copied) */
     int delay_ms;            /* RECV_RESPOND: wait before answering */
-    int times;               /* apply to this many requests, then the rule expires; 0 = forever */
+    int times;               /* take this many requests, then the rule expires; 0 = forever */
+    int every; /* <= 1: take every matching request; N > 1: each N-th that reaches the rule */
 } receiver_rule;
 
 typedef struct receiver_request {

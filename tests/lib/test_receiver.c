@@ -1360,7 +1360,7 @@ static void throttle_before_rules_and_status_recorded(void **state)
     client_close(cl);
 }
 
-/* ---- answer times, concurrency ---- */
+/* ---- answer times, concurrency, every-N rules ---- */
 
 static int64_t real_us(void)
 {
@@ -1517,6 +1517,97 @@ static void max_concurrent_sweeps_the_open_intervals(void **state)
     client_close(cl2);
 }
 
+/* Fails unless resp's body is exactly `want`. */
+static void assert_body(const response *resp, const char *want)
+{
+    if (resp->body_len != strlen(want) || memcmp(resp->body, want, resp->body_len) != 0)
+        fail_msg("body \"%.*s\", want \"%s\"", (int)resp->body_len, resp->body, want);
+}
+
+static void rule_every_takes_each_nth_and_the_rest_fall_through(void **state)
+{
+    receiver *r = *state;
+    /* The contract's shared host, scaled down: B, added last, takes every 20th request and
+     * answers it late; A takes every 4th of the requests B lets through. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/", .status = 500, .body = "fail", .every = 4});
+    receiver_on(
+        r, &(receiver_rule){
+               .path_prefix = "/", .status = 200, .body = "slow", .delay_ms = 100, .every = 20});
+    /* B takes 20 and 40. A counts the 38 others, so after B's 20 its phase moves by one: the
+     * 20th request A sees is request 21. The rest fall through to the default. */
+    static const int fails[] = {4, 8, 12, 16, 21, 25, 29, 33, 37};
+    enum { NFAILS = sizeof fails / sizeof fails[0] };
+    client *cl = client_open(r);
+    response resp;
+    size_t nf = 0;
+    for (int i = 1; i <= 40; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/h/%d", i);
+        int want = 200;
+        const char *body = "ok";
+        if (i % 20 == 0) {
+            body = "slow";
+        } else if (nf < NFAILS && fails[nf] == i) {
+            want = 500;
+            body = "fail";
+            nf++;
+        }
+        if (get_status(cl, path, &resp) != want)
+            fail_msg("request %d: status %d, want %d", i, resp.status, want);
+        assert_body(&resp, body);
+    }
+    assert_int_equal(nf, NFAILS);
+    client_close(cl);
+    /* The record agrees; B's two answers went out at least its delay after they arrived. */
+    assert_int_equal(receiver_count_status(r, "/h/", 500), NFAILS);
+    assert_int_equal(receiver_count_status(r, "/h/", 200), 40 - NFAILS);
+    for (size_t i = 19; i < 40; i += 20) {
+        receiver_request rq = record(r, i);
+        if (rq.answered_us - rq.at_us < 100000)
+            fail_msg("request %zu answered %lld us after it arrived, want >= 100 ms", i + 1,
+                     (long long)(rq.answered_us - rq.at_us));
+    }
+
+    /* The count is the rule's, shared by connections: the 3rd and the 6th, whichever
+     * connection sends them. */
+    receiver_clear_rules(r);
+    receiver_on(r, &(receiver_rule){.path_prefix = "/s", .status = 503, .every = 3});
+    client *a = client_open(r), *b = client_open(r);
+    for (int i = 1; i <= 6; i++)
+        assert_int_equal(get_status(i % 2 ? a : b, "/s", &resp), i % 3 == 0 ? 503 : 200);
+    client_close(b);
+
+    /* `times` counts only the requests the rule took: the 2nd and the 4th, then it expires. */
+    receiver_on(r,
+                &(receiver_rule){.path_prefix = "/times", .status = 503, .every = 2, .times = 2});
+    static const int want_times[] = {200, 503, 200, 503, 200, 200, 200, 200};
+    for (size_t i = 0; i < sizeof want_times / sizeof want_times[0]; i++)
+        if (get_status(a, "/times", &resp) != want_times[i])
+            fail_msg("/times request %zu: status %d, want %d", i + 1, resp.status, want_times[i]);
+
+    /* A throttled request never reaches the rules, so it does not count. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/th", .status = 503, .every = 2});
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/th/x",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 0,
+                                                                  .window_ms = 600000}),
+                     0);
+    assert_int_equal(get_status(a, "/th/a", &resp), 200);
+    assert_int_equal(get_status(a, "/th/x", &resp), 429);
+    assert_int_equal(get_status(a, "/th/a", &resp), 503);
+
+    /* every 1, 0 and below: every matching request. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/e1", .status = 202, .every = 1});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/e0", .status = 203, .every = 0});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/en", .status = 204, .every = -3});
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(get_status(a, "/e1", &resp), 202);
+        assert_int_equal(get_status(a, "/e0", &resp), 203);
+        assert_int_equal(get_status(a, "/en", &resp), 204);
+    }
+    client_close(a);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1549,6 +1640,7 @@ int main(void)
         T(throttle_before_rules_and_status_recorded),
         T(answered_us_is_when_the_answer_was_sent),
         T(max_concurrent_sweeps_the_open_intervals),
+        T(rule_every_takes_each_nth_and_the_rest_fall_through),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
