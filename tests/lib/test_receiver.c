@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -14,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,17 +77,23 @@ static void set_timeout(client *cl, int ms)
     assert_int_equal(setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
 }
 
-static client *client_open(receiver *r)
+/* A connection to 127.0.0.1:port (a receiver of this process, or a pgpace-receiver). */
+static client *client_open_port(int port)
 {
     client *cl = calloc(1, sizeof *cl);
     assert_non_null(cl);
     cl->fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(cl->fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)receiver_port(r))};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(cl->fd, (struct sockaddr *)&a, sizeof a), 0);
     set_timeout(cl, 5000);
     return cl;
+}
+
+static client *client_open(receiver *r)
+{
+    return client_open_port(receiver_port(r));
 }
 
 static void client_close(client *cl)
@@ -1608,6 +1617,297 @@ static void rule_every_takes_each_nth_and_the_rest_fall_through(void **state)
     client_close(a);
 }
 
+/* ---- pgpace-receiver, the standalone program ---- */
+
+/* A pgpace-receiver run: its pid (0 once reaped) and files holding its stdout and stderr. */
+typedef struct child {
+    pid_t pid;
+    char out_path[32], err_path[32];
+} child;
+
+/* The one a test runs, so that teardown can kill it when the test fails half way. */
+static child running;
+
+static void child_spawn(child *c, const char *const *args)
+{
+    const char *bin = getenv("PGPACE_RECEIVER_BIN");
+    if (!bin)
+        fail_msg("PGPACE_RECEIVER_BIN is not set (run the tests through meson test)");
+    const char *argv[32] = {bin};
+    size_t n = 1;
+    for (; args[n - 1]; n++) {
+        assert_true(n < 31);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    snprintf(c->out_path, sizeof c->out_path, "/tmp/pgpace-recv-XXXXXX");
+    snprintf(c->err_path, sizeof c->err_path, "/tmp/pgpace-recv-XXXXXX");
+    int out = mkstemp(c->out_path), err = mkstemp(c->err_path);
+    assert_true(out >= 0 && err >= 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    assert_true(devnull >= 0);
+    /* Only async-signal-safe calls between fork and exec: this process has threads. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(devnull, 0);
+        dup2(out, 1);
+        dup2(err, 2);
+        execv(bin, (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    close(out);
+    close(err);
+    close(devnull);
+    c->pid = pid;
+}
+
+/* Waits up to timeout_ms for it to exit: its exit status, 128 + signal, or -1 on timeout. */
+static int child_wait(child *c, int timeout_ms)
+{
+    int64_t until = now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t p = waitpid(c->pid, &st, WNOHANG);
+        if (p == c->pid) {
+            c->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        assert_int_equal(p, 0);
+        if (now_ms() >= until)
+            return -1;
+        sleep_ms(10);
+    }
+}
+
+/* The whole file, NUL-terminated (the caller frees it). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *s = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *grown = realloc(s, cap);
+            assert_non_null(grown);
+            s = grown;
+        }
+        size_t n = fread(s + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    s[len] = '\0';
+    return s;
+}
+
+/* Kills it if it still runs, reaps it, removes its files. */
+static void child_done(child *c)
+{
+    if (c->pid > 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+        c->pid = 0;
+    }
+    if (c->out_path[0])
+        unlink(c->out_path);
+    if (c->err_path[0])
+        unlink(c->err_path);
+    memset(c, 0, sizeof *c);
+}
+
+static int teardown_child(void **state)
+{
+    child_done(&running);
+    return teardown(state);
+}
+
+/* Runs pgpace-receiver with args to its exit (deadline 10 s): the exit status, *out and *err. */
+static int run_receiver(const char *const *args, char **out, char **err)
+{
+    child_spawn(&running, args);
+    int st = child_wait(&running, 10000);
+    if (st < 0)
+        fail_msg("pgpace-receiver still running after 10 s");
+    *out = slurp(running.out_path);
+    *err = slurp(running.err_path);
+    child_done(&running);
+    return st;
+}
+
+static void cli_rule_bad_specs_exit_2_naming_the_bad_part(void **state)
+{
+    static const struct {
+        const char *spec, *why;
+    } bad[] = {
+        {"/x", "no STATUS"},
+        {"x:500", "PREFIX \"x\" must start with '/'"},
+        {":500", "PREFIX \"\" must start with '/'"},
+        {"/x:", "STATUS \"\" must be a number in 200..599"},
+        {"/x:abc", "STATUS \"abc\" must be a number in 200..599"},
+        {"/x:199", "STATUS \"199\""},
+        {"/x:600", "STATUS \"600\""},
+        {"/x:500:every=0", "every \"0\" must be a number in 1..1000000000"},
+        {"/x:500:every=many", "every \"many\""},
+        {"/x:500:every=", "every \"\""},
+        {"/x:500:delay=-5", "delay \"-5\" must be milliseconds in 0..86400000"},
+        {"/x:500:delay=1s", "delay \"1s\""},
+        {"/x:500:colour=red", "unknown option \"colour=red\""},
+        {"/x:500:every", "unknown option \"every\""},
+        {"/x:500:", "empty option"},
+        {"/x:500::every=2", "empty option"},
+        {"/x:500:every=2:every=3", "every given twice"},
+        {"/x:500:delay=1:delay=2", "delay given twice"},
+        {"/x:500:retry-after=", "retry-after needs a value"},
+        {"/x:500:retry-after=1\r\nX-Injected: yes", "retry-after needs a value, on one line"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out, *err;
+        int st = run_receiver(TL_ARGV("--rule", "/ok:200", "--rule", bad[i].spec), &out, &err);
+        char want[256];
+        snprintf(want, sizeof want, "pgpace-receiver: bad --rule \"%s\": %s", bad[i].spec,
+                 bad[i].why);
+        if (st != 2 || !strstr(err, want) || out[0] != '\0')
+            fail_msg("--rule %s: exit %d, stdout \"%s\", stderr \"%s\"; want exit 2 and \"%s\"",
+                     bad[i].spec, st, out, err, want);
+        free(out);
+        free(err);
+    }
+    /* The --rule=SPEC form, and --rule without its SPEC (the usage, also exit 2). */
+    char *out, *err;
+    assert_int_equal(run_receiver(TL_ARGV("--rule=/x:abc"), &out, &err), 2);
+    assert_contains(err, "bad --rule \"/x:abc\": STATUS \"abc\"");
+    free(out);
+    free(err);
+    assert_int_equal(run_receiver(TL_ARGV("--rule"), &out, &err), 2);
+    assert_contains(err, "usage: pgpace-receiver");
+    free(out);
+    free(err);
+    /* The usage documents the syntax and the example. */
+    assert_int_equal(run_receiver(TL_ARGV("--help"), &out, &err), 0);
+    assert_contains(out, "PREFIX:STATUS[:delay=MS][:every=N][:retry-after=VALUE]");
+    assert_contains(out, "--rule /:500:every=4 --rule /:200:delay=3000:every=20");
+    free(out);
+    free(err);
+}
+
+/* Waits (deadline 10 s) for the running child's "listening on" line; returns its port. */
+static int child_port(void)
+{
+    int64_t until = now_ms() + 10000;
+    for (;;) {
+        char *err = slurp(running.err_path);
+        const char *at = strstr(err, "listening on http://127.0.0.1:");
+        int port = 0;
+        if (at)
+            port = atoi(at + strlen("listening on http://127.0.0.1:"));
+        free(err);
+        if (port > 0)
+            return port;
+        if (now_ms() >= until)
+            fail_msg("pgpace-receiver did not say where it listens within 10 s");
+        sleep_ms(10);
+    }
+}
+
+static void cli_rule_answers_as_configured(void **state)
+{
+    /* 503 with an HTTP date (it has ':' in it) for every 2nd request under /a that the 202 rule
+     * lets through; the 202 rule, given last, takes every 3rd, 200 ms late. Those under /slow
+     * 201, 300 ms late, and /gone never in time. */
+    static const char date[] = "Sun, 06 Nov 1994 08:49:37 GMT";
+    char rule503[128];
+    snprintf(rule503, sizeof rule503, "/a:503:every=2:retry-after=%s", date);
+    child_spawn(&running, TL_ARGV("--rule", rule503, "--rule", "/a:202:every=3:delay=200", "--rule",
+                                  "/slow:201:delay=300", "--rule", "/gone:200:delay=600000"));
+    int port = child_port();
+    client *cl = client_open_port(port);
+    response resp;
+    /* 3 and 6 are the 202 rule's; of 1, 2, 4, 5 the 503 rule takes its 2nd and 4th. */
+    static const int want[] = {200, 503, 202, 200, 503, 202};
+    for (int i = 1; i <= 6; i++) {
+        char path[16];
+        snprintf(path, sizeof path, "/a/%d", i);
+        int64_t t0 = now_ms();
+        if (get_status(cl, path, &resp) != want[i - 1])
+            fail_msg("%s: status %d, want %d", path, resp.status, want[i - 1]);
+        char v[64];
+        if (want[i - 1] == 503) {
+            assert_true(header_value(&resp, "Retry-After", v, sizeof v));
+            assert_string_equal(v, date);
+        } else {
+            assert_false(header_value(&resp, "Retry-After", v, sizeof v));
+        }
+        if (want[i - 1] == 202 && now_ms() - t0 < 200)
+            fail_msg("%s answered after %lld ms, want >= 200", path, (long long)(now_ms() - t0));
+        assert_int_equal(resp.body_len, want[i - 1] == 200 ? 2 : 0);
+    }
+    /* Other paths: the default. */
+    assert_int_equal(get_status(cl, "/b", &resp), 200);
+    assert_body(&resp, "ok");
+    /* A delayed answer on one connection while another is answered at once: its line comes
+     * when it is sent, with its status. */
+    client *cl2 = client_open_port(port);
+    int64_t t0 = now_ms();
+    client_send(cl2, GET("/slow"));
+    assert_int_equal(get_status(cl, "/b/2", &resp), 200);
+    assert_int_equal(client_response(cl2, &resp), 0);
+    assert_int_equal(resp.status, 201);
+    assert_true(now_ms() - t0 >= 300);
+    /* Pipelined behind an answer, in one write (one segment on loopback, so one read and one
+     * pass of the parser): /gone is recorded before the loop thread gets back to its loop,
+     * and still pending when the receiver stops. */
+    client_send(cl2, GET("/b/3") GET("/gone"));
+    assert_int_equal(client_response(cl2, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(kill(running.pid, SIGTERM), 0);
+    assert_int_equal(child_wait(&running, 10000), 0);
+    client_close(cl);
+    client_close(cl2);
+
+    char *out = slurp(running.out_path), *err = slurp(running.err_path);
+    assert_contains(err, "stopped by signal 15");
+    /* One line per request, five fields: arrival ms, path, webhook-id, body length, status. */
+    static const struct {
+        const char *path;
+        int status;
+    } lines[] = {{"/a/1", 200},  {"/a/2", 503}, {"/a/3", 202}, {"/a/4", 200},
+                 {"/a/5", 503},  {"/a/6", 202}, {"/b", 200},   {"/b/2", 200},
+                 {"/slow", 201}, {"/b/3", 200}, {"/gone", 0}};
+    enum { NLINES = sizeof lines / sizeof lines[0] };
+    bool seen[NLINES] = {false};
+    int64_t now = real_ms();
+    size_t n = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), n++) {
+        long long ms;
+        char path[64], id[64];
+        size_t body_len;
+        int status, end = 0;
+        if (sscanf(line, "%lld %63s %63s %zu %d%n", &ms, path, id, &body_len, &status, &end) != 5 ||
+            line[end] != '\0')
+            fail_msg("not five fields: \"%s\"", line);
+        assert_string_equal(id, "-");
+        assert_int_equal(body_len, 0);
+        assert_true(ms <= now && ms > now - 60000);
+        size_t j = 0;
+        while (j < NLINES && (seen[j] || strcmp(lines[j].path, path) != 0))
+            j++;
+        if (j == NLINES)
+            fail_msg("unexpected line \"%s\"", line);
+        else if (status != lines[j].status)
+            fail_msg("%s: status %d in the output, want %d", path, status, lines[j].status);
+        else
+            seen[j] = true;
+    }
+    assert_int_equal(n, NLINES);
+    free(out);
+    free(err);
+    child_done(&running);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1641,6 +1941,9 @@ int main(void)
         T(answered_us_is_when_the_answer_was_sent),
         T(max_concurrent_sweeps_the_open_intervals),
         T(rule_every_takes_each_nth_and_the_rest_fall_through),
+        cmocka_unit_test_setup_teardown(cli_rule_bad_specs_exit_2_naming_the_bad_part, setup,
+                                        teardown_child),
+        cmocka_unit_test_setup_teardown(cli_rule_answers_as_configured, setup, teardown_child),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
