@@ -15,6 +15,10 @@
  * picks its rule, with the monotonic clock read at that moment: a token bucket refills lazily
  * (tokens += elapsed * rate, capped at burst) each time it is consulted; a fixed window resets
  * its count when the request falls in a later window than the last one counted.
+ *
+ * answered_us is stamped under the lock in the same step that records the status sent, just
+ * before the bytes go to uv_write (which writes at once when nothing is queued): stamping in the
+ * write's callback instead would run after the client may already have read the answer.
  */
 #include "receiver.h"
 
@@ -51,7 +55,9 @@ typedef struct rule {
     char *body;
     char *retry_after;
     int delay_ms;
-    int remaining; /* requests left; 0 = forever */
+    int remaining;    /* requests left; 0 = forever */
+    int every;        /* take each every-th request that reaches the rule (<= 1: all) */
+    uint64_t reached; /* matching requests that reached the rule (for every) */
 } rule;
 
 typedef struct throttle {
@@ -96,7 +102,9 @@ typedef struct conn {
     char *pending;      /* ST_DELAY: the answer to send */
     size_t pending_len;
     bool pending_close;
-    size_t pending_rec; /* ST_DELAY: its request's record index (SIZE_MAX: not recorded) */
+    /* ST_DELAY / ST_TRICKLE: the record index of the request being answered (SIZE_MAX: not
+     * recorded), to stamp its status and answered_us when the answer is sent / complete. */
+    size_t pending_rec;
     int pending_status;
     uint64_t trickle_sent;
 } conn;
@@ -657,6 +665,7 @@ static void on_delay_done(uv_timer_t *t)
     if (resp && c->pending_rec != SIZE_MAX) {
         pthread_mutex_lock(&c->r->mu);
         c->r->reqs[c->pending_rec].status = c->pending_status;
+        c->r->reqs[c->pending_rec].answered_us = realtime_us();
         pthread_mutex_unlock(&c->r->mu);
     }
     send_answer(c, resp, c->pending_len, c->pending_close);
@@ -681,6 +690,11 @@ static void on_trickle_tick(uv_timer_t *t)
         /* The whole gigabyte went out (after about three hours): the answer is complete. */
         uv_timer_stop(&c->timer);
         c->state = ST_IDLE;
+        if (c->pending_rec != SIZE_MAX) {
+            pthread_mutex_lock(&c->r->mu);
+            c->r->reqs[c->pending_rec].answered_us = realtime_us();
+            pthread_mutex_unlock(&c->r->mu);
+        }
     }
 }
 
@@ -814,10 +828,15 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
     int throttled = throttle_check(r, rq->path, h->head_method, close, &resp, &len);
     rule *m = NULL;
     for (size_t i = r->nrules; !throttled && i-- > 0;) {
-        if (strncmp(rq->path, r->rules[i].prefix, strlen(r->rules[i].prefix)) == 0) {
-            m = &r->rules[i];
-            break;
-        }
+        rule *ru = &r->rules[i];
+        if (strncmp(rq->path, ru->prefix, strlen(ru->prefix)) != 0)
+            continue;
+        /* An every-N rule lets the requests between its N-th ones fall through to the rules
+         * added before it, so that rules can be layered into one repeatable pattern. */
+        if (ru->every > 1 && ++ru->reached % (uint64_t)ru->every != 0)
+            continue;
+        m = ru;
+        break;
     }
     if (throttled) {
         status = throttled;
@@ -849,6 +868,8 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
         r->reqs[rec].throttled = throttled != 0;
         if ((resp && !delayed) || action == RECV_TRICKLE_HUGE)
             r->reqs[rec].status = status;
+        if (resp && !delayed)
+            r->reqs[rec].answered_us = realtime_us();
     }
     pthread_mutex_unlock(&r->mu);
 
@@ -884,6 +905,7 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
         c->state = ST_TRICKLE;
         c->in_len = 0;
         c->trickle_sent = 0;
+        c->pending_rec = rec;
         uv_timer_start(&c->timer, on_trickle_tick, TRICKLE_EVERY_MS, TRICKLE_EVERY_MS);
         break;
     }
@@ -1214,6 +1236,7 @@ void receiver_on(receiver *r, const receiver_rule *in)
         .retry_after = dup_or_null(in->retry_after),
         .delay_ms = in->delay_ms,
         .remaining = in->times > 0 ? in->times : 0,
+        .every = in->every,
     };
     if (!ru.prefix || (in->body && !ru.body) || (in->retry_after && !ru.retry_after)) {
         fprintf(stderr, "receiver: out of memory adding a rule\n");
@@ -1351,6 +1374,55 @@ size_t receiver_count_status(receiver *r, const char *path_prefix, int status)
             n++;
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+/* One end of a request's open interval, for receiver_max_concurrent's sweep. */
+typedef struct edge {
+    int64_t at_us;
+    int delta; /* +1 arrival, -1 answer */
+} edge;
+
+static int edge_cmp(const void *a, const void *b)
+{
+    const edge *x = a, *y = b;
+    if (x->at_us != y->at_us)
+        return x->at_us < y->at_us ? -1 : 1;
+    /* Arrivals first at the same instant: intervals include both ends, so a request answered in
+     * the microsecond it arrived still counts, and the running count never goes below zero. */
+    return y->delta - x->delta;
+}
+
+size_t receiver_max_concurrent(receiver *r, const char *path_prefix)
+{
+    const char *prefix = path_prefix ? path_prefix : "";
+    size_t plen = strlen(prefix), n = 0;
+    pthread_mutex_lock(&r->mu);
+    edge *e = malloc((2 * r->nreqs + 1) * sizeof *e);
+    if (!e) {
+        fprintf(stderr, "receiver: out of memory counting concurrent requests\n");
+        abort();
+    }
+    for (size_t i = 0; i < r->nreqs; i++) {
+        const receiver_request *q = &r->reqs[i];
+        if (strncmp(q->path, prefix, plen) != 0)
+            continue;
+        e[n++] = (edge){q->at_us, +1};
+        /* A wall-clock step back between arrival and answer must not end it before it began. */
+        if (q->answered_us != 0)
+            e[n++] = (edge){q->answered_us < q->at_us ? q->at_us : q->answered_us, -1};
+    }
+    pthread_mutex_unlock(&r->mu);
+    qsort(e, n, sizeof *e, edge_cmp);
+    size_t open = 0, most = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].delta < 0) {
+            open--;
+        } else if (++open > most) {
+            most = open;
+        }
+    }
+    free(e);
+    return most;
 }
 
 int receiver_get(receiver *r, size_t i, receiver_request *out)

@@ -3,9 +3,21 @@
  * Contract: receiver_start() binds 127.0.0.1 on an ephemeral port and serves from its own
  * thread (own libuv loop), so the test thread can run pgpace and poll the recorded requests.
  * Keep-alive connections are supported (HTTP/1.1, Content-Length bodies; chunked request bodies
- * are accepted too). Every complete request is recorded with its arrival time. How it answers
- * is chosen per request path prefix with receiver_on(), the last matching rule wins; the default
- * is 200 with body "ok". All functions are thread-safe.
+ * are accepted too). Every complete request is recorded with its arrival time and, once its
+ * answer is sent, the time of that. How it answers is chosen per request path prefix with
+ * receiver_on(), the last matching rule wins; the default is 200 with body "ok". All functions
+ * are thread-safe.
+ *
+ * Rules are tried last-added first. A rule with `every` N > 1 counts the matching requests that
+ * reach it (those no later-added rule took, and no throttle answered) and takes only the N-th,
+ * 2N-th, ... of them; the others go on to the earlier-added rules and finally to the default,
+ * as if it did not match. Its `times` counts only the requests it took. The count is the rule's
+ * own, shared by every connection, never reset while the rule lives, and advanced in the order
+ * the receiver decides requests: the order they are complete in (a request pipelined behind a
+ * delayed answer is decided when that answer has been sent). So the pattern is exact and
+ * repeatable: a host that is sometimes slow and sometimes fails, without randomness.
+ * {"/", 500, every 4} added before {"/", 200, delay 3000, every 20} answers requests 20, 40, ...
+ * after 3 s and every 4th of the others with 500 (4, 8, 12, 16, 21, 25, ...).
  *
  * Throttling (receiver_throttle_on) is decided first, like a real API's rate limiter in front of
  * its handlers: the last added throttle whose prefix matches the path takes the request; when it
@@ -40,7 +52,8 @@ typedef struct receiver_rule {
     const char *body;        /* RECV_RESPOND, may be NULL (copied) */
     const char *retry_after; /* RECV_RESPOND: Retry-After header value, or NULL (copied) */
     int delay_ms;            /* RECV_RESPOND: wait before answering */
-    int times;               /* apply to this many requests, then the rule expires; 0 = forever */
+    int times;               /* take this many requests, then the rule expires; 0 = forever */
+    int every; /* <= 1: take every matching request; N > 1: each N-th that reaches the rule */
 } receiver_rule;
 
 typedef struct receiver_request {
@@ -59,6 +72,12 @@ typedef struct receiver_request {
      * status line). */
     int status;
     int throttled; /* 1 when a throttle answered it (status is then the throttle's status) */
+    /* CLOCK_REALTIME microseconds when the whole answer (status line, headers, body) was handed
+     * to the socket: for a delayed answer when it was actually sent; throttled answers too.
+     * Stamped just before the write, so a client that has read the answer finds it set. 0
+     * while not (or never) answered, as for status; RECV_TRICKLE_HUGE sets it only when the
+     * whole gigabyte has gone out. */
+    int64_t answered_us;
 } receiver_request;
 
 typedef enum receiver_throttle_kind {
@@ -119,6 +138,13 @@ size_t receiver_count(receiver *r, const char *path_prefix);
 /* Of those, the ones whose recorded status is `status` (see receiver_request.status: 0 counts
  * the requests not answered so far). */
 size_t receiver_count_status(receiver *r, const char *path_prefix, int status);
+/* The most requests (optionally only those whose path starts with prefix; NULL or "" = all)
+ * that were open at one moment over the whole recording: a request is open from its at_us to
+ * its answered_us, both included, and one with answered_us 0 (RECV_HANG, RECV_RESET,
+ * RECV_CLOSE, RECV_GARBAGE, RECV_TRICKLE_HUGE, a delayed answer still pending or lost when the
+ * client reset the connection) stays open to the end. Pipelined requests are open together.
+ * For checks like "this tenant never held more than N connections of the host". */
+size_t receiver_max_concurrent(receiver *r, const char *path_prefix);
 /* Copies out recorded request i (0-based, arrival order) into *out; body is strdup'ed and must
  * be freed by the caller. Returns 0, or -1 when i is out of range. */
 int receiver_get(receiver *r, size_t i, receiver_request *out);

@@ -1,21 +1,27 @@
 /* receiver_main.c - pgpace-receiver: the test webhook receiver as a foreground program.
  *
- *   pgpace-receiver [--port N] [--throttle SPEC]...
+ *   pgpace-receiver [--port N] [--throttle SPEC]... [--rule SPEC]...
  *
  * Serves on 127.0.0.1 (port N, default ephemeral), answers 200 "ok" to everything, and prints
  * one line per request on stdout: "<unix_ms> <path> <webhook-id> <body_len>" ("-" when there is
  * no webhook-id). The listening URL goes to stderr. Exits 0 on SIGINT / SIGTERM.
  *
  * --throttle throttles a path prefix like a rate-limited API (receiver_throttle_on(); see the
- * usage text for SPEC). With at least one --throttle, each line gets a fifth field: the status
- * sent (200, or the throttle's 429 / 503), so a plot can tell accepted from throttled requests;
- * without, the four-field format stays as it was (tests/soak/run and the quickstart read it).
+ * usage text for SPEC). --rule answers a path prefix with a status, optionally late and only
+ * every N-th request (receiver_on()), so a benchmark can stand up a host that is sometimes slow
+ * and sometimes fails, the same way on every run. With at least one --throttle or --rule, each
+ * line gets a fifth field: the status sent, so a plot can tell accepted from throttled or failed
+ * requests; without, the four-field format stays as it was (tests/soak/run and the quickstart
+ * read it). A line is then printed once its answer is sent, so that a delayed answer's line
+ * carries its real status instead of 0; requests still unanswered when the receiver stops are
+ * printed then, with status 0.
  */
 #include "receiver.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +36,19 @@ static void on_signal(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: pgpace-receiver [--port N] [--throttle SPEC]...\n"
-            "Receives webhooks on 127.0.0.1 and prints one line per request:\n"
-            "<unix_ms> <path> <webhook-id> <body_len>\n"
+            "usage: pgpace-receiver [--port N] [--throttle SPEC]... [--rule SPEC]...\n"
+            "Receives webhooks on 127.0.0.1 (port N, default any free one; the URL goes to\n"
+            "stderr) and prints one line per request on stdout:\n"
+            "  <unix_ms> <path> <webhook-id> <body_len>\n"
+            "or, with --throttle or --rule,\n"
+            "  <unix_ms> <path> <webhook-id> <body_len> <status>\n"
+            "unix_ms: when the request was complete (milliseconds since the epoch); path: as\n"
+            "requested, with the query; webhook-id: the header's value, or - without one;\n"
+            "body_len: the body's bytes; status: the status sent. Without --throttle or --rule\n"
+            "every answer is 200 \"ok\" and lines come in arrival order. With them a line comes\n"
+            "once its answer is sent, so a delayed answer's line follows those of requests that\n"
+            "arrived later (unix_ms keeps the arrival time); a request not answered when the\n"
+            "receiver stops (its client left before a delayed answer) is printed then, status 0.\n"
             "\n"
             "--throttle SPEC answers like a rate-limited API for paths starting with PREFIX\n"
             "(repeatable; the last matching --throttle decides). SPEC is one of\n"
@@ -46,8 +62,20 @@ static int usage(FILE *f)
             "window, rounded up, at least 1), none (no header), date (an HTTP date of then), or\n"
             "any other text, sent as is (e.g. 99999999999 or soon; it runs to the end of SPEC\n"
             "and may contain ':').\n"
-            "With --throttle, each line gets a fifth field: the status sent (e.g. 200 or 429).\n"
-            "Example: pgpace-receiver --port 8080 --throttle /c/acme:token-bucket:60:5:429\n");
+            "Example: pgpace-receiver --port 8080 --throttle /c/acme:token-bucket:60:5:429\n"
+            "\n"
+            "--rule SPEC answers requests whose path starts with PREFIX (repeatable; added in\n"
+            "order, tried last first: the last matching --rule that takes a request answers it;\n"
+            "throttles come before rules). SPEC is\n"
+            "  PREFIX:STATUS[:delay=MS][:every=N][:retry-after=VALUE]\n"
+            "STATUS is the answer's status (200..599, no body); delay=MS sends it MS milliseconds\n"
+            "late; every=N (>= 1, default 1) takes only the N-th, 2N-th, ... request that reaches\n"
+            "this rule and lets the others fall through to the --rule options before it, and\n"
+            "then to the default 200 \"ok\"; retry-after=VALUE adds that Retry-After header (it\n"
+            "runs to the end of SPEC and may contain ':'). delay and every come in either order,\n"
+            "before retry-after. The counts are exact, so a run repeats the same pattern.\n"
+            "Example: pgpace-receiver --rule /:500:every=4 --rule /:200:delay=3000:every=20\n"
+            "  every 20th request answers after 3 s, a quarter of the rest fail.\n");
     return f == stdout ? 0 : 2;
 }
 
@@ -139,18 +167,127 @@ static int parse_throttle(const char *spec, receiver_throttle *t, char *prefix_b
     return 0;
 }
 
-enum { MAX_THROTTLES = 64 };
+/* Parses --rule's SPEC (PREFIX:STATUS[:delay=MS][:every=N][:retry-after=VALUE]) into *ru (its
+ * prefix into prefix_buf, its Retry-After pointing into spec). Returns NULL, or why SPEC is bad,
+ * naming the part (the text is in why_buf or static). */
+static const char *parse_rule(const char *spec, receiver_rule *ru, char *prefix_buf, size_t cap,
+                              char *why_buf, size_t why_cap)
+{
+    memset(ru, 0, sizeof *ru);
+    ru->action = RECV_RESPOND;
+    const char *colon = strchr(spec, ':');
+    if (!colon)
+        return "no STATUS (SPEC is PREFIX:STATUS[:delay=MS][:every=N][:retry-after=VALUE])";
+    size_t plen = (size_t)(colon - spec);
+    if (plen == 0 || spec[0] != '/') {
+        snprintf(why_buf, why_cap, "PREFIX \"%.*s\" must start with '/'", (int)plen, spec);
+        return why_buf;
+    }
+    if (plen >= cap) {
+        snprintf(why_buf, why_cap, "PREFIX is longer than %zu bytes", cap - 1);
+        return why_buf;
+    }
+    memcpy(prefix_buf, spec, plen);
+    prefix_buf[plen] = '\0';
+    ru->path_prefix = prefix_buf;
+
+    const char *p = colon + 1;
+    colon = strchr(p, ':');
+    size_t n = colon ? (size_t)(colon - p) : strlen(p);
+    /* 1xx are not final answers: a client would go on waiting for one. */
+    if (parse_int(p, n, 200, 599, &ru->status) != 0) {
+        snprintf(why_buf, why_cap, "STATUS \"%.*s\" must be a number in 200..599", (int)n, p);
+        return why_buf;
+    }
+    bool have_delay = false, have_every = false;
+    while (colon) {
+        p = colon + 1;
+        if (strncmp(p, "retry-after=", 12) == 0) {
+            /* The value runs to the end: an HTTP date has ':' in it. */
+            if (!p[12] || strpbrk(p + 12, "\r\n"))
+                return "retry-after needs a value, on one line";
+            ru->retry_after = p + 12;
+            break;
+        }
+        colon = strchr(p, ':');
+        n = colon ? (size_t)(colon - p) : strlen(p);
+        const char *v = memchr(p, '=', n);
+        size_t klen = v ? (size_t)(v - p) : n, vlen = v ? n - klen - 1 : 0;
+        if (n == 0)
+            return "empty option (a stray ':')";
+        if (v && klen == 5 && memcmp(p, "delay", 5) == 0) {
+            if (have_delay)
+                return "delay given twice";
+            have_delay = true;
+            if (parse_int(v + 1, vlen, 0, 86400000, &ru->delay_ms) != 0) {
+                snprintf(why_buf, why_cap,
+                         "delay \"%.*s\" must be milliseconds in 0..86400000 (a day)", (int)vlen,
+                         v + 1);
+                return why_buf;
+            }
+        } else if (v && klen == 5 && memcmp(p, "every", 5) == 0) {
+            if (have_every)
+                return "every given twice";
+            have_every = true;
+            if (parse_int(v + 1, vlen, 1, 1000000000, &ru->every) != 0) {
+                snprintf(why_buf, why_cap, "every \"%.*s\" must be a number in 1..1000000000",
+                         (int)vlen, v + 1);
+                return why_buf;
+            }
+        } else {
+            snprintf(why_buf, why_cap,
+                     "unknown option \"%.*s\" (expected delay=MS, every=N or retry-after=VALUE)",
+                     (int)n, p);
+            return why_buf;
+        }
+    }
+    return NULL;
+}
+
+/* Prints recorded request i: four fields, or five with the status when `with_status`. */
+static void print_request(const receiver_request *rq, bool with_status)
+{
+    if (with_status)
+        printf("%" PRId64 " %s %s %zu %d\n", rq->at_us / 1000, rq->path,
+               rq->webhook_id[0] ? rq->webhook_id : "-", rq->body_len, rq->status);
+    else
+        printf("%" PRId64 " %s %s %zu\n", rq->at_us / 1000, rq->path,
+               rq->webhook_id[0] ? rq->webhook_id : "-", rq->body_len);
+}
+
+enum { MAX_THROTTLES = 64, MAX_RULES = 64 };
 
 int main(int argc, char **argv)
 {
     int port = 0;
     static receiver_throttle throttles[MAX_THROTTLES];
     static char prefixes[MAX_THROTTLES][256];
-    int nthrottles = 0;
+    static receiver_rule rules[MAX_RULES];
+    static char rule_prefixes[MAX_RULES][256];
+    int nthrottles = 0, nrules = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return usage(stdout);
         const char *spec = NULL;
+        if (strcmp(argv[i], "--rule") == 0 && i + 1 < argc)
+            spec = argv[++i];
+        else if (strncmp(argv[i], "--rule=", 7) == 0)
+            spec = argv[i] + 7;
+        if (spec) {
+            if (nrules == MAX_RULES) {
+                fprintf(stderr, "pgpace-receiver: at most %d --rule\n", MAX_RULES);
+                return 2;
+            }
+            char why[256];
+            const char *bad = parse_rule(spec, &rules[nrules], rule_prefixes[nrules],
+                                         sizeof rule_prefixes[nrules], why, sizeof why);
+            if (bad) {
+                fprintf(stderr, "pgpace-receiver: bad --rule \"%s\": %s (see --help)\n", spec, bad);
+                return 2;
+            }
+            nrules++;
+            continue;
+        }
         if (strcmp(argv[i], "--throttle") == 0 && i + 1 < argc)
             spec = argv[++i];
         else if (strncmp(argv[i], "--throttle=", 11) == 0)
@@ -201,28 +338,60 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    for (int i = 0; i < nrules; i++)
+        receiver_on(r, &rules[i]);
     char url[64];
     receiver_url(r, "/", url, sizeof url);
     fprintf(stderr, "pgpace-receiver: listening on %s\n", url);
 
-    size_t printed = 0;
-    while (!stop_requested) {
-        /* Wakes on each new request; the timeout bounds how late a signal is noticed. */
-        size_t n = receiver_wait(r, NULL, printed + 1, 100);
-        for (; printed < n; printed++) {
+    /* Requests [0, first) are printed; of [first, seen), those with printed[i - first] set. With
+     * a status to print, a line waits for its answer (status 0 until then), which only a
+     * delayed --rule answer makes wait, so the window stays small. */
+    bool with_status = nthrottles > 0 || nrules > 0;
+    size_t first = 0, seen = 0, cap = 0;
+    bool *printed = NULL;
+    for (bool last = false; !last;) {
+        last = stop_requested != 0; /* one more pass after the signal prints what is left */
+        /* Wakes on each new request; the timeout bounds how late a signal or a delayed answer
+         * is noticed. */
+        if (!last)
+            seen = receiver_wait(r, NULL, seen + 1, 100);
+        else
+            seen = receiver_count(r, NULL);
+        if (seen - first > cap) {
+            size_t ncap = cap ? cap : 64;
+            while (ncap < seen - first)
+                ncap *= 2;
+            bool *np = realloc(printed, ncap * sizeof *np);
+            if (!np) {
+                fprintf(stderr, "pgpace-receiver: out of memory\n");
+                abort();
+            }
+            memset(np + cap, 0, (ncap - cap) * sizeof *np);
+            printed = np;
+            cap = ncap;
+        }
+        for (size_t i = first; i < seen; i++) {
             receiver_request rq;
-            if (receiver_get(r, printed, &rq) != 0)
-                break;
-            if (nthrottles > 0)
-                printf("%" PRId64 " %s %s %zu %d\n", rq.at_us / 1000, rq.path,
-                       rq.webhook_id[0] ? rq.webhook_id : "-", rq.body_len, rq.status);
-            else
-                printf("%" PRId64 " %s %s %zu\n", rq.at_us / 1000, rq.path,
-                       rq.webhook_id[0] ? rq.webhook_id : "-", rq.body_len);
+            if (printed[i - first] || receiver_get(r, i, &rq) != 0)
+                continue;
+            if (!with_status || rq.status != 0 || last) {
+                print_request(&rq, with_status);
+                printed[i - first] = true;
+            }
             free(rq.body);
+        }
+        size_t done = 0;
+        while (first + done < seen && printed[done])
+            done++;
+        if (done > 0) {
+            memmove(printed, printed + done, (cap - done) * sizeof *printed);
+            memset(printed + cap - done, 0, done * sizeof *printed);
+            first += done;
         }
         fflush(stdout);
     }
+    free(printed);
     receiver_stop(r);
     fprintf(stderr, "pgpace-receiver: stopped by signal %d\n", (int)stop_requested);
     return 0;

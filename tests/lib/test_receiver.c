@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -14,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,17 +77,23 @@ static void set_timeout(client *cl, int ms)
     assert_int_equal(setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
 }
 
-static client *client_open(receiver *r)
+/* A connection to 127.0.0.1:port (a receiver of this process, or a pgpace-receiver). */
+static client *client_open_port(int port)
 {
     client *cl = calloc(1, sizeof *cl);
     assert_non_null(cl);
     cl->fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(cl->fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)receiver_port(r))};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(cl->fd, (struct sockaddr *)&a, sizeof a), 0);
     set_timeout(cl, 5000);
     return cl;
+}
+
+static client *client_open(receiver *r)
+{
+    return client_open_port(receiver_port(r));
 }
 
 static void client_close(client *cl)
@@ -1360,6 +1369,545 @@ static void throttle_before_rules_and_status_recorded(void **state)
     client_close(cl);
 }
 
+/* ---- answer times, concurrency, every-N rules ---- */
+
+static int64_t real_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Recorded request i (fails when there is none), without its body. */
+static receiver_request record(receiver *r, size_t i)
+{
+    receiver_request rq;
+    if (receiver_get(r, i, &rq) != 0)
+        fail_msg("no record %zu", i);
+    free(rq.body);
+    rq.body = NULL;
+    return rq;
+}
+
+static void answered_us_is_when_the_answer_was_sent(void **state)
+{
+    receiver *r = *state;
+    receiver_on(r, &(receiver_rule){.path_prefix = "/slow", .status = 202, .delay_ms = 250});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/fin", .action = RECV_CLOSE});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/never", .delay_ms = 60000});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/huge", .action = RECV_TRICKLE_HUGE});
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/thr",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 0,
+                                                                  .window_ms = 600000}),
+                     0);
+    client *cl = client_open(r);
+    response resp;
+
+    /* Set by the time the client has read the answer, between arrival and then. */
+    int64_t before = real_us();
+    assert_int_equal(get_status(cl, "/fast", &resp), 200);
+    int64_t after = real_us();
+    receiver_request rq = record(r, 0);
+    if (!(before <= rq.at_us && rq.at_us <= rq.answered_us && rq.answered_us <= after))
+        fail_msg("sent %lld, arrived %lld, answered %lld, read %lld (us)", (long long)before,
+                 (long long)rq.at_us, (long long)rq.answered_us, (long long)after);
+
+    /* A delayed answer: when it was actually sent, the delay after its arrival. */
+    assert_int_equal(get_status(cl, "/slow/1", &resp), 202);
+    rq = record(r, 1);
+    assert_int_equal(rq.status, 202);
+    if (rq.answered_us - rq.at_us < 250000)
+        fail_msg("delayed answer sent %lld us after arrival, want >= 250 ms",
+                 (long long)(rq.answered_us - rq.at_us));
+
+    /* Pipelined behind a delayed answer: answered after it. */
+    client_send(cl, GET("/slow/2") GET("/fast/2"));
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 202);
+    assert_int_equal(client_response(cl, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    receiver_request slow = record(r, 2), fast = record(r, 3);
+    assert_string_equal(fast.path, "/fast/2");
+    assert_true(slow.answered_us - slow.at_us >= 250000);
+    assert_true(fast.answered_us >= slow.answered_us);
+
+    /* A throttled answer counts as answered too. */
+    assert_int_equal(get_status(cl, "/thr", &resp), 429);
+    rq = record(r, 4);
+    assert_int_equal(rq.throttled, 1);
+    assert_true(rq.answered_us >= rq.at_us);
+    client_close(cl);
+
+    /* Never answered: a hang, a FIN, a delayed answer whose client left first, and a trickle
+     * (its status line is out, its body never finishes). */
+    client *hang = client_open(r), *fin = client_open(r), *never = client_open(r);
+    client *huge = client_open(r);
+    client_send(hang, GET("/hang"));
+    client_send(fin, GET("/fin"));
+    client_send(never, GET("/never"));
+    client_send(huge, GET("/huge"));
+    assert_int_equal(client_until_eof(fin), 0);
+    while (!memmem(huge->buf, huge->len, "\r\n\r\n", 4))
+        assert_true(client_fill(huge) > 0);
+    assert_int_equal(receiver_wait(r, NULL, 9, 5000), 9);
+    client_close(hang);
+    client_close(fin);
+    /* With RST: after a FIN the receiver still sends the delayed answer, then closes. */
+    struct linger lg = {1, 0};
+    assert_int_equal(setsockopt(never->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    client_close(never);
+    client_close(huge);
+    /* Once every connection is gone no answer can still be sent. */
+    wait_connections(r, 0);
+    for (size_t i = 5; i < 9; i++) {
+        rq = record(r, i);
+        int want_status = strcmp(rq.path, "/huge") == 0 ? 200 : 0;
+        if (rq.answered_us != 0 || rq.status != want_status)
+            fail_msg("%s: answered_us %lld status %d, want 0 and %d", rq.path,
+                     (long long)rq.answered_us, rq.status, want_status);
+    }
+}
+
+static void max_concurrent_sweeps_the_open_intervals(void **state)
+{
+    receiver *r = *state;
+    assert_int_equal(receiver_max_concurrent(r, NULL), 0);
+
+    /* One after another on one connection: never two at once. */
+    client *cl = client_open(r);
+    response resp;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(get_status(cl, "/seq", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/seq"), 1);
+    assert_int_equal(receiver_max_concurrent(r, NULL), 1);
+    /* The same with delayed answers: an interval ends when its answer is sent. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/late", .delay_ms = 100});
+    client *cl2 = client_open(r);
+    assert_int_equal(get_status(cl, "/late/1", &resp), 200);
+    assert_int_equal(get_status(cl2, "/late/2", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/late"), 1);
+
+    /* Pipelined requests are open together: all arrived before the first was answered. */
+    client_send(cl, GET("/late/p1") GET("/late/p2") GET("/late/p3"));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(client_response(cl, &resp), 0);
+        assert_int_equal(resp.status, 200);
+    }
+    assert_int_equal(receiver_max_concurrent(r, "/late/p"), 3);
+    assert_int_equal(receiver_max_concurrent(r, "/late"), 3);
+
+    /* Three requests under /a that are never answered, and meanwhile a quick one under /b. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/a", .action = RECV_HANG});
+    client *held[3];
+    for (int i = 0; i < 3; i++) {
+        held[i] = client_open(r);
+        char req[64];
+        snprintf(req, sizeof req, "GET /a/%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        client_send(held[i], req);
+    }
+    assert_int_equal(receiver_wait(r, "/a", 3, 5000), 3);
+    assert_int_equal(get_status(cl2, "/b", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/a"), 3);
+    assert_int_equal(receiver_max_concurrent(r, "/b"), 1);
+    assert_int_equal(receiver_max_concurrent(r, "/seq"), 1);
+    assert_int_equal(receiver_max_concurrent(r, NULL), 4);
+    assert_int_equal(receiver_max_concurrent(r, ""), 4);
+    assert_int_equal(receiver_max_concurrent(r, "/nothing"), 0);
+    /* Unanswered requests stay open to the end, also after their connection is gone. */
+    for (int i = 0; i < 3; i++)
+        client_close(held[i]);
+    wait_connections(r, 2);
+    assert_int_equal(get_status(cl, "/b", &resp), 200);
+    assert_int_equal(receiver_max_concurrent(r, "/a"), 3);
+    assert_int_equal(receiver_max_concurrent(r, NULL), 4);
+    client_close(cl);
+    client_close(cl2);
+}
+
+/* Fails unless resp's body is exactly `want`. */
+static void assert_body(const response *resp, const char *want)
+{
+    if (resp->body_len != strlen(want) || memcmp(resp->body, want, resp->body_len) != 0)
+        fail_msg("body \"%.*s\", want \"%s\"", (int)resp->body_len, resp->body, want);
+}
+
+static void rule_every_takes_each_nth_and_the_rest_fall_through(void **state)
+{
+    receiver *r = *state;
+    /* The contract's shared host, scaled down: B, added last, takes every 20th request and
+     * answers it late; A takes every 4th of the requests B lets through. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/", .status = 500, .body = "fail", .every = 4});
+    receiver_on(
+        r, &(receiver_rule){
+               .path_prefix = "/", .status = 200, .body = "slow", .delay_ms = 100, .every = 20});
+    /* B takes 20 and 40. A counts the 38 others, so after B's 20 its phase moves by one: the
+     * 20th request A sees is request 21. The rest fall through to the default. */
+    static const int fails[] = {4, 8, 12, 16, 21, 25, 29, 33, 37};
+    enum { NFAILS = sizeof fails / sizeof fails[0] };
+    client *cl = client_open(r);
+    response resp;
+    size_t nf = 0;
+    for (int i = 1; i <= 40; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/h/%d", i);
+        int want = 200;
+        const char *body = "ok";
+        if (i % 20 == 0) {
+            body = "slow";
+        } else if (nf < NFAILS && fails[nf] == i) {
+            want = 500;
+            body = "fail";
+            nf++;
+        }
+        if (get_status(cl, path, &resp) != want)
+            fail_msg("request %d: status %d, want %d", i, resp.status, want);
+        assert_body(&resp, body);
+    }
+    assert_int_equal(nf, NFAILS);
+    client_close(cl);
+    /* The record agrees; B's two answers went out at least its delay after they arrived. */
+    assert_int_equal(receiver_count_status(r, "/h/", 500), NFAILS);
+    assert_int_equal(receiver_count_status(r, "/h/", 200), 40 - NFAILS);
+    for (size_t i = 19; i < 40; i += 20) {
+        receiver_request rq = record(r, i);
+        if (rq.answered_us - rq.at_us < 100000)
+            fail_msg("request %zu answered %lld us after it arrived, want >= 100 ms", i + 1,
+                     (long long)(rq.answered_us - rq.at_us));
+    }
+
+    /* The count is the rule's, shared by connections: the 3rd and the 6th, whichever
+     * connection sends them. */
+    receiver_clear_rules(r);
+    receiver_on(r, &(receiver_rule){.path_prefix = "/s", .status = 503, .every = 3});
+    client *a = client_open(r), *b = client_open(r);
+    for (int i = 1; i <= 6; i++)
+        assert_int_equal(get_status(i % 2 ? a : b, "/s", &resp), i % 3 == 0 ? 503 : 200);
+    client_close(b);
+
+    /* `times` counts only the requests the rule took: the 2nd and the 4th, then it expires. */
+    receiver_on(r,
+                &(receiver_rule){.path_prefix = "/times", .status = 503, .every = 2, .times = 2});
+    static const int want_times[] = {200, 503, 200, 503, 200, 200, 200, 200};
+    for (size_t i = 0; i < sizeof want_times / sizeof want_times[0]; i++)
+        if (get_status(a, "/times", &resp) != want_times[i])
+            fail_msg("/times request %zu: status %d, want %d", i + 1, resp.status, want_times[i]);
+
+    /* A throttled request never reaches the rules, so it does not count. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/th", .status = 503, .every = 2});
+    assert_int_equal(receiver_throttle_on(r, &(receiver_throttle){.path_prefix = "/th/x",
+                                                                  .kind = RECV_FIXED_WINDOW,
+                                                                  .limit = 0,
+                                                                  .window_ms = 600000}),
+                     0);
+    assert_int_equal(get_status(a, "/th/a", &resp), 200);
+    assert_int_equal(get_status(a, "/th/x", &resp), 429);
+    assert_int_equal(get_status(a, "/th/a", &resp), 503);
+
+    /* every 1, 0 and below: every matching request. */
+    receiver_on(r, &(receiver_rule){.path_prefix = "/e1", .status = 202, .every = 1});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/e0", .status = 203, .every = 0});
+    receiver_on(r, &(receiver_rule){.path_prefix = "/en", .status = 204, .every = -3});
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(get_status(a, "/e1", &resp), 202);
+        assert_int_equal(get_status(a, "/e0", &resp), 203);
+        assert_int_equal(get_status(a, "/en", &resp), 204);
+    }
+    client_close(a);
+}
+
+/* ---- pgpace-receiver, the standalone program ---- */
+
+/* A pgpace-receiver run: its pid (0 once reaped) and files holding its stdout and stderr. */
+typedef struct child {
+    pid_t pid;
+    char out_path[32], err_path[32];
+} child;
+
+/* The one a test runs, so that teardown can kill it when the test fails half way. */
+static child running;
+
+static void child_spawn(child *c, const char *const *args)
+{
+    const char *bin = getenv("PGPACE_RECEIVER_BIN");
+    if (!bin)
+        fail_msg("PGPACE_RECEIVER_BIN is not set (run the tests through meson test)");
+    const char *argv[32] = {bin};
+    size_t n = 1;
+    for (; args[n - 1]; n++) {
+        assert_true(n < 31);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    snprintf(c->out_path, sizeof c->out_path, "/tmp/pgpace-recv-XXXXXX");
+    snprintf(c->err_path, sizeof c->err_path, "/tmp/pgpace-recv-XXXXXX");
+    int out = mkstemp(c->out_path), err = mkstemp(c->err_path);
+    assert_true(out >= 0 && err >= 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    assert_true(devnull >= 0);
+    /* Only async-signal-safe calls between fork and exec: this process has threads. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(devnull, 0);
+        dup2(out, 1);
+        dup2(err, 2);
+        execv(bin, (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    close(out);
+    close(err);
+    close(devnull);
+    c->pid = pid;
+}
+
+/* Waits up to timeout_ms for it to exit: its exit status, 128 + signal, or -1 on timeout. */
+static int child_wait(child *c, int timeout_ms)
+{
+    int64_t until = now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t p = waitpid(c->pid, &st, WNOHANG);
+        if (p == c->pid) {
+            c->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        assert_int_equal(p, 0);
+        if (now_ms() >= until)
+            return -1;
+        sleep_ms(10);
+    }
+}
+
+/* The whole file, NUL-terminated (the caller frees it). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *s = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *grown = realloc(s, cap);
+            assert_non_null(grown);
+            s = grown;
+        }
+        size_t n = fread(s + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    s[len] = '\0';
+    return s;
+}
+
+/* Kills it if it still runs, reaps it, removes its files. */
+static void child_done(child *c)
+{
+    if (c->pid > 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+        c->pid = 0;
+    }
+    if (c->out_path[0])
+        unlink(c->out_path);
+    if (c->err_path[0])
+        unlink(c->err_path);
+    memset(c, 0, sizeof *c);
+}
+
+static int teardown_child(void **state)
+{
+    child_done(&running);
+    return teardown(state);
+}
+
+/* Runs pgpace-receiver with args to its exit (deadline 10 s): the exit status, *out and *err. */
+static int run_receiver(const char *const *args, char **out, char **err)
+{
+    child_spawn(&running, args);
+    int st = child_wait(&running, 10000);
+    if (st < 0)
+        fail_msg("pgpace-receiver still running after 10 s");
+    *out = slurp(running.out_path);
+    *err = slurp(running.err_path);
+    child_done(&running);
+    return st;
+}
+
+static void cli_rule_bad_specs_exit_2_naming_the_bad_part(void **state)
+{
+    static const struct {
+        const char *spec, *why;
+    } bad[] = {
+        {"/x", "no STATUS"},
+        {"x:500", "PREFIX \"x\" must start with '/'"},
+        {":500", "PREFIX \"\" must start with '/'"},
+        {"/x:", "STATUS \"\" must be a number in 200..599"},
+        {"/x:abc", "STATUS \"abc\" must be a number in 200..599"},
+        {"/x:199", "STATUS \"199\""},
+        {"/x:600", "STATUS \"600\""},
+        {"/x:500:every=0", "every \"0\" must be a number in 1..1000000000"},
+        {"/x:500:every=many", "every \"many\""},
+        {"/x:500:every=", "every \"\""},
+        {"/x:500:delay=-5", "delay \"-5\" must be milliseconds in 0..86400000"},
+        {"/x:500:delay=1s", "delay \"1s\""},
+        {"/x:500:colour=red", "unknown option \"colour=red\""},
+        {"/x:500:every", "unknown option \"every\""},
+        {"/x:500:", "empty option"},
+        {"/x:500::every=2", "empty option"},
+        {"/x:500:every=2:every=3", "every given twice"},
+        {"/x:500:delay=1:delay=2", "delay given twice"},
+        {"/x:500:retry-after=", "retry-after needs a value"},
+        {"/x:500:retry-after=1\r\nX-Injected: yes", "retry-after needs a value, on one line"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out, *err;
+        int st = run_receiver(TL_ARGV("--rule", "/ok:200", "--rule", bad[i].spec), &out, &err);
+        char want[256];
+        snprintf(want, sizeof want, "pgpace-receiver: bad --rule \"%s\": %s", bad[i].spec,
+                 bad[i].why);
+        if (st != 2 || !strstr(err, want) || out[0] != '\0')
+            fail_msg("--rule %s: exit %d, stdout \"%s\", stderr \"%s\"; want exit 2 and \"%s\"",
+                     bad[i].spec, st, out, err, want);
+        free(out);
+        free(err);
+    }
+    /* The --rule=SPEC form, and --rule without its SPEC (the usage, also exit 2). */
+    char *out, *err;
+    assert_int_equal(run_receiver(TL_ARGV("--rule=/x:abc"), &out, &err), 2);
+    assert_contains(err, "bad --rule \"/x:abc\": STATUS \"abc\"");
+    free(out);
+    free(err);
+    assert_int_equal(run_receiver(TL_ARGV("--rule"), &out, &err), 2);
+    assert_contains(err, "usage: pgpace-receiver");
+    free(out);
+    free(err);
+    /* The usage documents the syntax and the example. */
+    assert_int_equal(run_receiver(TL_ARGV("--help"), &out, &err), 0);
+    assert_contains(out, "PREFIX:STATUS[:delay=MS][:every=N][:retry-after=VALUE]");
+    assert_contains(out, "--rule /:500:every=4 --rule /:200:delay=3000:every=20");
+    free(out);
+    free(err);
+}
+
+/* Waits (deadline 10 s) for the running child's "listening on" line; returns its port. */
+static int child_port(void)
+{
+    int64_t until = now_ms() + 10000;
+    for (;;) {
+        char *err = slurp(running.err_path);
+        const char *at = strstr(err, "listening on http://127.0.0.1:");
+        int port = 0;
+        if (at)
+            port = atoi(at + strlen("listening on http://127.0.0.1:"));
+        free(err);
+        if (port > 0)
+            return port;
+        if (now_ms() >= until)
+            fail_msg("pgpace-receiver did not say where it listens within 10 s");
+        sleep_ms(10);
+    }
+}
+
+static void cli_rule_answers_as_configured(void **state)
+{
+    /* 503 with an HTTP date (it has ':' in it) for every 2nd request under /a that the 202 rule
+     * lets through; the 202 rule, given last, takes every 3rd, 200 ms late. Those under /slow
+     * 201, 300 ms late, and /gone never in time. */
+    static const char date[] = "Sun, 06 Nov 1994 08:49:37 GMT";
+    char rule503[128];
+    snprintf(rule503, sizeof rule503, "/a:503:every=2:retry-after=%s", date);
+    child_spawn(&running, TL_ARGV("--rule", rule503, "--rule", "/a:202:every=3:delay=200", "--rule",
+                                  "/slow:201:delay=300", "--rule", "/gone:200:delay=600000"));
+    int port = child_port();
+    client *cl = client_open_port(port);
+    response resp;
+    /* 3 and 6 are the 202 rule's; of 1, 2, 4, 5 the 503 rule takes its 2nd and 4th. */
+    static const int want[] = {200, 503, 202, 200, 503, 202};
+    for (int i = 1; i <= 6; i++) {
+        char path[16];
+        snprintf(path, sizeof path, "/a/%d", i);
+        int64_t t0 = now_ms();
+        if (get_status(cl, path, &resp) != want[i - 1])
+            fail_msg("%s: status %d, want %d", path, resp.status, want[i - 1]);
+        char v[64];
+        if (want[i - 1] == 503) {
+            assert_true(header_value(&resp, "Retry-After", v, sizeof v));
+            assert_string_equal(v, date);
+        } else {
+            assert_false(header_value(&resp, "Retry-After", v, sizeof v));
+        }
+        if (want[i - 1] == 202 && now_ms() - t0 < 200)
+            fail_msg("%s answered after %lld ms, want >= 200", path, (long long)(now_ms() - t0));
+        assert_int_equal(resp.body_len, want[i - 1] == 200 ? 2 : 0);
+    }
+    /* Other paths: the default. */
+    assert_int_equal(get_status(cl, "/b", &resp), 200);
+    assert_body(&resp, "ok");
+    /* A delayed answer on one connection while another is answered at once: its line comes
+     * when it is sent, with its status. */
+    client *cl2 = client_open_port(port);
+    int64_t t0 = now_ms();
+    client_send(cl2, GET("/slow"));
+    assert_int_equal(get_status(cl, "/b/2", &resp), 200);
+    assert_int_equal(client_response(cl2, &resp), 0);
+    assert_int_equal(resp.status, 201);
+    assert_true(now_ms() - t0 >= 300);
+    /* Pipelined behind an answer, in one write (one segment on loopback, so one read and one
+     * pass of the parser): /gone is recorded before the loop thread gets back to its loop,
+     * and still pending when the receiver stops. */
+    client_send(cl2, GET("/b/3") GET("/gone"));
+    assert_int_equal(client_response(cl2, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(kill(running.pid, SIGTERM), 0);
+    assert_int_equal(child_wait(&running, 10000), 0);
+    client_close(cl);
+    client_close(cl2);
+
+    char *out = slurp(running.out_path), *err = slurp(running.err_path);
+    assert_contains(err, "stopped by signal 15");
+    /* One line per request, five fields: arrival ms, path, webhook-id, body length, status. */
+    static const struct {
+        const char *path;
+        int status;
+    } lines[] = {{"/a/1", 200},  {"/a/2", 503}, {"/a/3", 202}, {"/a/4", 200},
+                 {"/a/5", 503},  {"/a/6", 202}, {"/b", 200},   {"/b/2", 200},
+                 {"/slow", 201}, {"/b/3", 200}, {"/gone", 0}};
+    enum { NLINES = sizeof lines / sizeof lines[0] };
+    bool seen[NLINES] = {false};
+    int64_t now = real_ms();
+    size_t n = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), n++) {
+        long long ms;
+        char path[64], id[64];
+        size_t body_len;
+        int status, end = 0;
+        if (sscanf(line, "%lld %63s %63s %zu %d%n", &ms, path, id, &body_len, &status, &end) != 5 ||
+            line[end] != '\0')
+            fail_msg("not five fields: \"%s\"", line);
+        assert_string_equal(id, "-");
+        assert_int_equal(body_len, 0);
+        assert_true(ms <= now && ms > now - 60000);
+        size_t j = 0;
+        while (j < NLINES && (seen[j] || strcmp(lines[j].path, path) != 0))
+            j++;
+        if (j == NLINES)
+            fail_msg("unexpected line \"%s\"", line);
+        else if (status != lines[j].status)
+            fail_msg("%s: status %d in the output, want %d", path, status, lines[j].status);
+        else
+            seen[j] = true;
+    }
+    assert_int_equal(n, NLINES);
+    free(out);
+    free(err);
+    child_done(&running);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1390,6 +1938,12 @@ int main(void)
         T(throttle_retry_after_modes),
         T(throttle_status_503_and_bad_parameters),
         T(throttle_before_rules_and_status_recorded),
+        T(answered_us_is_when_the_answer_was_sent),
+        T(max_concurrent_sweeps_the_open_intervals),
+        T(rule_every_takes_each_nth_and_the_rest_fall_through),
+        cmocka_unit_test_setup_teardown(cli_rule_bad_specs_exit_2_naming_the_bad_part, setup,
+                                        teardown_child),
+        cmocka_unit_test_setup_teardown(cli_rule_answers_as_configured, setup, teardown_child),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
