@@ -20,6 +20,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,12 +62,56 @@ int claim_limit(int want, const customer *c)
     return n < 0 ? 0 : n;
 }
 
-share_pool host_pool(const pgp_config *cfg, const host_state *h)
+int spaced_reserve(int used, int n_active, double concurrency, double spaced_weight, int n_open,
+                   int max_connections)
 {
-    int room = cfg->max_host_connections - (h ? h->in_flight : 0);
+    if (n_active <= 0 || n_open <= 0 || !(spaced_weight > 0) || !(concurrency >= 0))
+        return 0;
+    double weighted = ceil((double)max_connections * spaced_weight / (spaced_weight + n_open));
+    double equal = ceil((double)max_connections * n_active / (n_active + n_open));
+    double need = ceil(concurrency + 2 * sqrt(concurrency)) + 1;
+    double target = need > equal ? need : equal;
+    if (target > weighted)
+        target = weighted;
+    if (target > max_connections)
+        target = max_connections;
+    int keep = (int)target - used;
+    return keep > 0 ? keep : 0;
+}
+
+/* A host's spaced customers with work are recounted at most this often. */
+#define RESERVE_REFRESH_US 100000
+
+static void spaced_recount(dispatcher *d, host_state *h)
+{
+    h->spaced_active = 0;
+    h->spaced_weight = 0;
+    h->spaced_concurrency = 0;
+    for (size_t i = 0; i < h->n_spaced; i++) {
+        customer *c = customer_get(d, h->spaced_ids[i]);
+        if (!c || c->paused || (c->in_flight == 0 && !has_due_pair(c, PAIR_IDLE - 1)))
+            continue;
+        h->spaced_active++;
+        h->spaced_weight += claim_weight(c);
+        h->spaced_concurrency += pace_rate(&c->pace, c->rate) / 60.0 * h->latency_ms / 1000.0;
+    }
+}
+
+share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
+{
+    int max = d->cfg.max_host_connections;
+    int room = max - (h ? h->in_flight : 0);
     if (room < 0)
         room = 0;
     int open = room - (h ? h->booked : 0);
+    if (h && n_open > 0 && h->n_spaced > 0) {
+        if (now - h->reserve_at_us >= RESERVE_REFRESH_US || now < h->reserve_at_us) {
+            spaced_recount(d, h);
+            h->reserve_at_us = now;
+        }
+        open -= spaced_reserve(h->spaced_in_flight + h->booked, h->spaced_active,
+                               h->spaced_concurrency, h->spaced_weight, n_open, max);
+    }
     return (share_pool){.room = room, .open_room = open < 0 ? 0 : open};
 }
 
@@ -308,8 +353,7 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
     if (c->host) {
         if (c->host->pool_slot < 0) {
             c->host->pool_slot = (int)b->n_pools;
-            b->pool_host[b->n_pools] = c->host;
-            b->pools[b->n_pools++] = host_pool(&d->cfg, c->host);
+            b->pool_host[b->n_pools++] = c->host;
         }
         pool = c->host->pool_slot;
     }
@@ -328,6 +372,14 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
  * as room frees). */
 static void divide(dispatcher *d, round_build *b, int64_t now)
 {
+    /* Each host's room, once it is known how many work-queue customers contend for it. */
+    for (size_t i = 0; i < b->n_pools; i++)
+        b->pools[i].open_room = 0;
+    for (size_t k = 0; k < b->n; k++)
+        if (b->cl[k].pool >= 0 && b->cl[k].open_only && b->cl[k].demand > 0)
+            b->pools[b->cl[k].pool].open_room++;
+    for (size_t i = 0; i < b->n_pools; i++)
+        b->pools[i] = host_pool(d, b->pool_host[i], b->pools[i].open_room, now);
     share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
     d->rounds++;
     for (size_t k = 0; k < b->n; k++) {

@@ -117,6 +117,8 @@ static void on_delivery_done(const http_result *r, void *arg)
     }
     if (dl->host && dl->host_counted) {
         dl->host->in_flight--;
+        if (dl->spaced)
+            dl->host->spaced_in_flight--;
         /* The weights of paced customers on this host follow its request time (claim.c). */
         if (r->duration_ms > 0)
             dl->host->latency_ms += (r->duration_ms - dl->host->latency_ms) * LATENCY_WEIGHT;
@@ -173,6 +175,10 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
     if (dl->host) {
         dl->host->in_flight++;
         dl->host_counted = true;
+        if (c && c->mode == MODE_SPACED) {
+            dl->host->spaced_in_flight++;
+            dl->spaced = true;
+        }
     }
     if (dl->attempt == 1 && dl->created_us > 0)
         metrics_histogram_observe(d->obs.m, d->obs.lag_seconds, NULL,

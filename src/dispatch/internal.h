@@ -107,6 +107,14 @@ typedef struct host_state {
     int pool_slot;     /* its pool in the claim round being built, or -1 (claim.c) */
     double latency_ms; /* moving average of its requests' durations (weights in share.c) */
     waiters waiting;
+    /* Its spaced customers, and the connections work-queue claims leave them (claim.c): the
+     * spaced requests on the wire, and the reserve as last computed. */
+    int64_t *spaced_ids;
+    size_t n_spaced, cap_spaced;
+    int spaced_in_flight;
+    int spaced_active;
+    double spaced_concurrency, spaced_weight;
+    int64_t reserve_at_us;
 } host_state;
 
 typedef struct carrier_state {
@@ -251,6 +259,7 @@ typedef struct delivery {
     host_state *host;   /* its receiver host (the customer's URL may change meanwhile) */
     bool host_counted;  /* sent, so counted in host->in_flight */
     bool host_booked;   /* waiting for its slot, so counted in host->booked */
+    bool spaced;        /* sent for a spaced customer: counted in host->spaced_in_flight */
 } delivery;
 
 /* ---- finalize.c ---------------------------------------------------------------------------- */
@@ -593,9 +602,19 @@ void tick_arm(dispatcher *d, int64_t after);
 /* The most of `want` items a customer's own limits let it have now: its max_in_flight, and the
  * in-flight cap a throttling receiver left an unlimited customer. Pure. */
 int claim_limit(int want, const customer *c);
-/* A host's connections free now, and of those the ones not booked for spaced slots (all of a
- * host's connections when h is NULL). Pure. */
-share_pool host_pool(const pgp_config *cfg, const host_state *h);
+/* A host's connections free now, and of those the ones work-queue claims may take: not booked
+ * for spaced slots, and not reserved for its spaced customers (spaced_reserve) when n_open
+ * work-queue customers contend for it. All of a host's connections when h is NULL. */
+share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now);
+/* Free connections a host's n_active spaced customers with work keep from work-queue claims, on
+ * top of the `used` they hold (on the wire or booked): they are entitled to their equal share
+ * beside the n_open work-queue customers, or to what their rates need if that is more (the
+ * expected concurrency, rate x request time summed, with a margin of two standard deviations
+ * and one more), but never to more than their weighted share. A request cannot be taken back
+ * from a slow receiver, so a spaced customer's next slot is only safe if its connection is
+ * kept before it is due. Pure. */
+int spaced_reserve(int used, int n_active, double concurrency, double spaced_weight, int n_open,
+                   int max_connections);
 /* A customer's weight in the division of its host's connections (share.c). Pure. */
 double claim_weight(const customer *c);
 /* A batch customer's allowance at `tick` (rate per tick plus carried fractional credit, capped

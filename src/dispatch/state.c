@@ -56,6 +56,30 @@ static breaker_state parse_breaker(const char *s)
                                          : BREAKER_CLOSED;
 }
 
+static void spaced_list_remove(host_state *h, int64_t id)
+{
+    for (size_t i = 0; h && i < h->n_spaced; i++)
+        if (h->spaced_ids[i] == id) {
+            h->spaced_ids[i] = h->spaced_ids[--h->n_spaced];
+            return;
+        }
+}
+
+static void spaced_list_add(host_state *h, int64_t id)
+{
+    if (!h)
+        return;
+    if (h->n_spaced == h->cap_spaced) {
+        size_t cap = h->cap_spaced ? h->cap_spaced * 2 : 8;
+        int64_t *v = realloc(h->spaced_ids, cap * sizeof *v);
+        if (!v)
+            return; /* its host reserves nothing for it: it competes like the others */
+        h->spaced_ids = v;
+        h->cap_spaced = cap;
+    }
+    h->spaced_ids[h->n_spaced++] = id;
+}
+
 customer *customer_apply(dispatcher *d, const customer_row *row)
 {
     customer *c = customer_get(d, row->id);
@@ -91,6 +115,8 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     for (char *tok = strtok_r(c->secrets_buf, " ", &save);
          tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
         c->secrets[c->n_secrets++] = tok;
+    host_state *old_host = c->host;
+    bool was_spaced = !fresh && c->mode == MODE_SPACED;
     c->mode = parse_mode(row->mode);
     c->rate = row->rate;
     c->burst = row->burst;
@@ -101,6 +127,12 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->max_in_flight = row->max_in_flight;
     c->paused = row->paused;
     c->host = host_for_url(d, c->url);
+    /* Each host knows its spaced customers, for the connections it keeps for them. */
+    bool spaced = c->mode == MODE_SPACED;
+    if (was_spaced && (!spaced || old_host != c->host))
+        spaced_list_remove(old_host, c->id);
+    if (spaced && (!was_spaced || old_host != c->host))
+        spaced_list_add(c->host, c->id);
     c->connect_timeout_ms = row->connect_timeout_ms;
     c->request_timeout_ms = row->request_timeout_ms;
     if (fresh) {
@@ -122,6 +154,8 @@ void customer_remove(dispatcher *d, int64_t id)
     if (!gone)
         return;
     sched_heap_remove(&d->heap, gone->id);
+    if (gone->mode == MODE_SPACED)
+        spaced_list_remove(gone->host, gone->id);
     LOG_INFO("customer_removed", LOG_S("customer", gone->name));
     customer_free(gone);
 }
@@ -400,6 +434,7 @@ void state_free(dispatcher *d)
     host_state *h;
     while ((h = hmap_next(&d->hosts, &pos)) != NULL) {
         free(h->waiting.ids);
+        free(h->spaced_ids);
         free(h->key);
         free(h);
     }

@@ -442,37 +442,61 @@ static void carrier_budget_per_round_and_in_flight(void **state)
 
 static void host_pool_is_what_is_free_and_what_is_not_booked(void **state)
 {
-    pgp_config cfg = {0};
-    cfg.max_host_connections = 16;
+    static dispatcher d; /* only its config is read (no spaced customers on the host) */
+    d.cfg.max_host_connections = 16;
 
     /* No host known (its URL could not be keyed): the per-host connection limit. */
-    share_pool p = host_pool(&cfg, NULL);
+    share_pool p = host_pool(&d, NULL, 3, T0);
     assert_int_equal(p.room, 16);
     assert_int_equal(p.open_room, 16);
 
     host_state h = {0};
     h.key = "https://hooks.example";
-    p = host_pool(&cfg, &h);
+    p = host_pool(&d, &h, 3, T0);
     assert_int_equal(p.room, 16);
     assert_int_equal(p.open_room, 16);
     h.in_flight = 5;
-    p = host_pool(&cfg, &h);
+    p = host_pool(&d, &h, 3, T0);
     assert_int_equal(p.room, 11);
     assert_int_equal(p.open_room, 11);
     /* Spaced deliveries waiting for their slot keep connections from work-queue claims only. */
     h.booked = 3;
-    p = host_pool(&cfg, &h);
+    p = host_pool(&d, &h, 3, T0);
     assert_int_equal(p.room, 11);
     assert_int_equal(p.open_room, 8);
     h.booked = 12;
-    p = host_pool(&cfg, &h);
+    p = host_pool(&d, &h, 3, T0);
     assert_int_equal(p.room, 11);
     assert_int_equal(p.open_room, 0);
     /* Over the limit (it was lowered): nothing, never negative. */
     h.in_flight = 20;
-    p = host_pool(&cfg, &h);
+    p = host_pool(&d, &h, 3, T0);
     assert_int_equal(p.room, 0);
     assert_int_equal(p.open_room, 0);
+}
+
+static void spaced_reserve_is_a_share_or_the_need(void **state)
+{
+    /* One spaced customer at 10/s on a host answering in 150 ms on average (need 1.5, weight
+     * 2.5) beside three flooding work-queue customers on 16 connections: its equal share is 4,
+     * its need 1.5 + 2 x 1.22 = 3.95, so 4, plus one: 5; its weighted share 16 x 2.5 / 5.5 = 7.3
+     * does not bind. Kept: 5 less what it uses. */
+    assert_int_equal(spaced_reserve(0, 1, 1.5, 2.5, 3, 16), 5);
+    assert_int_equal(spaced_reserve(2, 1, 1.5, 2.5, 3, 16), 3);
+    assert_int_equal(spaced_reserve(5, 1, 1.5, 2.5, 3, 16), 0);
+    assert_int_equal(spaced_reserve(9, 1, 1.5, 2.5, 3, 16), 0);
+    /* Request time not known yet (or an idle customer): its equal share. */
+    assert_int_equal(spaced_reserve(0, 1, 0, 1, 3, 16), 4);
+    /* A need beyond the weighted share gets the weighted share: 100 concurrent requests wanted,
+     * weight 2 beside two work-queue customers: 16 x 2 / 4 = 8. */
+    assert_int_equal(spaced_reserve(0, 1, 100, 2, 2, 16), 8);
+    /* 1,000 spaced customers beside one work-queue customer: all 16 but what they use. */
+    assert_int_equal(spaced_reserve(4, 1000, 0, 1000, 1, 16), 12);
+    /* No work-queue customer contends, or no spaced customer has work: nothing kept. */
+    assert_int_equal(spaced_reserve(0, 1, 1.5, 2.5, 0, 16), 0);
+    assert_int_equal(spaced_reserve(0, 0, 0, 0, 3, 16), 0);
+    assert_int_equal(spaced_reserve(0, 1, -1, 2.5, 3, 16), 0);
+    assert_int_equal(spaced_reserve(0, 1, 1.5, -1, 3, 16), 0);
 }
 
 int main(void)
@@ -496,6 +520,7 @@ int main(void)
         cmocka_unit_test(credit_stays_below_one),
         cmocka_unit_test(carrier_budget_per_round_and_in_flight),
         cmocka_unit_test(host_pool_is_what_is_free_and_what_is_not_booked),
+        cmocka_unit_test(spaced_reserve_is_a_share_or_the_need),
     };
     return TL_RUN(tests, NULL, NULL);
 }
