@@ -78,6 +78,7 @@ static int apply_customers(dispatcher *d, const PGresult *res, bool log_each)
         if (log_each)
             LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
                      LOG_I("burst", c->burst), LOG_I("paused", c->paused));
+        throttle_apply(d, c); /* the effective-rate gauge from the start */
         customer_schedule(d, c);
         n++;
     }
