@@ -1,11 +1,12 @@
 /* test_schedule.c - the scheduler's pure decisions (src/dispatch/state.c and claim.c), on
  * customers, carriers and hosts built by hand: when a customer may next be claimed for
- * (customer_due_at: paused, waiting, no pairs, a batch customer's owed items, its in-flight
- * limit, a half-open breaker's probe, the earliest pair, a spaced customer's GCRA slot less the
- * lookahead, an open breaker's cooldown), how many items a customer's own limits let one claim ask
- * (claim_limit), a batch customer's allowance per tick with its fractional credit
- * (batch_tick_allowance), a carrier's budget for one round (carrier_budget) and a receiver host's
- * free connections (host_pool). */
+ * (customer_due_at: paused, waiting, no pairs or only idle ones, a batch customer's owed items,
+ * its in-flight limit or a throttled unlimited customer's cap, a half-open breaker's probe, the
+ * earliest pair, a spaced customer's GCRA slot less the lookahead, an open breaker's cooldown, a
+ * Retry-After hold), how many items a customer's own limits let one claim ask (claim_limit), a
+ * batch customer's allowance per tick with its fractional credit at its effective rate
+ * (batch_tick_allowance), a carrier's budget for one round (carrier_budget), a receiver host's
+ * free connections (host_pool) and what it keeps for its spaced customers (spaced_reserve). */
 #include "testlib.h"
 
 #include "dispatch/internal.h"
@@ -232,6 +233,74 @@ typedef struct limit_case {
     customer_mode mode;
     int want, max_in_flight, in_flight, cap, expect;
 } limit_case;
+
+/* A throttling receiver's Retry-After holds the customer: due at its end (a spaced customer its
+ * lookahead before, to be sent exactly at it), never earlier than its items or its slot. */
+static void retry_after_hold_pushes_due(void **state)
+{
+    pair p[] = {{.carrier = "", .next_us = T0}};
+    customer u = make_customer(MODE_UNLIMITED, p, 1);
+    u.pace.hold_until_us = T0 + 5 * SEC;
+    assert_due(&u, T0 + 5 * SEC);
+    customer b = make_owed_batch(p, 1, TICK);
+    b.pace.hold_until_us = T0 + 2 * SEC;
+    assert_due(&b, T0 + 2 * SEC);
+    customer sp = make_customer(MODE_SPACED, p, 1);
+    sp.pace.hold_until_us = T0 + 3 * SEC;
+    assert_due(&sp, T0 + 3 * SEC - LOOKAHEAD_US);
+    /* A hold that has passed changes nothing. */
+    sp.pace.hold_until_us = T0 - SEC;
+    assert_due(&sp, T0);
+    /* An item due after the hold is due at its own time. */
+    pair later[] = {{.carrier = "", .next_us = T0 + 9 * SEC}};
+    customer l = make_customer(MODE_UNLIMITED, later, 1);
+    l.pace.hold_until_us = T0 + 5 * SEC;
+    assert_due(&l, T0 + 9 * SEC);
+}
+
+/* An unlimited customer at the in-flight cap a throttle left it waits for a delivery to end. */
+static void at_throttle_cap_not_eligible(void **state)
+{
+    pair p[] = {{.carrier = "", .next_us = T0}};
+    customer u = make_customer(MODE_UNLIMITED, p, 1);
+    u.pace.cap = 2;
+    u.in_flight = 2;
+    assert_not_eligible(&u);
+    u.in_flight = 1;
+    assert_due(&u, T0);
+}
+
+/* Pairs kept only for their items in flight (nothing due known) make nobody eligible. */
+static void idle_pairs_not_eligible(void **state)
+{
+    pair p[] = {{.carrier = "a", .next_us = PAIR_IDLE, .in_flight = 2},
+                {.carrier = "b", .next_us = PAIR_IDLE, .in_flight = 1}};
+    customer c = make_customer(MODE_UNLIMITED, p, 2);
+    assert_not_eligible(&c);
+    p[1].next_us = T0 + SEC;
+    assert_due(&c, T0 + SEC);
+}
+
+/* A batch customer's allowance follows its effective rate: a rate of 60 a tick lowered to 30 by
+ * a throttling receiver gives 30 a tick. */
+static void batch_allowance_at_the_effective_rate(void **state)
+{
+    pair p[] = {{.carrier = "", .next_us = T0}};
+    customer c = make_customer(MODE_BATCH, p, 1);
+    c.have_tick = true;
+    c.last_tick = 9;
+    double credit;
+    assert_int_equal(batch_tick_allowance(&c, 10, &credit), 60);
+    c.pace.rate = 30;
+    int total = 0;
+    for (int64_t t = 10; t < 70; t++) {
+        c.last_tick = t - 1;
+        int n = batch_tick_allowance(&c, t, &credit);
+        c.credit = credit;
+        total += n;
+    }
+    assert_int_equal(total, 30 * 60);
+}
 
 static void claim_limit_is_the_tightest_own_bound(void **state)
 {
@@ -511,6 +580,10 @@ int main(void)
         cmocka_unit_test(due_at_the_earliest_pair),
         cmocka_unit_test(spaced_due_at_its_gcra_slot_less_the_lookahead),
         cmocka_unit_test(open_breaker_pushes_due_to_its_end),
+        cmocka_unit_test(retry_after_hold_pushes_due),
+        cmocka_unit_test(at_throttle_cap_not_eligible),
+        cmocka_unit_test(idle_pairs_not_eligible),
+        cmocka_unit_test(batch_allowance_at_the_effective_rate),
         cmocka_unit_test(claim_limit_is_the_tightest_own_bound),
         cmocka_unit_test(first_tick_grants_the_rate),
         cmocka_unit_test(same_tick_again_grants_nothing),
