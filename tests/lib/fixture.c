@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 fx *fx_start(void)
@@ -15,6 +16,25 @@ fx *fx_start(void)
     f->recv = receiver_start();
     assert_non_null(f->recv);
     return f;
+}
+
+int fx_setup(void **state)
+{
+    *state = fx_start();
+    return 0;
+}
+
+int fx_teardown(void **state)
+{
+    fx_finish(*state);
+    return 0;
+}
+
+int64_t fx_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Builds the test config text: defaults merged with extra_ini. */
@@ -151,6 +171,14 @@ long long fx_enqueue(fx *f, const char *customer, const char *carrier, int n)
             first = id;
     }
     return first;
+}
+
+void fx_enqueue_many(fx *f, const char *customer, int n)
+{
+    tl_exec(f->db->conn,
+            "SELECT count(pgpace.enqueue('%s', jsonb_build_object('n', i)))"
+            "  FROM generate_series(1, %d) i",
+            customer, n);
 }
 
 char *fx_log(fx *f)

@@ -12,6 +12,7 @@
 #include "testlib.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct fx {
     tl_db *db;
@@ -23,6 +24,9 @@ typedef struct fx {
 
 /* Fresh migrated database and receiver. */
 fx *fx_start(void);
+/* cmocka setup and teardown: fx_start() into *state, fx_finish(*state). */
+int fx_setup(void **state);
+int fx_teardown(void **state);
 /* Starts `pgpace run` with the test defaults (fixture.c) and `extra_ini`: lines of the form
  * "section.key = value" that override or add to them, e.g. "delivery.breaker_failures = 3\n". */
 void fx_run(fx *f, const char *extra_ini);
@@ -38,6 +42,10 @@ void fx_finish(fx *f);
 void fx_customer(fx *f, const char *name, const char *const *args);
 /* Enqueues n items for a customer with payload {"n": i}; returns the first item id. */
 long long fx_enqueue(fx *f, const char *customer, const char *carrier, int n);
+/* The same for large n, in one statement (no carrier, nothing returned). */
+void fx_enqueue_many(fx *f, const char *customer, int n);
+/* CLOCK_REALTIME microseconds, the receiver's clock for arrival times. */
+int64_t fx_now_us(void);
 /* The service log so far (owned). */
 char *fx_log(fx *f);
 /* Waits until the log contains `needle` (deadline in ms); returns whether it did. */

@@ -20,33 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-static int setup(void **state)
-{
-    *state = fx_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fx_finish(*state);
-    return 0;
-}
-
-static int64_t realtime_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void enqueue_many(fx *f, const char *customer, int n)
-{
-    tl_exec(f->db->conn,
-            "SELECT count(pgpace.enqueue('%s', jsonb_build_object('n', i)))"
-            "  FROM generate_series(1, %d) i",
-            customer, n);
-}
-
 /* Arrival times of the requests whose path starts with prefix, in order (owned); *n gets the
  * count. */
 static int64_t *arrivals(receiver *r, const char *prefix, size_t *n)
@@ -93,12 +66,12 @@ static void spaced_keeps_its_rate_beside_a_flood_on_a_slow_host(void **state)
     const char *names[] = {"u1", "u2", "u3"};
     for (int i = 0; i < 3; i++) {
         fx_customer(f, names[i], TL_ARGV("--mode", "unlimited", "--rate", "60"));
-        enqueue_many(f, names[i], 900);
+        fx_enqueue_many(f, names[i], 900);
     }
     fx_customer(f, "s", TL_ARGV("--mode", "spaced", "--rate", "600"));
-    enqueue_many(f, "s", 400);
+    fx_enqueue_many(f, "s", 400);
 
-    int64_t started = realtime_us();
+    int64_t started = fx_now_us();
     fx_run(f, "delivery.request_timeout_ms = 10000\ndispatcher.lease_seconds = 30\n");
     /* 15 s of the flood. */
     size_t got = receiver_wait(f->recv, "/c/s", 140, 20000);
@@ -113,7 +86,7 @@ static void spaced_keeps_its_rate_beside_a_flood_on_a_slow_host(void **state)
     int64_t first = s[0];
     int64_t window = 12 * 1000000LL;
     int64_t end = first + window;
-    while (realtime_us() < end + 200000)
+    while (fx_now_us() < end + 200000)
         receiver_wait(f->recv, "/c/nothing", 1, 100);
     free(s);
     s = arrivals(f->recv, "/c/s", &n_s);
@@ -165,8 +138,8 @@ static void slow_tenant_holds_at_most_its_share(void **state)
                                           .delay_ms = 5});
     fx_customer(f, "slow", TL_ARGV("--mode", "unlimited", "--rate", "60"));
     fx_customer(f, "fast", TL_ARGV("--mode", "unlimited", "--rate", "60"));
-    enqueue_many(f, "slow", 400);
-    enqueue_many(f, "fast", 20000);
+    fx_enqueue_many(f, "slow", 400);
+    fx_enqueue_many(f, "fast", 20000);
     fx_run(f, "delivery.max_host_connections = 8\n");
     assert_true(receiver_wait(f->recv, "/c/slow", 12, 20000) >= 12);
     size_t slow_max = receiver_max_concurrent(f->recv, "/c/slow");
@@ -201,11 +174,11 @@ static void newly_due_customer_is_served_at_the_next_free_connection(void **stat
                                           .delay_ms = 1500});
     fx_customer(f, "hog", TL_ARGV("--mode", "unlimited", "--rate", "60"));
     fx_customer(f, "late", TL_ARGV("--mode", "unlimited", "--rate", "60"));
-    enqueue_many(f, "hog", 200);
+    fx_enqueue_many(f, "hog", 200);
     fx_run(f, "delivery.max_host_connections = 4\n");
     assert_true(receiver_wait(f->recv, "/c/hog", 8, 10000) >= 8); /* holding the host */
-    int64_t enqueued = realtime_us();
-    enqueue_many(f, "late", 3);
+    int64_t enqueued = fx_now_us();
+    fx_enqueue_many(f, "late", 3);
     first_arrival a = {f->recv, "/c/late"};
     assert_true(tl_wait_until(arrived, &a, 10000));
     size_t n = 0;
@@ -281,13 +254,13 @@ static void carriers_share_a_customer_by_what_they_have_in_flight(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(spaced_keeps_its_rate_beside_a_flood_on_a_slow_host, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(slow_tenant_holds_at_most_its_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(spaced_keeps_its_rate_beside_a_flood_on_a_slow_host,
+                                        fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(slow_tenant_holds_at_most_its_share, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(newly_due_customer_is_served_at_the_next_free_connection,
-                                        setup, teardown),
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(carriers_share_a_customer_by_what_they_have_in_flight,
-                                        setup, teardown),
+                                        fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

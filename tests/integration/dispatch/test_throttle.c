@@ -26,33 +26,6 @@
 #include <string.h>
 #include <time.h>
 
-static int setup(void **state)
-{
-    *state = fx_start();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fx_finish(*state);
-    return 0;
-}
-
-static int64_t realtime_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void enqueue_many(fx *f, const char *customer, int n)
-{
-    tl_exec(f->db->conn,
-            "SELECT count(pgpace.enqueue('%s', jsonb_build_object('n', i)))"
-            "  FROM generate_series(1, %d) i",
-            customer, n);
-}
-
 /* The recorded requests of a path prefix (owned, bodies freed); *n gets the count. */
 static receiver_request *requests(receiver *r, const char *prefix, size_t *n)
 {
@@ -75,7 +48,7 @@ static receiver_request *requests(receiver *r, const char *prefix, size_t *n)
 /* Lets the receiver record until `until_us` (the receiver's own wait is the clock). */
 static void record_until(fx *f, int64_t until_us)
 {
-    while (realtime_us() < until_us)
+    while (fx_now_us() < until_us)
         receiver_wait(f->recv, "/never/", 1, 200);
 }
 
@@ -118,7 +91,7 @@ static void token_bucket_at_half_the_rate(void **state)
                                                                         .retry_after_s = 1}),
                      0);
     fx_customer(f, "tb", TL_ARGV("--mode", "spaced", "--rate", "120"));
-    enqueue_many(f, "tb", 300);
+    fx_enqueue_many(f, "tb", 300);
     fx_run(f, NULL);
     assert_true(receiver_wait(f->recv, "/c/tb", 1, 10000) >= 1);
     size_t n = 0;
@@ -158,7 +131,7 @@ static void fixed_window_without_oscillation(void **state)
                                                                         .window_ms = 2000}),
                      0);
     fx_customer(f, "fw", TL_ARGV("--mode", "spaced", "--rate", "120"));
-    enqueue_many(f, "fw", 200);
+    fx_enqueue_many(f, "fw", 200);
     fx_run(f, "delivery.breaker_failures = 3\n");
     assert_true(receiver_wait(f->recv, "/c/fw", 1, 10000) >= 1);
     size_t n = 0;
@@ -193,7 +166,7 @@ static void retry_after_date_holds_the_customer(void **state)
                                                                         .retry_after_s = 2}),
                      0);
     fx_customer(f, "rd", TL_ARGV("--mode", "spaced", "--rate", "600"));
-    enqueue_many(f, "rd", 50);
+    fx_enqueue_many(f, "rd", 50);
     fx_run(f, NULL);
     assert_true(receiver_wait(f->recv, "/c/rd", 6, 20000) >= 6);
     size_t n = 0;
@@ -227,7 +200,7 @@ static void absurd_retry_after_is_capped(void **state)
                                                            .retry_after_literal = "99999999999"}),
         0);
     fx_customer(f, "ab", TL_ARGV("--mode", "spaced", "--rate", "600"));
-    enqueue_many(f, "ab", 50);
+    fx_enqueue_many(f, "ab", 50);
     fx_run(f, "delivery.retry_after_max_s = 2\n");
     assert_true(receiver_wait(f->recv, "/c/ab", 5, 20000) >= 5);
     size_t n = 0;
@@ -302,7 +275,7 @@ static void no_retry_after_lowers_the_rate(void **state)
                                                            .retry_after_literal = "soon"}),
         0);
     fx_customer(f, "na", TL_ARGV("--mode", "spaced", "--rate", "240", "--max-attempts", "2"));
-    enqueue_many(f, "na", 100);
+    fx_enqueue_many(f, "na", 100);
     fx_run(f, "delivery.breaker_failures = 3\n");
     assert_true(fx_wait_log(f, "event=pace_lowered", 15000));
     effective_wait w = {f, 240};
@@ -362,13 +335,13 @@ static void unavailable_without_retry_after_is_a_failure(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(token_bucket_at_half_the_rate, setup, teardown),
-        cmocka_unit_test_setup_teardown(fixed_window_without_oscillation, setup, teardown),
-        cmocka_unit_test_setup_teardown(retry_after_date_holds_the_customer, setup, teardown),
-        cmocka_unit_test_setup_teardown(absurd_retry_after_is_capped, setup, teardown),
-        cmocka_unit_test_setup_teardown(no_retry_after_lowers_the_rate, setup, teardown),
-        cmocka_unit_test_setup_teardown(unavailable_without_retry_after_is_a_failure, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(token_bucket_at_half_the_rate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(fixed_window_without_oscillation, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(retry_after_date_holds_the_customer, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(absurd_retry_after_is_capped, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(no_retry_after_lowers_the_rate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(unavailable_without_retry_after_is_a_failure, fx_setup,
+                                        fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
