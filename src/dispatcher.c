@@ -325,5 +325,6 @@ void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg)
     for (size_t i = 0; i < PGP_ARRAY_LEN(idle); i++)
         uv_timer_stop(&d->timers[idle[i]]);
     uv_timer_start(&d->timers[TIMER_DRAIN], on_drain_timeout, (uint64_t)d->cfg.drain_timeout_ms, 0);
+    throttle_flush(d);
     dispatcher_maybe_finish(d);
 }

@@ -73,23 +73,37 @@ int spaced_reserve(int used, int n_active, double concurrency, double spaced_wei
     double target = need > equal ? need : equal;
     if (target > weighted)
         target = weighted;
-    if (target > max_connections)
-        target = max_connections;
+    /* Every work-queue customer keeps at least one connection. */
+    if (target > max_connections - n_open)
+        target = max_connections - n_open;
     int keep = (int)target - used;
     return keep > 0 ? keep : 0;
 }
 
 /* A host's spaced customers with work are recounted at most this often. */
 #define RESERVE_REFRESH_US 100000
+/* A spaced customer keeps connections only if it may send within this long. */
+#define RESERVE_HORIZON_US 1000000
 
-static void spaced_recount(dispatcher *d, host_state *h)
+/* Whether a spaced customer may send soon: not paused, not held by its breaker or a
+ * Retry-After, with requests out or an item due within the horizon. */
+static bool spaced_active(const customer *c, int64_t now)
+{
+    int64_t soon = now + RESERVE_HORIZON_US;
+    if (c->paused || c->pace.hold_until_us > soon ||
+        (c->breaker.state == BREAKER_OPEN && c->breaker.open_until > soon))
+        return false;
+    return c->in_flight > 0 || has_due_pair(c, soon);
+}
+
+static void spaced_recount(dispatcher *d, host_state *h, int64_t now)
 {
     h->spaced_active = 0;
     h->spaced_weight = 0;
     h->spaced_concurrency = 0;
     for (size_t i = 0; i < h->n_spaced; i++) {
         customer *c = customer_get(d, h->spaced_ids[i]);
-        if (!c || c->paused || (c->in_flight == 0 && !has_due_pair(c, PAIR_IDLE - 1)))
+        if (!c || !spaced_active(c, now))
             continue;
         h->spaced_active++;
         h->spaced_weight += claim_weight(c);
@@ -106,7 +120,7 @@ share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
     int open = room - (h ? h->booked : 0);
     if (h && n_open > 0 && h->n_spaced > 0) {
         if (now - h->reserve_at_us >= RESERVE_REFRESH_US || now < h->reserve_at_us) {
-            spaced_recount(d, h);
+            spaced_recount(d, h, now);
             h->reserve_at_us = now;
         }
         open -= spaced_reserve(h->spaced_in_flight + h->booked, h->spaced_active,
@@ -160,10 +174,12 @@ static int pairs_demand(dispatcher *d, customer *c, int want, int64_t now, carri
 {
     int demand = 0;
     *n_held = 0;
-    for (size_t i = 0; i < c->n_pairs && demand < want; i++) {
+    size_t seen = 0; /* the same window of due pairs as add_pairs */
+    for (size_t i = 0; i < c->n_pairs && demand < want && seen < ROUND_MAX_PAIRS; i++) {
         pair *pr = &c->pairs[i];
         if (pr->next_us > now)
             continue;
+        seen++;
         /* Items without a carrier are not subject to carrier caps. */
         carrier_state *cs = pr->carrier[0] ? carrier_get(d, pr->carrier) : NULL;
         if (pr->carrier[0] && !cs)
@@ -182,8 +198,10 @@ static int pairs_demand(dispatcher *d, customer *c, int want, int64_t now, carri
  * cannot hold the customer's whole room. Returns how many pairs it added. */
 static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c, int n, int64_t now)
 {
-    size_t order[64], n_order = 0; /* insertion sort: customers have few active carriers */
-    for (size_t i = 0; i < c->n_pairs && n_order < PGP_ARRAY_LEN(order); i++) {
+    size_t order[ROUND_MAX_PAIRS], n_order = 0; /* insertion sort: few carriers are active */
+    for (size_t i = 0; i < c->n_pairs && n_order < ROUND_MAX_PAIRS; i++) {
+        if (c->pairs[i].next_us > now)
+            continue; /* idle or later: not in this round's window */
         size_t j = n_order++;
         while (j > 0 && c->pairs[order[j - 1]].served_us > c->pairs[i].served_us) {
             order[j] = order[j - 1];
@@ -607,13 +625,18 @@ static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_ro
                    : -1;
     if (slot >= 0)
         r->got[slot]++;
-    if (d->stop != STOP_NONE) {
+    /* A stop began, or a Retry-After came while the claim was out: given straight back (a
+     * spaced customer's item whose slot is within the lookahead of the hold's end waits). */
+    bool held = c && c->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0);
+    if (d->stop != STOP_NONE || held) {
         final_push(
             &d->pending,
             (final_entry){.item_id = row->item_id, .token = r->token, .outcome = OUTCOME_RELEASE});
+        if (held)
+            pair_note(c, row->carrier, c->pace.hold_until_us);
         return;
     }
-    int64_t send_at = now;
+    int64_t send_at = c && c->pace.hold_until_us > now ? c->pace.hold_until_us : now;
     if (c && c->mode == MODE_SPACED && slot >= 0) {
         int64_t at = r->base[slot] + (int64_t)(r->got[slot] - 1) * c->period_us -
                      gcra_tolerance_us(c->period_us, c->burst);
@@ -637,8 +660,11 @@ static void settle_customers(dispatcher *d, const claim_round *r, int64_t now)
             continue;
         /* Sent late: the next slot moves by as much, so no gap the receiver sees is shorter
          * than the period. On time (the normal case) the schedule does not drift. */
-        if (c->mode == MODE_SPACED && r->got[k] > 0)
-            c->tat = r->base[k] + (int64_t)r->got[k] * c->period_us + r->late[k];
+        if (c->mode == MODE_SPACED && r->got[k] > 0) {
+            int64_t tat = r->base[k] + (int64_t)r->got[k] * c->period_us + r->late[k];
+            if (tat > c->tat) /* a Retry-After meanwhile may have pushed it further */
+                c->tat = tat;
+        }
         if (r->tick >= 0) {
             c->credit = r->credit[k];
             c->last_tick = r->tick;

@@ -221,8 +221,21 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
 static void on_send_timer(uv_timer_t *t)
 {
     delivery *dl = t->data;
+    customer *c = customer_get(dl->d, dl->customer_id);
+    int64_t now = now_us();
+    /* A Retry-After came while it waited: given back, unless the hold ends within the
+     * lookahead (then it waits for the end). */
+    if (c && c->pace.hold_until_us > now + LOOKAHEAD_US) {
+        http_result held = {.error_class = "aborted",
+                            .error = "not sent: held by the receiver's Retry-After"};
+        on_delivery_done(&held, dl);
+        return;
+    }
     /* An earlier send of this customer went out late: keep the gap. */
-    int64_t wait_us = earliest_send(customer_get(dl->d, dl->customer_id), 0) - now_us();
+    int64_t at = earliest_send(c, 0);
+    if (c && c->pace.hold_until_us > at)
+        at = c->pace.hold_until_us;
+    int64_t wait_us = at - now;
     if (wait_us >= 1000) {
         uv_timer_start(&dl->send_timer, on_send_timer, (uint64_t)(wait_us / 1000), 0);
         return;

@@ -53,6 +53,8 @@
 #define ERROR_RETRY_MS 1000
 /* Most customers handled by one claim round. */
 #define ROUND_MAX_CUSTOMERS 4096
+/* Most due (customer, carrier) pairs of one customer in one round. */
+#define ROUND_MAX_PAIRS 64
 /* The LISTEN channels: enqueue wake-ups, and customer or carrier changes. */
 #define CHANNEL_ENQUEUE  "pgpace_enqueue"
 #define CHANNEL_CUSTOMER "pgpace_customer"
@@ -142,7 +144,7 @@ typedef struct pace {
     double cap_credit;     /* successes toward raising the cap by one */
     int64_t lowered_us;    /* last decrease: throttles of requests sent before it do not count */
     int64_t hold_until_us; /* nothing is sent before (Retry-After, or an unlimited backoff) */
-    int streak;            /* throttled answers since the last success */
+    int streak;            /* throttles counted (sent after a decrease) since the last success */
     bool dirty;            /* changed since last written to the frontier */
     int64_t logged_us;     /* last time a change was logged */
 } pace;
@@ -629,8 +631,13 @@ void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_resul
                    const outcome_decision *v, int64_t now);
 /* The customer's period and gauge after its rate or pace changed. */
 void throttle_apply(dispatcher *d, customer *c);
-/* A new leader resumes the effective rate the frontier recorded. */
+/* A new leadership starts from what the frontier recorded: every pace reset (another leader may
+ * have changed them since), then each recorded effective rate resumed. */
+void throttle_reset_all(dispatcher *d);
 void throttle_resume(dispatcher *d, customer *c, double effective_rate);
+/* Writes the effective rates changed since the last write (TIMER_PACE; at shutdown). */
+void throttle_flush(dispatcher *d);
+void throttle_on_timer(uv_timer_t *t);
 
 /* admin.c: the admin listener's callbacks (admin_http_callbacks) */
 int admin_render_metrics(void *arg, strbuf *out);

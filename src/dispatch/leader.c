@@ -232,6 +232,7 @@ static void on_frontier(pgconn *conn, PGresult *res, void *arg)
         retry_step(d, "load frontier", res);
         return;
     }
+    throttle_reset_all(d);
     for (int r = 0; r < PQntuples(res); r++) {
         frontier_row row;
         frontier_row_parse(res, r, &row);

@@ -87,7 +87,8 @@ void outcome_classify(const http_result *r, int attempt, int max_attempts, const
         if (r->retry_after && p->retry_after_max_s > 0 &&
             retry_after_parse(r->retry_after, now_s, p->retry_after_max_s, &delay_s) == 0)
             out->retry_after_ms = delay_s * 1000;
-        if (r->status == 429 || out->retry_after_ms >= 0) {
+        /* A 503 is a throttle only with a Retry-After that asks for a wait ("0" does not). */
+        if (r->status == 429 || out->retry_after_ms > 0) {
             out->outcome = OUTCOME_THROTTLED;
             out->delay_ms = out->retry_after_ms > 0 ? out->retry_after_ms : 0;
             return; /* neither an attempt used up nor a failure of the receiver */

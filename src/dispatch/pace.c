@@ -26,20 +26,23 @@ double pace_rate(const pace *p, double configured)
 bool pace_on_throttle(pace *p, customer_mode mode, double configured, int in_flight,
                       const pace_policy *pol, int64_t sent_us, int64_t retry_after_us, int64_t now)
 {
+    /* The receiver's own Retry-After holds, whenever the request was sent. */
+    if (retry_after_us > 0 && now + retry_after_us > p->hold_until_us)
+        p->hold_until_us = now + retry_after_us;
+    if (sent_us < p->lowered_us)
+        return false; /* sent before the last decrease: already accounted for */
+    p->lowered_us = now;
     p->streak++;
-    int64_t hold = retry_after_us;
-    if (hold < 0 && mode == MODE_UNLIMITED) {
-        hold = pol->hold_base_us;
+    /* Without a Retry-After (or with "0"), an unlimited customer has nothing else to slow it. */
+    if (retry_after_us <= 0 && mode == MODE_UNLIMITED) {
+        int64_t hold = pol->hold_base_us;
         for (int i = 1; i < p->streak && hold < pol->hold_cap_us; i++)
             hold *= 2;
         if (hold > pol->hold_cap_us)
             hold = pol->hold_cap_us;
+        if (now + hold > p->hold_until_us)
+            p->hold_until_us = now + hold;
     }
-    if (hold > 0 && now + hold > p->hold_until_us)
-        p->hold_until_us = now + hold;
-    if (sent_us < p->lowered_us)
-        return false; /* sent before the last decrease: already accounted for */
-    p->lowered_us = now;
     if (mode == MODE_UNLIMITED) {
         int base = p->cap > 0 && p->cap < in_flight ? p->cap : in_flight;
         int cap = (int)floor((double)base * pol->decrease);

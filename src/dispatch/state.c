@@ -272,9 +272,17 @@ void pairs_clear_all(dispatcher *d)
     size_t pos = 0;
     customer *c;
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
-        for (size_t i = 0; i < c->n_pairs; i++)
-            free(c->pairs[i].carrier);
-        c->n_pairs = 0;
+        /* Pairs with items in flight stay, idle, so their counts end where they began. */
+        size_t kept = 0;
+        for (size_t i = 0; i < c->n_pairs; i++) {
+            if (c->pairs[i].in_flight > 0) {
+                c->pairs[kept] = c->pairs[i];
+                c->pairs[kept++].next_us = PAIR_IDLE;
+            } else {
+                free(c->pairs[i].carrier);
+            }
+        }
+        c->n_pairs = kept;
     }
 }
 

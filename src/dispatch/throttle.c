@@ -41,10 +41,45 @@ void throttle_apply(dispatcher *d, customer *c)
     metrics_gauge_set(d->obs.m, d->obs.effective_rate, labels, pace_rate(&c->pace, c->rate));
 }
 
-static void on_pace_timer(uv_timer_t *t)
+static void mark_all_dirty(dispatcher *d)
 {
-    dispatcher *d = t->data;
-    if (!is_leading(d))
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        if (c->mode != MODE_UNLIMITED)
+            c->pace.dirty = true;
+}
+
+static void arm(dispatcher *d)
+{
+    uv_timer_t *t = &d->timers[TIMER_PACE];
+    if (!uv_is_active((uv_handle_t *)t) && !uv_is_closing((uv_handle_t *)t))
+        uv_timer_start(t, throttle_on_timer, PACE_FLUSH_MS, 0);
+}
+
+/* A write that failed is done again in full: which of its rows landed is not known. */
+static void on_pace_written(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    if (res && PQresultStatus(res) == PGRES_COMMAND_OK)
+        return;
+    if (res)
+        LOG_WARN("effective_rates_not_written", LOG_S("error", PQresultErrorMessage(res)),
+                 LOG_I("retry_in_ms", PACE_FLUSH_MS));
+    mark_all_dirty(d);
+    if (d->state == LEADER_LEADING)
+        arm(d);
+}
+
+void throttle_on_timer(uv_timer_t *t)
+{
+    throttle_flush(t->data);
+}
+
+void throttle_flush(dispatcher *d)
+{
+    /* Also while a shutdown drains: the last changes are what the next leader resumes. */
+    if (d->state != LEADER_LEADING || d->stop >= STOP_CLOSING)
         return;
     strbuf ids = {0}, rates = {0};
     size_t pos = 0, n = 0;
@@ -65,10 +100,13 @@ static void on_pace_timer(uv_timer_t *t)
         strbuf_puts(&rates, "}");
         const char *params[] = {[SQL_RUN_PACE_P_CUSTOMER] = strbuf_str(&ids),
                                 [SQL_RUN_PACE_P_EFFECTIVE_RATE] = strbuf_str(&rates)};
-        if (params[0] && params[1])
-            DSP_QUERY(d, run_pace, params, dsp_on_ignored, NULL, "effective rates");
-        else
+        if (!params[0] || !params[1]) {
             LOG_ERROR("out_of_memory", LOG_S("where", "effective rates"));
+            mark_all_dirty(d);
+            arm(d);
+        } else if (DSP_QUERY(d, run_pace, params, on_pace_written, d, "effective rates") != 0) {
+            mark_all_dirty(d); /* not sent (connection lost): the next leadership loads them */
+        }
     }
     strbuf_free(&ids);
     strbuf_free(&rates);
@@ -78,9 +116,7 @@ static void changed(dispatcher *d, customer *c)
 {
     throttle_apply(d, c);
     c->pace.dirty = true;
-    uv_timer_t *t = &d->timers[TIMER_PACE];
-    if (!uv_is_active((uv_handle_t *)t))
-        uv_timer_start(t, on_pace_timer, PACE_FLUSH_MS, 0);
+    arm(d);
 }
 
 static void log_change(const customer *c, const char *event, int status, int64_t retry_after_ms)
@@ -132,6 +168,16 @@ void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_resul
     if (restored || now - c->pace.logged_us >= PACE_LOG_EVERY_US) {
         c->pace.logged_us = now;
         log_change(c, restored ? "pace_restored" : "pace_rising", (int)r->status, -1);
+    }
+}
+
+void throttle_reset_all(dispatcher *d)
+{
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        c->pace = (pace){0};
+        throttle_apply(d, c);
     }
 }
 

@@ -332,9 +332,15 @@ static void retry_after_delta_seconds(void **state)
     d = classify(&r, 4, 10, &retry_4xx, JITTER_TOP);
     assert_throttled(&d, 7 * 1000, 7 * 1000);
 
-    r = response_retry_after(503, "0");
+    /* "0" does not ask for a wait: a 429 is a throttle due again at once, a 503 a failure. */
+    r = response_retry_after(429, "0");
     d = classify(&r, 4, 10, &retry_4xx, JITTER_TOP);
     assert_throttled(&d, 0, 0);
+    r = response_retry_after(503, "0");
+    d = classify(&r, 4, 10, &retry_4xx, 0);
+    assert_int_equal(d.outcome, OUTCOME_RETRY);
+    assert_true(d.receiver_failed);
+    assert_true(d.slow_customer);
 }
 
 static void retry_after_http_date(void **state)

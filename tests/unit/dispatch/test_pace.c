@@ -39,7 +39,7 @@ static void answers_to_earlier_requests_do_not_lower_again(void **state)
     for (int i = 1; i <= 4; i++)
         assert_false(pace_on_throttle(&p, MODE_BATCH, 100, 5, &pol, T0 + i, -1, T0 + 100 + i));
     assert_true(pace_rate(&p, 100) == 50);
-    assert_int_equal(p.streak, 5);
+    assert_int_equal(p.streak, 1);
     /* One sent after it does. */
     assert_true(pace_on_throttle(&p, MODE_BATCH, 100, 5, &pol, T0 + 101, -1, T0 + 200));
     assert_true(pace_rate(&p, 100) == 25);
@@ -107,6 +107,17 @@ static void unlimited_gets_a_cap_and_a_backoff(void **state)
         assert_false(pace_on_success(&p, MODE_UNLIMITED, 60, &pol, 4));
     assert_true(pace_on_success(&p, MODE_UNLIMITED, 60, &pol, 4));
     assert_int_equal(p.cap, 0);
+    /* One burst of throttles (requests sent before the decrease) is one step of the backoff. */
+    pace b = {0};
+    pace_on_throttle(&b, MODE_UNLIMITED, 60, 16, &pol, T0, -1, T0 + 100);
+    for (int i = 1; i <= 15; i++)
+        pace_on_throttle(&b, MODE_UNLIMITED, 60, 16, &pol, T0 + i, -1, T0 + 100 + i);
+    assert_int_equal(b.hold_until_us, T0 + 100 + 1 * SEC);
+    assert_int_equal(b.cap, 8);
+    /* Retry-After: 0 asks for no wait: the backoff still applies. */
+    pace z = {0};
+    pace_on_throttle(&z, MODE_UNLIMITED, 60, 4, &pol, T0, 0, T0);
+    assert_int_equal(z.hold_until_us, T0 + 1 * SEC);
     /* With a Retry-After the hold is the receiver's. */
     pace q = {0};
     pace_on_throttle(&q, MODE_UNLIMITED, 60, 3, &pol, T0, 30 * SEC, T0);

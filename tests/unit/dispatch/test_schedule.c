@@ -559,8 +559,10 @@ static void spaced_reserve_is_a_share_or_the_need(void **state)
     /* A need beyond the weighted share gets the weighted share: 100 concurrent requests wanted,
      * weight 2 beside two work-queue customers: 16 x 2 / 4 = 8. */
     assert_int_equal(spaced_reserve(0, 1, 100, 2, 2, 16), 8);
-    /* 1,000 spaced customers beside one work-queue customer: all 16 but what they use. */
-    assert_int_equal(spaced_reserve(4, 1000, 0, 1000, 1, 16), 12);
+    /* 1,000 spaced customers beside one work-queue customer: all but the one connection every
+     * work-queue customer keeps, less what they use. */
+    assert_int_equal(spaced_reserve(4, 1000, 0, 1000, 1, 16), 11);
+    assert_int_equal(spaced_reserve(0, 1, 0, 1, 1, 1), 0);
     /* No work-queue customer contends, or no spaced customer has work: nothing kept. */
     assert_int_equal(spaced_reserve(0, 1, 1.5, 2.5, 0, 16), 0);
     assert_int_equal(spaced_reserve(0, 0, 0, 0, 3, 16), 0);
