@@ -4,7 +4,8 @@
  * - a spaced customer keeps at least 95 % of its rate beside three flooding unlimited customers
  *   on one host that is slow for one request in 20 and fails one in four, with its first send
  *   within a second of start-up;
- * - a tenant whose receiver is slow holds at most its share of the host's connections;
+ * - a tenant whose receiver is slow holds at most its share of the host's connections, and of the
+ *   dispatcher's in-flight room when it is on a host of its own;
  * - a newly due tenant is served within about one request time of the slowest request, however
  *   deep the backlog of the tenant holding the host;
  * - a customer's carriers share its room by what they have in flight (the claim statement).
@@ -195,6 +196,45 @@ static void newly_due_customer_is_served_at_the_next_free_connection(void **stat
     free(v);
 }
 
+/* The dispatcher's own in-flight room (max_in_flight 4) is shared the same way across hosts: a
+ * tenant on a receiver that answers after 2 s holds at most half of it beside a busy tenant on
+ * another host. */
+static void slow_tenant_holds_at_most_its_share_of_in_flight_room(void **state)
+{
+    fx *f = *state;
+    receiver *other = receiver_start();
+    assert_non_null(other);
+    receiver_on(other, &(receiver_rule){.path_prefix = "/c/slow",
+                                        .action = RECV_RESPOND,
+                                        .status = 200,
+                                        .delay_ms = 2000});
+    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/fast",
+                                          .action = RECV_RESPOND,
+                                          .status = 200,
+                                          .delay_ms = 5});
+    char url[256];
+    receiver_url(other, "/c/slow", url, sizeof url);
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "slow", "--url", url,
+                                  "--mode", "unlimited", "--rate", "60"),
+                          NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    fx_customer(f, "fast", TL_ARGV("--mode", "unlimited", "--rate", "60"));
+    fx_enqueue_many(f, "slow", 400);
+    fx_enqueue_many(f, "fast", 20000);
+    fx_run(f, "dispatcher.max_in_flight = 4\n");
+    assert_true(receiver_wait(other, "/c/slow", 8, 20000) >= 8);
+    size_t slow_max = receiver_max_concurrent(other, "/c/slow");
+    size_t fast_n = receiver_count(f->recv, "/c/fast"), slow_n = receiver_count(other, "/c/slow");
+    print_message("# slow tenant on its own host: at most %zu of 4 in flight, %zu requests; fast "
+                  "tenant %zu requests meanwhile\n",
+                  slow_max, slow_n, fast_n);
+    fx_stop_service(f, 20000);
+    receiver_stop(other);
+    assert_true(slow_max >= 1 && slow_max <= 2);
+    assert_true(fast_n > 10 * slow_n);
+}
+
 /* The claim gives a customer's carriers turns, counting each pair's items in flight as turns it
  * already had: with 3 of carrier a's items in flight, 4 items go 3 to carrier b and 1 to a
  * (without the count, 2 and 2). Runs the dispatcher's own statement. */
@@ -257,6 +297,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(spaced_keeps_its_rate_beside_a_flood_on_a_slow_host,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(slow_tenant_holds_at_most_its_share, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(slow_tenant_holds_at_most_its_share_of_in_flight_room,
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(newly_due_customer_is_served_at_the_next_free_connection,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(carriers_share_a_customer_by_what_they_have_in_flight,
