@@ -71,6 +71,9 @@ int spaced_reserve(int used, int n_active, double concurrency, double spaced_wei
     double equal = ceil((double)max_connections * n_active / (n_active + n_open));
     double need = ceil(concurrency + 2 * sqrt(concurrency)) + 1;
     double target = need > equal ? need : equal;
+    /* However unlucky they were with slow requests, a free connection for each one's next slot. */
+    if (target < (double)used + n_active)
+        target = (double)used + n_active;
     if (target > weighted)
         target = weighted;
     /* Every work-queue customer keeps at least one connection. */

@@ -612,9 +612,10 @@ share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now);
  * top of the `used` they hold (on the wire or booked): they are entitled to their equal share
  * beside the n_open work-queue customers, or to what their rates need if that is more (the
  * expected concurrency, rate x request time summed, with a margin of two standard deviations
- * and one more), but never to more than their weighted share. A request cannot be taken back
- * from a slow receiver, so a spaced customer's next slot is only safe if its connection is
- * kept before it is due. Pure. */
+ * and one more), and always to one free connection each for their next slot, but never to more
+ * than their weighted share nor to a work-queue customer's last connection. A request cannot be
+ * taken back from a slow receiver, so a spaced customer's next slot is only safe if its connection
+ * is kept before it is due. Pure. */
 int spaced_reserve(int used, int n_active, double concurrency, double spaced_weight, int n_open,
                    int max_connections);
 /* A customer's weight in the division of its host's connections (share.c). Pure. */
