@@ -27,6 +27,14 @@ static void free_delivery(delivery *dl)
     free(dl);
 }
 
+/* A delivery waiting for its slot holds a booking on its host until it is sent or ends. */
+static void unbook(delivery *dl)
+{
+    if (dl->host && dl->host_booked)
+        dl->host->booked--;
+    dl->host_booked = false;
+}
+
 static void on_send_timer_closed(uv_handle_t *h)
 {
     free_delivery(h->data);
@@ -111,10 +119,7 @@ static void on_delivery_done(const http_result *r, void *arg)
 
     pgp_list_remove(&dl->link);
     d->in_flight--;
-    if (dl->host && dl->host_booked) {
-        dl->host->booked--;
-        dl->host_booked = false;
-    }
+    unbook(dl);
     if (dl->host && dl->host_counted) {
         dl->host->in_flight--;
         if (dl->spaced)
@@ -168,10 +173,7 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
      * (at most the lookahead) has only booked one. */
-    if (dl->host && dl->host_booked) {
-        dl->host->booked--;
-        dl->host_booked = false;
-    }
+    unbook(dl);
     if (dl->host) {
         dl->host->in_flight++;
         dl->host_counted = true;
@@ -339,8 +341,7 @@ int deliveries_close_waiting(dispatcher *d)
             continue;
         pgp_list_remove(&dl->link);
         d->in_flight--;
-        if (dl->host && dl->host_booked)
-            dl->host->booked--;
+        unbook(dl);
         d->open_handles++;
         uv_close((uv_handle_t *)&dl->send_timer, on_waiting_closed);
         n++;

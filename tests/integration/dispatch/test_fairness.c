@@ -123,20 +123,22 @@ static void spaced_keeps_its_rate_beside_a_flood_on_a_slow_host(void **state)
     free(s);
 }
 
+/* Requests whose path starts with prefix are answered 200 after ms. */
+static void answer_after(receiver *r, const char *prefix, int ms)
+{
+    receiver_on(r,
+                &(receiver_rule){
+                    .path_prefix = prefix, .action = RECV_RESPOND, .status = 200, .delay_ms = ms});
+}
+
 /* One tenant's receiver path answers after 2 s, the other's at once; both flood one host with 8
  * connections. The slow one holds at most its half. */
 static void slow_tenant_holds_at_most_its_share(void **state)
 {
     fx *f = *state;
-    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/slow",
-                                          .action = RECV_RESPOND,
-                                          .status = 200,
-                                          .delay_ms = 2000});
+    answer_after(f->recv, "/c/slow", 2000);
     /* 5 ms each: the fast tenant's backlog outlasts the test (at most 1,600/s on 8 connections). */
-    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/fast",
-                                          .action = RECV_RESPOND,
-                                          .status = 200,
-                                          .delay_ms = 5});
+    answer_after(f->recv, "/c/fast", 5);
     fx_customer(f, "slow", TL_ARGV("--mode", "unlimited", "--rate", "60"));
     fx_customer(f, "fast", TL_ARGV("--mode", "unlimited", "--rate", "60"));
     fx_enqueue_many(f, "slow", 400);
@@ -169,10 +171,7 @@ static int arrived(void *arg)
 static void newly_due_customer_is_served_at_the_next_free_connection(void **state)
 {
     fx *f = *state;
-    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/hog",
-                                          .action = RECV_RESPOND,
-                                          .status = 200,
-                                          .delay_ms = 1500});
+    answer_after(f->recv, "/c/hog", 1500);
     fx_customer(f, "hog", TL_ARGV("--mode", "unlimited", "--rate", "60"));
     fx_customer(f, "late", TL_ARGV("--mode", "unlimited", "--rate", "60"));
     fx_enqueue_many(f, "hog", 200);
@@ -204,14 +203,8 @@ static void slow_tenant_holds_at_most_its_share_of_in_flight_room(void **state)
     fx *f = *state;
     receiver *other = receiver_start();
     assert_non_null(other);
-    receiver_on(other, &(receiver_rule){.path_prefix = "/c/slow",
-                                        .action = RECV_RESPOND,
-                                        .status = 200,
-                                        .delay_ms = 2000});
-    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/fast",
-                                          .action = RECV_RESPOND,
-                                          .status = 200,
-                                          .delay_ms = 5});
+    answer_after(other, "/c/slow", 2000);
+    answer_after(f->recv, "/c/fast", 5);
     char url[256];
     receiver_url(other, "/c/slow", url, sizeof url);
     tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "slow", "--url", url,
