@@ -50,6 +50,9 @@ typedef struct pgp_config {
     int backstop_scan_ms;      /* scan for due customers missed by NOTIFY */
     int claim_batch_max;       /* most items claimed in one statement */
     int max_in_flight;         /* most deliveries outstanding at once, all customers */
+    int claim_ahead;           /* items claimed per host beyond its free connections (0: none) */
+    int claim_ahead_ms;        /* longest a claimed item waits for a connection (capped at a
+                                  quarter of the lease) */
     int carrier_max_per_round; /* default per-carrier cap per claim round */
     int carrier_max_in_flight; /* default per-carrier outstanding cap; 0 = unlimited */
     int drain_timeout_ms;      /* SIGTERM: wait this long for in-flight deliveries */

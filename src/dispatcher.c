@@ -43,6 +43,8 @@ static void on_timer_closed(uv_handle_t *h)
 static void dispatcher_free(dispatcher *d)
 {
     state_free(d);
+    delivery_pool_free(d);
+    free(d->spare_build);
     final_list_free(&d->pending);
     final_list_free(&d->sending);
     obs_free(&d->obs);
@@ -66,6 +68,8 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     d->cfg = *cfg;
     d->tick_queued = -1;
     pgp_list_init(&d->deliveries);
+    pgp_list_init(&d->window);
+    pgp_list_init(&d->spare);
     hmap_init(&d->customers);
     hmap_init(&d->carriers);
     hmap_init(&d->hosts);
@@ -321,6 +325,8 @@ void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg)
     (void)!sdnotify_send("STOPPING=1");
     LOG_INFO("shutting_down", LOG_S("instance", d->instance), LOG_I("in_flight", d->in_flight),
              LOG_I("drain_timeout_ms", d->cfg.drain_timeout_ms));
+    /* Items claimed ahead are not sent now: they go back to the queue for the next leader. */
+    window_give_back_all(d, "shutting down");
     static const int idle[] = {TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP, TIMER_STANDBY, TIMER_RETRY};
     for (size_t i = 0; i < PGP_ARRAY_LEN(idle); i++)
         uv_timer_stop(&d->timers[idle[i]]);

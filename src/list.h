@@ -35,6 +35,12 @@ static inline void pgp_list_push(pgp_list *head, pgp_list *node)
     head->next = node;
 }
 
+/* Inserts node at the back of the list (a FIFO takes from the front). */
+static inline void pgp_list_push_tail(pgp_list *head, pgp_list *node)
+{
+    pgp_list_push(head->prev, node);
+}
+
 static inline void pgp_list_remove(pgp_list *node)
 {
     node->prev->next = node->next;

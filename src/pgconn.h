@@ -34,6 +34,10 @@ typedef struct pgconn pgconn;
 typedef enum pgconn_state { PGCONN_READY, PGCONN_LOST } pgconn_state;
 
 typedef void (*pgconn_result_cb)(pgconn *c, PGresult *res, void *arg);
+
+/* Called from inside a result callback with a non-NULL result: the callback keeps the PGresult
+ * (its strings stay valid) and must PQclear it itself. */
+void pgconn_keep_result(pgconn *c);
 typedef void (*pgconn_state_cb)(pgconn *c, pgconn_state state, void *arg);
 typedef void (*pgconn_notify_cb)(pgconn *c, const char *channel, const char *payload, void *arg);
 typedef void (*pgconn_closed_cb)(void *arg);

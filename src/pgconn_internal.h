@@ -93,6 +93,7 @@ struct pgconn {
 
     entry *head, *tail; /* statements in flight, in sending order */
     size_t npending;    /* user entries among them */
+    bool result_kept;   /* the running callback took its PGresult (pgconn_keep_result) */
     int listens_left;   /* LISTENs not yet synced after a connect */
 
     /* Options, copied. */

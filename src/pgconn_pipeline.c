@@ -63,8 +63,12 @@ static void deliver(pgconn *c, entry *e, PGresult *res)
     if (!e->internal) {
         assert(c->npending > 0);
         c->npending--;
+        c->result_kept = false;
         if (e->cb)
             e->cb(c, res, e->arg);
+        if (c->result_kept)
+            res = NULL; /* now the callback's to PQclear */
+        c->result_kept = false;
     }
     PQclear(res);
     free(e);
@@ -319,4 +323,9 @@ int pgconn_query_prepared(pgconn *c, const char *sql, int nparams, const char *c
 size_t pgconn_pending(const pgconn *c)
 {
     return c->npending;
+}
+
+void pgconn_keep_result(pgconn *c)
+{
+    c->result_kept = true;
 }

@@ -88,9 +88,7 @@ int spaced_reserve(int used, int n_active, double concurrency, double spaced_wei
 /* A spaced customer keeps connections only if it may send within this long. */
 #define RESERVE_HORIZON_US 1000000
 
-/* Whether a spaced customer may send soon: not paused, not held by its breaker or a
- * Retry-After, with requests out or an item due within the horizon. */
-static bool spaced_active(const customer *c, int64_t now)
+bool customer_active(const customer *c, int64_t now)
 {
     int64_t soon = now + RESERVE_HORIZON_US;
     if (c->paused || c->pace.hold_until_us > soon ||
@@ -106,7 +104,7 @@ static void spaced_recount(dispatcher *d, host_state *h, int64_t now)
     h->spaced_concurrency = 0;
     for (size_t i = 0; i < h->n_spaced; i++) {
         customer *c = customer_get(d, h->spaced_ids[i]);
-        if (!c || !spaced_active(c, now))
+        if (!c || !customer_active(c, now))
             continue;
         h->spaced_active++;
         h->spaced_weight += claim_weight(c);
@@ -129,7 +127,8 @@ share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
         open -= spaced_reserve(h->spaced_in_flight + h->booked, h->spaced_active,
                                h->spaced_concurrency, h->spaced_weight, n_open, max);
     }
-    return (share_pool){.room = room, .open_room = open < 0 ? 0 : open};
+    return (share_pool){
+        .room = room, .open_room = open < 0 ? 0 : open, .ahead = h ? window_room(&d->cfg, h) : 0};
 }
 
 double claim_weight(const customer *c)
@@ -161,6 +160,17 @@ static void claim_params_free(claim_params *p)
 {
     for (size_t i = 0; i < PGP_ARRAY_LEN(p->a); i++)
         strbuf_free(&p->a[i]);
+}
+
+/* Empties the arrays for the next round, keeping their memory. */
+static void claim_params_reset(claim_params *p)
+{
+    for (size_t i = 0; i < PGP_ARRAY_LEN(p->a); i++) {
+        if (p->a[i].failed)
+            strbuf_free(&p->a[i]);
+        else
+            strbuf_reset(&p->a[i]);
+    }
 }
 
 static strbuf *arr(claim_params *p, int param)
@@ -258,6 +268,8 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
     r->credit[r->n] = credit;
     r->asked[r->n] = n;
     r->allowed[r->n] = allowed;
+    r->got[r->n] = 0;
+    r->late[r->n] = 0;
     r->n++;
 }
 
@@ -338,25 +350,35 @@ typedef struct round_build {
     uint32_t heap[ROUND_MAX_CUSTOMERS];
 } round_build;
 
+/* A round's scratch is large (its arrays hold ROUND_MAX_CUSTOMERS entries) and only the first
+ * n entries are ever read: the last round's is reused without clearing it. */
 static round_build *round_begin(dispatcher *d, int64_t tick)
 {
-    round_build *b = calloc(1, sizeof *b);
-    if (b)
-        b->r = calloc(1, sizeof *b->r);
-    if (!b || !b->r) {
+    round_build *b = d->spare_build;
+    d->spare_build = NULL;
+    if (!b && (b = malloc(sizeof *b)) != NULL)
+        memset(&b->p, 0, sizeof b->p);
+    claim_round *r = malloc(sizeof *r);
+    if (!b || !r) {
+        if (b)
+            claim_params_free(&b->p);
         free(b);
+        free(r);
         LOG_ERROR("out_of_memory", LOG_S("where", "claim round"));
         return NULL;
     }
-    b->r->d = d;
-    b->r->tick = tick;
+    b->r = r;
+    b->n = b->n_pools = 0;
+    r->d = d;
+    r->tick = tick;
+    r->n = 0;
     /* Tokens are unguessable so that no other writer can finalise an item it did not claim;
      * without the CSPRNG there is no round (its customers wait for the next). */
     uint64_t token;
     if (RAND_bytes((unsigned char *)&token, sizeof token) != 1) {
         LOG_ERROR("random_failed", LOG_S("where", "claim token"));
         free(b->r);
-        free(b);
+        d->spare_build = b;
         return NULL;
     }
     b->r->token = (int64_t)(token & INT64_MAX);
@@ -411,9 +433,9 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
             n = 0;
         if (n == 0 && b->r->tick < 0) {
             int pool = b->cl[k].pool;
-            bool host_full =
-                pool >= 0 && b->cl[k].demand > 0 &&
-                (b->cl[k].open_only ? b->pools[pool].open_room : b->pools[pool].room) <= 0;
+            bool host_full = pool >= 0 && b->cl[k].demand > 0 &&
+                             (b->cl[k].open_only ? b->pools[pool].open_room + b->pools[pool].ahead
+                                                 : b->pools[pool].room) <= 0;
             if (host_full)
                 wait_on(&c->host->waiting, c); /* woken when a request to the host ends */
             else
@@ -438,9 +460,14 @@ static void round_finish(dispatcher *d, round_build *b)
                       LOG_I("customers", (long long)b->r->n));
         send_claim(d, b->r, &b->p, &b->touched);
     }
-    claim_params_free(&b->p);
+    claim_params_reset(&b->p);
     hmap_free(&b->touched);
-    free(b);
+    if (d->spare_build) {
+        claim_params_free(&b->p);
+        free(b);
+    } else {
+        d->spare_build = b;
+    }
     claim_arm(d);
 }
 
@@ -613,7 +640,8 @@ static void note_drained(customer *c, const claim_row *row)
 /* One claimed item: count it, and start its delivery (at its GCRA slot for spaced customers:
  * the j-th item of the round goes at base + (j - 1) * T less the burst tolerance, never before
  * now), or give it straight back when a stop began meanwhile. */
-static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_row *row, int64_t now)
+static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_row *row, int64_t now,
+                      claim_result *cr)
 {
     if (c) {
         const char *mode_label[] = {mode_name(c->mode)};
@@ -651,7 +679,7 @@ static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_ro
         if (now - due > r->late[slot])
             r->late[slot] = now - due;
     }
-    delivery_start(d, row, r->token, send_at);
+    delivery_start(d, row, r->token, send_at, cr);
 }
 
 /* What the round's customers keep once their items are known. */
@@ -685,8 +713,9 @@ static void settle_customers(dispatcher *d, const claim_round *r, int64_t now)
     }
 }
 
-static void take_rows(dispatcher *d, claim_round *r, const PGresult *res, int64_t now)
+static void take_rows(dispatcher *d, claim_round *r, claim_result *cr, int64_t now)
 {
+    const PGresult *res = cr->res;
     int claimed = 0, stale = 0;
     for (int i = 0; i < PQntuples(res); i++) {
         claim_row row;
@@ -699,9 +728,15 @@ static void take_rows(dispatcher *d, claim_round *r, const PGresult *res, int64_
         }
         claimed++;
         stale += row.stale;
-        take_item(d, r, c, &row, now);
+        take_item(d, r, c, &row, now, cr);
     }
     settle_customers(d, r, now);
+    /* The round's work-queue items wait in their hosts' windows: out now, fairly. */
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (c && c->host && c->host->windowed > 0)
+            window_drain(d, c->host);
+    }
     d->claimed += claimed;
     d->stale_recoveries += stale;
     metrics_counter_add(d->obs.m, d->obs.stale_recoveries, NULL, stale);
@@ -727,7 +762,16 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
         metrics_counter_add(d->obs.m, d->obs.claim_rounds, round_label, 1);
         metrics_histogram_observe(d->obs.m, d->obs.claim_seconds, round_label,
                                   (double)(uv_hrtime() - r->sent_ns) / 1e9);
-        take_rows(d, r, res, now);
+        /* Deliveries send their bodies from the result: it is kept while they reference it. */
+        claim_result *cr = malloc(sizeof *cr);
+        if (cr) {
+            pgconn_keep_result(conn);
+            *cr = (claim_result){.res = res, .refs = 1};
+            take_rows(d, r, cr, now);
+            claim_result_unref(cr);
+        } else {
+            LOG_ERROR("out_of_memory", LOG_S("where", "claim result"));
+        }
     }
     for (size_t k = 0; k < r->n; k++) {
         customer *c = customer_get(d, r->ids[k]);

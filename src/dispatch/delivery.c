@@ -1,11 +1,15 @@
 /* delivery.c - deliveries in flight, from a claimed row to an outcome waiting to be written.
  *
- * Owns dispatcher.deliveries and every delivery on it, including its send timer: a spaced
- * customer's item is claimed up to LOOKAHEAD_US early and sent from that timer exactly at its
- * GCRA slot. Counts a delivery in flight for the dispatcher, its customer and its carrier from
- * the claim on, and for its host only while the request is on the wire. On completion it
- * classifies the result (outcome.c), queues the outcome for finalisation, frees the room it
- * held and tells the breaker and the scheduler.
+ * Owns dispatcher.deliveries and every delivery on it, the heap of deliveries waiting for
+ * their GCRA slot (dispatcher.slots, one timer for all: TIMER_SEND) and the pool of spare
+ * delivery structs. A spaced customer's item is claimed up to LOOKAHEAD_US early and sent
+ * from that timer exactly at its slot; a work-queue item goes to its host's window (window.c).
+ * A delivery counts in flight for the dispatcher, its customer and its carrier from the claim
+ * on, and for its host only while the request is on the wire. Its body and carrier point into
+ * the claim's PGresult, which it references until it ends. On completion it classifies the
+ * result (outcome.c), queues the outcome for finalisation, frees the room it held and tells the
+ * breaker and the scheduler; one never sent is given back (OUTCOME_RELEASE) without a trace in
+ * the attempt log or the delivery metrics.
  */
 #include "internal.h"
 
@@ -19,13 +23,135 @@
 
 /* Weight of the latest request in a host's moving average of request times. */
 #define LATENCY_WEIGHT 0.05
+/* Spare delivery structs kept for reuse (each is small; a burst's worth). */
+#define SPARE_MAX 4096
 
-static void free_delivery(delivery *dl)
+void claim_result_unref(claim_result *cr)
 {
-    free(dl->carrier);
-    free(dl->body);
-    free(dl);
+    if (cr && --cr->refs == 0) {
+        PQclear(cr->res);
+        free(cr);
+    }
 }
+
+static delivery *delivery_alloc(dispatcher *d)
+{
+    if (!pgp_list_empty(&d->spare)) {
+        pgp_list *n = d->spare.next;
+        pgp_list_remove(n);
+        d->n_spare--;
+        delivery *dl = pgp_list_entry(n, delivery, link);
+        memset(dl, 0, sizeof *dl);
+        return dl;
+    }
+    return calloc(1, sizeof(delivery));
+}
+
+static void delivery_free(dispatcher *d, delivery *dl)
+{
+    claim_result_unref(dl->cr);
+    dl->cr = NULL;
+    if (d->n_spare >= SPARE_MAX) {
+        free(dl);
+        return;
+    }
+    pgp_list_push(&d->spare, &dl->link);
+    d->n_spare++;
+}
+
+void delivery_pool_free(dispatcher *d)
+{
+    pgp_list *pos, *tmp;
+    pgp_list_each_safe(pos, tmp, &d->spare)
+    {
+        pgp_list_remove(pos);
+        free(pgp_list_entry(pos, delivery, link));
+    }
+    d->n_spare = 0;
+    free(d->slots);
+    d->slots = NULL;
+    d->n_slots = d->cap_slots = 0;
+}
+
+/* ---- deliveries waiting for their slot: a binary min-heap on due_us ----------------------- */
+
+static void slot_place(dispatcher *d, size_t i, delivery *dl)
+{
+    d->slots[i] = dl;
+    dl->slot_pos = i;
+}
+
+static void slot_up(dispatcher *d, size_t i)
+{
+    delivery *dl = d->slots[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (d->slots[parent]->due_us <= dl->due_us)
+            break;
+        slot_place(d, i, d->slots[parent]);
+        i = parent;
+    }
+    slot_place(d, i, dl);
+}
+
+static void slot_down(dispatcher *d, size_t i)
+{
+    delivery *dl = d->slots[i];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= d->n_slots)
+            break;
+        if (r < d->n_slots && d->slots[r]->due_us < d->slots[l]->due_us)
+            m = r;
+        if (d->slots[m]->due_us >= dl->due_us)
+            break;
+        slot_place(d, i, d->slots[m]);
+        i = m;
+    }
+    slot_place(d, i, dl);
+}
+
+static bool slot_push(dispatcher *d, delivery *dl)
+{
+    if (d->n_slots == d->cap_slots) {
+        size_t cap = d->cap_slots ? d->cap_slots * 2 : 64;
+        delivery **v = realloc(d->slots, cap * sizeof *v);
+        if (!v)
+            return false;
+        d->slots = v;
+        d->cap_slots = cap;
+    }
+    d->slots[d->n_slots++] = dl;
+    slot_up(d, d->n_slots - 1);
+    return true;
+}
+
+static void slot_remove(dispatcher *d, delivery *dl)
+{
+    size_t i = dl->slot_pos;
+    delivery *last = d->slots[--d->n_slots];
+    if (i == d->n_slots)
+        return;
+    slot_place(d, i, last);
+    slot_up(d, i);
+    slot_down(d, last->slot_pos);
+}
+
+/* Arms TIMER_SEND for the earliest waiting send (whole milliseconds, rounded down: it may fire
+ * up to a millisecond early, and a send less than a millisecond early goes). */
+static void slots_arm(dispatcher *d)
+{
+    uv_timer_t *t = &d->timers[TIMER_SEND];
+    if (d->n_slots == 0 || d->stop == STOP_CLOSING) {
+        uv_timer_stop(t);
+        return;
+    }
+    int64_t wait_us = d->slots[0]->due_us - now_us();
+    uv_update_time(d->loop);
+    uv_timer_start(t, slots_on_timer, wait_us > 0 ? (uint64_t)(wait_us / 1000) : 0, 0);
+}
+
+/* ---- ending a delivery -------------------------------------------------------------------- */
 
 /* A delivery waiting for its slot holds a booking on its host until it is sent or ends. */
 static void unbook(delivery *dl)
@@ -35,9 +161,81 @@ static void unbook(delivery *dl)
     dl->host_booked = false;
 }
 
-static void on_send_timer_closed(uv_handle_t *h)
+/* Takes the delivery off whatever it waits in (slot heap, window). */
+static void unqueue(dispatcher *d, delivery *dl)
 {
-    free_delivery(h->data);
+    if (dl->stage == STAGE_SLOT && dl->slot_pos < d->n_slots && d->slots[dl->slot_pos] == dl)
+        slot_remove(d, dl);
+    if (dl->stage == STAGE_WINDOW)
+        window_unlink(d, dl);
+    dl->stage = STAGE_WIRE;
+    unbook(dl);
+}
+
+/* A delivery ends, first part: the room it held (dispatcher, host, customer, pair) is freed. */
+static void delivery_unhold(dispatcher *d, delivery *dl, customer *c)
+{
+    pgp_list_remove(&dl->link);
+    d->in_flight--;
+    unqueue(d, dl);
+    if (dl->host && dl->host_counted) {
+        dl->host->in_flight--;
+        if (dl->spaced)
+            dl->host->spaced_in_flight--;
+    }
+    if (c) {
+        c->in_flight--;
+        pair_in_flight_add(c, dl->carrier, -1);
+        if (dl->probe)
+            c->breaker.probe_in_flight = false;
+    }
+}
+
+/* Second part: its customer is rescheduled (its item due again at `again_us` when it was not
+ * delivered or dead-lettered, else 0), the struct recycled, and the connection it freed goes to
+ * the host's window first, then to the customers waiting for the host. */
+static void delivery_finish(dispatcher *d, delivery *dl, customer *c, int64_t again_us)
+{
+    if (c) {
+        if (again_us > 0)
+            pair_note(c, dl->carrier, again_us);
+        customer_schedule(d, c);
+    }
+    host_state *h = dl->host;
+    bool was_on_wire = dl->host_counted;
+    delivery_free(d, dl);
+    if (h && was_on_wire) {
+        window_drain(d, h);
+        if (h->waiting.n > 0 &&
+            (h->in_flight < d->cfg.max_host_connections || window_room(&d->cfg, h) > 0))
+            wake(d, &h->waiting);
+    }
+    finalize_arm(d);
+    claim_arm(d);
+    dispatcher_maybe_finish(d);
+}
+
+/* Queues the outcome; on no memory the carrier's count is freed here (the lease expires and
+ * the item is delivered again: at-least-once holds). */
+static void push_outcome(dispatcher *d, final_entry e)
+{
+    carrier_state *cs = e.carrier;
+    if (!final_push(&d->pending, e) && cs) {
+        cs->in_flight--;
+        wake(d, &cs->waiting);
+    }
+}
+
+void delivery_give_back(dispatcher *d, delivery *dl)
+{
+    customer *c = customer_get(d, dl->customer_id);
+    carrier_state *cs = hmap_get(&d->carriers, dl->carrier, strlen(dl->carrier));
+    push_outcome(d, (final_entry){.item_id = dl->item_id,
+                                  .token = dl->token,
+                                  .outcome = OUTCOME_RELEASE,
+                                  .carrier = cs});
+    delivery_unhold(d, dl, c);
+    delivery_finish(d, dl, c, now_us());
 }
 
 /* The receiver answered 410 Gone: pause the customer (its items wait; nothing is dropped). */
@@ -101,40 +299,29 @@ static void on_delivery_done(const http_result *r, void *arg)
     /* A carrier's cap counts the item until its outcome is written, as the queue shows it
      * claimed until then; the entry releases it. */
     carrier_state *cs = hmap_get(&d->carriers, dl->carrier, strlen(dl->carrier));
-    final_entry e = {.item_id = dl->item_id,
-                     .token = dl->token,
-                     .outcome = v.outcome,
-                     .delay_ms = v.delay_ms,
-                     .http_status = (int)r->status,
-                     .started_us = dl->started_us,
-                     .duration_ms = r->duration_ms,
-                     .carrier = cs,
-                     .excerpt = text_excerpt(r->excerpt, r->excerpt_len),
-                     .error_class = v.error_class ? strdup(v.error_class) : NULL,
-                     .error = v.outcome != OUTCOME_SUCCESS ? strdup(v.error) : NULL};
-    if (!final_push(&d->pending, e) && cs) {
-        cs->in_flight--;
-        wake(d, &cs->waiting);
-    }
+    push_outcome(d, (final_entry){.item_id = dl->item_id,
+                                  .token = dl->token,
+                                  .outcome = v.outcome,
+                                  .delay_ms = v.delay_ms,
+                                  .http_status = (int)r->status,
+                                  .started_us = dl->started_us,
+                                  .duration_ms = r->duration_ms,
+                                  .carrier = cs,
+                                  .excerpt = text_excerpt(r->excerpt, r->excerpt_len),
+                                  .error_class = v.error_class ? strdup(v.error_class) : NULL,
+                                  .error = v.outcome != OUTCOME_SUCCESS ? strdup(v.error) : NULL});
 
-    pgp_list_remove(&dl->link);
-    d->in_flight--;
-    unbook(dl);
-    if (dl->host && dl->host_counted) {
-        dl->host->in_flight--;
-        if (dl->spaced)
-            dl->host->spaced_in_flight--;
-        /* The weights of paced customers on this host follow its request time (claim.c). */
-        if (r->duration_ms > 0)
-            dl->host->latency_ms += (r->duration_ms - dl->host->latency_ms) * LATENCY_WEIGHT;
-        wake(d, &dl->host->waiting);
-    }
+    /* The weights of paced customers on this host follow its request time (claim.c); the
+     * first request sets it, so a slow host is known as slow at once. */
+    if (dl->host && dl->host_counted && r->duration_ms > 0)
+        dl->host->latency_ms =
+            dl->host->latency_ms > 0
+                ? dl->host->latency_ms + (r->duration_ms - dl->host->latency_ms) * LATENCY_WEIGHT
+                : r->duration_ms;
+    delivery_unhold(d, dl, c);
+    int64_t again_us = 0;
     if (c) {
-        c->in_flight--;
-        pair_in_flight_add(c, dl->carrier, -1);
         throttle_note(d, c, dl->started_us, r, &v, now_us());
-        if (dl->probe)
-            c->breaker.probe_in_flight = false;
         if (v.outcome == OUTCOME_SUCCESS)
             breaker_note(d, c, false, NULL);
         else if (v.receiver_failed)
@@ -143,16 +330,9 @@ static void on_delivery_done(const http_result *r, void *arg)
          * dead-lettered or delivered one needs nothing). */
         if (v.outcome == OUTCOME_RETRY || v.outcome == OUTCOME_RELEASE ||
             v.outcome == OUTCOME_PAUSE || v.outcome == OUTCOME_THROTTLED)
-            pair_note(c, dl->carrier, now_us() + v.delay_ms * 1000);
-        customer_schedule(d, c);
+            again_us = now_us() + v.delay_ms * 1000;
     }
-    if (dl->timer_used)
-        uv_close((uv_handle_t *)&dl->send_timer, on_send_timer_closed);
-    else
-        free_delivery(dl);
-    finalize_arm(d);
-    claim_arm(d);
-    dispatcher_maybe_finish(d);
+    delivery_finish(d, dl, c, again_us);
 }
 
 /* Spaced customers without burst: a send never goes out less than one period after the
@@ -166,14 +346,13 @@ static int64_t earliest_send(const customer *c, int64_t planned)
     return planned > min ? planned : min;
 }
 
-/* Sends now; on a failure to start, completes the delivery at once as a failed attempt. */
-static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t body_len)
+void delivery_send(dispatcher *d, delivery *dl)
 {
     customer *c = customer_get(d, dl->customer_id);
+    unqueue(d, dl);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
      * (at most the lookahead) has only booked one. */
-    unbook(dl);
     if (dl->host) {
         dl->host->in_flight++;
         dl->host_counted = true;
@@ -200,8 +379,8 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
         snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64, dl->item_id);
         http_request req = {
             .url = c->url,
-            .body = body,
-            .body_len = body_len,
+            .body = dl->body,
+            .body_len = dl->body_len,
             .webhook_id = webhook_id,
             .timestamp_s = dl->started_us / 1000000,
             .secrets = (const char *const *)c->secrets,
@@ -220,75 +399,60 @@ static void send_delivery(dispatcher *d, delivery *dl, const char *body, size_t 
     }
 }
 
-static void on_send_timer(uv_timer_t *t)
+/* A send whose slot came: given back if a Retry-After came while it waited (unless the hold
+ * ends within the lookahead: then it waits for the end), or moved if an earlier send of its
+ * customer went out late; sent otherwise. */
+static void slot_due(dispatcher *d, delivery *dl, int64_t now)
 {
-    delivery *dl = t->data;
-    customer *c = customer_get(dl->d, dl->customer_id);
-    int64_t now = now_us();
-    /* A Retry-After came while it waited: given back, unless the hold ends within the
-     * lookahead (then it waits for the end). */
+    customer *c = customer_get(d, dl->customer_id);
     if (c && c->pace.hold_until_us > now + LOOKAHEAD_US) {
-        http_result held = {.error_class = "aborted",
-                            .error = "not sent: held by the receiver's Retry-After"};
-        on_delivery_done(&held, dl);
+        delivery_give_back(d, dl);
         return;
     }
-    /* An earlier send of this customer went out late: keep the gap. */
     int64_t at = earliest_send(c, 0);
     if (c && c->pace.hold_until_us > at)
         at = c->pace.hold_until_us;
-    int64_t wait_us = at - now;
-    if (wait_us >= 1000) {
-        uv_timer_start(&dl->send_timer, on_send_timer, (uint64_t)(wait_us / 1000), 0);
-        return;
+    if (at - now >= 1000) {
+        dl->due_us = at;
+        slot_remove(d, dl);
+        if (slot_push(d, dl))
+            return;
+        dl->stage = STAGE_WIRE; /* no memory for the heap: sent now rather than lost */
     }
-    char *body = dl->body;
-    size_t len = dl->body_len;
-    dl->body = NULL;
-    send_delivery(dl->d, dl, body, len);
-    free(body);
+    delivery_send(d, dl);
 }
 
-/* Parks the delivery until its slot: keeps a copy of the body (the claim's result is freed when
- * its callback returns). Returns false when it must be sent now instead. */
-static bool wait_for_slot(dispatcher *d, delivery *dl, const claim_row *row, int64_t wait_us)
+void slots_on_timer(uv_timer_t *t)
 {
-    dl->body = malloc(row->payload_len + 1);
-    if (!dl->body)
-        return false;
-    if (uv_timer_init(d->loop, &dl->send_timer) != 0) {
-        free(dl->body);
-        dl->body = NULL;
-        return false;
+    dispatcher *d = t->data;
+    int64_t now = now_us();
+    /* Sends less than a millisecond early go now: the timer has millisecond resolution. */
+    while (d->n_slots > 0 && d->slots[0]->due_us - now < 1000) {
+        delivery *dl = d->slots[0];
+        slot_due(d, dl, now);
+        if (d->n_slots > 0 && d->slots[0] == dl)
+            break; /* moved to a later time within the millisecond: next timer */
     }
-    memcpy(dl->body, row->payload, row->payload_len + 1);
-    dl->body_len = row->payload_len;
-    dl->timer_used = true;
-    dl->send_timer.data = dl;
-    if (dl->host) {
-        dl->host->booked++; /* work-queue claims leave its connection free for the slot */
-        dl->host_booked = true;
-    }
-    uv_update_time(d->loop);
-    if (uv_timer_start(&dl->send_timer, on_send_timer, (uint64_t)(wait_us / 1000), 0) != 0) {
-        /* Cannot happen for an initialised timer with a callback; send now rather than lose it. */
-        char *body = dl->body;
-        dl->body = NULL;
-        send_delivery(d, dl, body, row->payload_len);
-        free(body);
-    }
-    return true;
+    slots_arm(d);
 }
 
-void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t send_at)
+void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t send_at,
+                    claim_result *cr)
 {
-    delivery *dl = calloc(1, sizeof *dl);
-    if (!dl || !(dl->carrier = strdup(row->carrier))) {
-        free(dl);
+    delivery *dl = delivery_alloc(d);
+    if (!dl) {
         LOG_ERROR("out_of_memory", LOG_S("where", "delivery"));
         return; /* the lease expires and the item comes back */
     }
+    pgp_list_init(&dl->qlink);
+    pgp_list_init(&dl->wlink);
     dl->d = d;
+    dl->stage = STAGE_WIRE;
+    dl->cr = cr;
+    cr->refs++;
+    dl->body = row->payload;
+    dl->body_len = row->payload_len;
+    dl->carrier = row->carrier;
     dl->item_id = row->item_id;
     dl->customer_id = row->customer_id;
     dl->attempt = row->attempt;
@@ -316,18 +480,25 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     send_at = earliest_send(c, send_at);
     if (c && c->mode == MODE_SPACED)
         dl->planned_us = send_at;
-    int64_t wait_us = send_at - now_us();
-    if (wait_us >= 1000 && c && wait_for_slot(d, dl, row, wait_us))
+    int64_t now = now_us();
+    if (send_at - now >= 1000 && c) {
+        dl->stage = STAGE_SLOT;
+        dl->due_us = send_at;
+        if (slot_push(d, dl)) {
+            if (dl->host) {
+                dl->host->booked++; /* work-queue claims leave its connection free for the slot */
+                dl->host_booked = true;
+            }
+            if (d->slots[0] == dl)
+                slots_arm(d);
+            return;
+        }
+        dl->stage = STAGE_WIRE; /* no memory for the heap: sent now rather than lost */
+    } else if (c && c->host && c->mode != MODE_SPACED) {
+        window_push(d, dl); /* the claim drains the host's window once all its rows are in */
         return;
-    send_delivery(d, dl, row->payload, row->payload_len);
-}
-
-static void on_waiting_closed(uv_handle_t *h)
-{
-    delivery *dl = h->data;
-    dispatcher *d = dl->d;
-    free_delivery(dl);
-    dispatcher_part_closed(d);
+    }
+    delivery_send(d, dl);
 }
 
 int deliveries_close_waiting(dispatcher *d)
@@ -337,13 +508,12 @@ int deliveries_close_waiting(dispatcher *d)
     pgp_list_each_safe(pos, tmp, &d->deliveries)
     {
         delivery *dl = pgp_list_entry(pos, delivery, link);
-        if (!dl->timer_used || !uv_is_active((uv_handle_t *)&dl->send_timer))
+        if (dl->stage == STAGE_WIRE)
             continue;
         pgp_list_remove(&dl->link);
         d->in_flight--;
-        unbook(dl);
-        d->open_handles++;
-        uv_close((uv_handle_t *)&dl->send_timer, on_waiting_closed);
+        unqueue(d, dl);
+        delivery_free(d, dl);
         n++;
     }
     return n;

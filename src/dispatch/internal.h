@@ -11,7 +11,10 @@
  * - share.c        fair division of host connections and in-flight room (pure).
  * - pace.c         the effective rate (or in-flight cap) a throttling receiver leaves (pure).
  * - throttle.c     throttles applied to customers: their pace, gauge, logs and frontier record.
- * - delivery.c     deliveries in flight: start, GCRA send timer, HTTP completion.
+ * - delivery.c     deliveries in flight: start, the timer of spaced sends waiting for their
+ *                  GCRA slot, HTTP completion, giving back what was never sent.
+ * - window.c       the claim-ahead window: work-queue items claimed beyond a host's free
+ *                  connections, sent fairly as connections free, given back when too old.
  * - finalize.c     outcomes waiting to be written, and the batched finalisation statement.
  * - claim.c        claim rounds (scheduled) and batch ticks, and the claim result.
  * - leader.c       the start-up chain and election as one state machine, notifications, the
@@ -22,10 +25,11 @@
  * - admin.c        what the admin HTTP listener asks: metrics, readiness, HTTP enqueue.
  * - ../dispatcher.c  public lifecycle (new, start, reload) and the shutdown.
  *
- * Every handle is a timer in dispatcher.timers[] or a delivery's send timer (on the
- * deliveries list). close_all() in dispatcher.c closes the timers, and the send timers of
- * deliveries still waiting for their slot; a delivery already sent closes its own when it
- * completes, which closing the HTTP sender makes happen at once.
+ * Every handle is a timer in dispatcher.timers[]: deliveries waiting for their slot share
+ * TIMER_SEND (a heap of them by send time), the window's expiry is TIMER_WINDOW.
+ * close_all() in dispatcher.c closes the timers and frees deliveries never sent (their leases
+ * expire); a delivery already sent ends when its request does, which closing the HTTP sender
+ * makes happen at once.
  */
 #ifndef PGPACE_DISPATCH_INTERNAL_H
 #define PGPACE_DISPATCH_INTERNAL_H
@@ -109,6 +113,18 @@ typedef struct host_state {
     int pool_slot;     /* its pool in the claim round being built, or -1 (claim.c) */
     double latency_ms; /* moving average of its requests' durations (weights in share.c) */
     waiters waiting;
+    /* The claim-ahead window (window.c): its work-queue items claimed beyond its free
+     * connections, one FIFO queue per customer, sent as connections free. */
+    struct window_queue *wq;
+    size_t n_wq, cap_wq;
+    int windowed;       /* items in all of its queues */
+    unsigned wq_rotate; /* ties between queues go round */
+    /* Its work-queue customers, and the weight of those with work as last counted: a
+     * customer's share of its connections in the window's drain. */
+    int64_t *workq_ids;
+    size_t n_workq, cap_workq;
+    double workq_weight;
+    int64_t workq_at_us;
     /* Its spaced customers, and the connections work-queue claims leave them (claim.c): the
      * spaced requests on the wire, and the reserve as last computed. */
     int64_t *spaced_ids;
@@ -244,15 +260,32 @@ char *text_excerpt(const char *s, size_t n);
 
 /* ---- delivery.c ---------------------------------------------------------------------------- */
 
+/* A claim's result, kept while deliveries point into it (their bodies and carriers): the
+ * request body is sent from libpq's memory, never copied. */
+typedef struct claim_result {
+    PGresult *res;
+    int refs;
+} claim_result;
+
+typedef enum delivery_stage {
+    STAGE_SLOT,   /* waiting for its GCRA slot (or a Retry-After's end): dispatcher.slots */
+    STAGE_WINDOW, /* claimed ahead, waiting for a host connection: its host's window */
+    STAGE_WIRE,   /* the request is out (or being completed) */
+} delivery_stage;
+
 typedef struct delivery {
     struct dispatcher *d;
-    pgp_list link;         /* dispatcher.deliveries */
-    uv_timer_t send_timer; /* used when the send waits for its GCRA slot */
-    bool timer_used;
-    char *body; /* payload copy while waiting for the slot */
+    pgp_list link;  /* dispatcher.deliveries; the free pool while unused */
+    pgp_list qlink; /* STAGE_WINDOW: its customer's queue on its host */
+    pgp_list wlink; /* STAGE_WINDOW: dispatcher.window, oldest first */
+    delivery_stage stage;
+    size_t slot_pos;  /* STAGE_SLOT: its index in dispatcher.slots */
+    int64_t due_us;   /* STAGE_SLOT: when it is sent; STAGE_WINDOW: when it is given back */
+    claim_result *cr; /* holds body and carrier */
+    const char *body;
     size_t body_len;
     int64_t item_id, token, customer_id;
-    char *carrier;
+    const char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
     bool probe;         /* the one delivery a half-open breaker lets through */
@@ -310,6 +343,8 @@ typedef struct claim_round {
 typedef struct share_pool {
     int room;      /* the host's connections free now */
     int open_room; /* of those, not booked by spaced deliveries waiting for their slot */
+    int ahead;     /* room in its claim-ahead window: work-queue claimants take it once the
+                      open room is gone (their items wait there for a connection) */
 } share_pool;
 
 typedef struct share_claimant {
@@ -456,6 +491,8 @@ enum dispatcher_timer {
     TIMER_FLUSH,    /* next finalisation statement (finalize.c) */
     TIMER_DRAIN,    /* shutdown deadline (dispatcher.c) */
     TIMER_PACE,     /* next write of effective rates (throttle.c) */
+    TIMER_SEND,     /* the earliest spaced send waiting for its slot (delivery.c) */
+    TIMER_WINDOW,   /* the oldest window item's give-back time (window.c) */
     TIMER_COUNT
 };
 
@@ -499,6 +536,13 @@ struct dispatcher {
 
     pgp_list deliveries; /* delivery.link, in flight */
     int in_flight;
+    struct delivery **slots; /* min-heap on due_us of deliveries waiting for their slot */
+    size_t n_slots, cap_slots;
+    pgp_list window; /* delivery.wlink: every host's window, oldest first */
+    int windowed;    /* deliveries in windows */
+    pgp_list spare;  /* delivery.link: freed deliveries kept for reuse */
+    size_t n_spare;
+    struct round_build *spare_build; /* the last round's scratch, reused */
 
     int open_handles;
     int exit_status;
@@ -582,11 +626,43 @@ void breaker_note(dispatcher *d, customer *c, bool failed, const char *error);
 int breaker_allowance(dispatcher *d, customer *c, int n, int64_t now);
 
 /* delivery.c */
-void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t send_at);
-/* Ends deliveries still waiting for their slot at close: their timers are closed (counted in
- * open_handles, each calling dispatcher_part_closed) and their leases left to expire. Returns
- * how many. */
+/* Starts the delivery of a claimed row (its body and carrier stay in cr, which it references):
+ * sent now, at send_at (a spaced slot or the end of a Retry-After), or, for a work-queue
+ * customer with a host, put in the host's window (window_drain sends it). */
+void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t send_at,
+                    claim_result *cr);
+/* Sends a delivery now (its request goes on the wire, or it completes at once as failed). */
+void delivery_send(dispatcher *d, delivery *dl);
+/* Ends a delivery never sent: its item is given back (due again at once, the attempt not
+ * counted) and the room it held freed. */
+void delivery_give_back(dispatcher *d, delivery *dl);
+void claim_result_unref(claim_result *cr);
+/* At close: frees the deliveries never sent (their leases expire). Returns how many. */
 int deliveries_close_waiting(dispatcher *d);
+void delivery_pool_free(dispatcher *d);
+void slots_on_timer(uv_timer_t *t);
+
+/* window.c */
+/* The most items a host's window holds: claim_ahead, or fewer for a slow host (about
+ * claim_ahead_ms of its requests at its mean request time). Pure. */
+int window_cap(const pgp_config *cfg, const host_state *h);
+/* How long an item may wait in a window (claim_ahead_ms, at most a quarter of the lease). */
+int64_t window_wait_us(const pgp_config *cfg);
+/* The window room work-queue claims may take now: none while the window is more than half
+ * full (it is refilled in halves, not an item per completion). Pure. */
+int window_room(const pgp_config *cfg, const host_state *h);
+void window_push(dispatcher *d, delivery *dl);
+/* Takes a delivery out of its window (it is being sent or given back). */
+void window_unlink(dispatcher *d, delivery *dl);
+/* Sends window items while the host has open room (what spaced customers' slots and
+ * reservations leave), each to the customer with the fewest requests on the wire per unit of
+ * weight. Items of a customer that may not send now (breaker open, Retry-After hold, removed)
+ * are given back; one at its throttled in-flight cap waits. */
+void window_drain(dispatcher *d, host_state *h);
+/* Gives back every window item (shutdown, leadership lost). */
+void window_give_back_all(dispatcher *d, const char *why);
+void window_on_timer(uv_timer_t *t);
+void window_free_host(host_state *h);
 
 /* finalize.c */
 /* Appends e; on no memory frees e's strings and returns false (the lease expires and the item
@@ -618,6 +694,9 @@ share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now);
  * is kept before it is due. Pure. */
 int spaced_reserve(int used, int n_active, double concurrency, double spaced_weight, int n_open,
                    int max_connections);
+/* Whether a customer may send soon: not paused, not held by its breaker or a Retry-After, with
+ * requests out or an item due within a second. Pure. */
+bool customer_active(const customer *c, int64_t now);
 /* A customer's weight in the division of its host's connections (share.c). Pure. */
 double claim_weight(const customer *c);
 /* A batch customer's allowance at `tick` (rate per tick plus carried fractional credit, capped

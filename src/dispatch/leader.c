@@ -279,6 +279,9 @@ static void leadership_end(dispatcher *d)
     LOG_WARN("leadership_lost", LOG_S("instance", d->instance),
              LOG_S("reason", "database connection lost"));
     metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 0);
+    /* Items claimed ahead are not sent by an instance that may no longer lead: given back
+     * (written once the connection is back), not left for their leases to expire. */
+    window_give_back_all(d, "leadership lost");
     static const int timers[] = {TIMER_METRICS, TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
         uv_timer_stop(&d->timers[timers[i]]);

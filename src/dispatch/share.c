@@ -12,7 +12,9 @@
  * A host's room has two parts: connections free now (`room`), and of those the ones not booked
  * by spaced deliveries waiting for their slot (`open_room`). Work-queue claimants (unlimited,
  * batch) send at once and may take only open room; a spaced claimant's connection is needed at
- * its slot, which the booking keeps free for it.
+ * its slot, which the booking keeps free for it. Once a host's open room is gone, work-queue
+ * claimants may also take its claim-ahead window's room (`ahead`): those items wait locally
+ * for a connection (window.c), so a spaced claimant never takes it.
  */
 #include "internal.h"
 
@@ -57,7 +59,7 @@ static bool can_take(const share_claimant *c, const share_pool *pools)
     if (c->pool < 0)
         return true;
     const share_pool *p = &pools[c->pool];
-    return c->open_only ? p->open_room > 0 : p->room > 0;
+    return c->open_only ? p->open_room > 0 || p->ahead > 0 : p->room > 0;
 }
 
 int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint64_t rotate,
@@ -85,8 +87,13 @@ int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint
         c->grant++;
         given++;
         if (c->pool >= 0) {
-            pools[c->pool].room--;
-            pools[c->pool].open_room--;
+            share_pool *p = &pools[c->pool];
+            if (c->open_only && p->open_room <= 0) {
+                p->ahead--;
+            } else {
+                p->room--;
+                p->open_room--;
+            }
         }
         sift_down(v, n, rotate, heap, len, 0);
     }

@@ -56,28 +56,48 @@ static breaker_state parse_breaker(const char *s)
                                          : BREAKER_CLOSED;
 }
 
-static void spaced_list_remove(host_state *h, int64_t id)
+static void id_list_remove(int64_t *v, size_t *n, int64_t id)
 {
-    for (size_t i = 0; h && i < h->n_spaced; i++)
-        if (h->spaced_ids[i] == id) {
-            h->spaced_ids[i] = h->spaced_ids[--h->n_spaced];
+    for (size_t i = 0; i < *n; i++)
+        if (v[i] == id) {
+            v[i] = v[--*n];
             return;
         }
 }
 
-static void spaced_list_add(host_state *h, int64_t id)
+static void id_list_add(int64_t **v, size_t *n, size_t *cap, int64_t id)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 8;
+        int64_t *nv = realloc(*v, ncap * sizeof *nv);
+        if (!nv)
+            return; /* its host does not count it: it competes as if alone */
+        *v = nv;
+        *cap = ncap;
+    }
+    (*v)[(*n)++] = id;
+}
+
+/* Each host knows its customers by kind: spaced ones for the connections it keeps for them,
+ * work-queue ones for the shares of its window (window.c). */
+static void host_list_remove(host_state *h, customer_mode mode, int64_t id)
 {
     if (!h)
         return;
-    if (h->n_spaced == h->cap_spaced) {
-        size_t cap = h->cap_spaced ? h->cap_spaced * 2 : 8;
-        int64_t *v = realloc(h->spaced_ids, cap * sizeof *v);
-        if (!v)
-            return; /* its host reserves nothing for it: it competes like the others */
-        h->spaced_ids = v;
-        h->cap_spaced = cap;
-    }
-    h->spaced_ids[h->n_spaced++] = id;
+    if (mode == MODE_SPACED)
+        id_list_remove(h->spaced_ids, &h->n_spaced, id);
+    else
+        id_list_remove(h->workq_ids, &h->n_workq, id);
+}
+
+static void host_list_add(host_state *h, customer_mode mode, int64_t id)
+{
+    if (!h)
+        return;
+    if (mode == MODE_SPACED)
+        id_list_add(&h->spaced_ids, &h->n_spaced, &h->cap_spaced, id);
+    else
+        id_list_add(&h->workq_ids, &h->n_workq, &h->cap_workq, id);
 }
 
 customer *customer_apply(dispatcher *d, const customer_row *row)
@@ -116,7 +136,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
          tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
         c->secrets[c->n_secrets++] = tok;
     host_state *old_host = c->host;
-    bool was_spaced = !fresh && c->mode == MODE_SPACED;
+    customer_mode old_mode = c->mode;
     c->mode = parse_mode(row->mode);
     c->rate = row->rate;
     c->burst = row->burst;
@@ -127,12 +147,13 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->max_in_flight = row->max_in_flight;
     c->paused = row->paused;
     c->host = host_for_url(d, c->url);
-    /* Each host knows its spaced customers, for the connections it keeps for them. */
-    bool spaced = c->mode == MODE_SPACED;
-    if (was_spaced && (!spaced || old_host != c->host))
-        spaced_list_remove(old_host, c->id);
-    if (spaced && (!was_spaced || old_host != c->host))
-        spaced_list_add(c->host, c->id);
+    bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
+    if (fresh) {
+        host_list_add(c->host, c->mode, c->id);
+    } else if (old_host != c->host || spaced != was_spaced) {
+        host_list_remove(old_host, old_mode, c->id);
+        host_list_add(c->host, c->mode, c->id);
+    }
     c->connect_timeout_ms = row->connect_timeout_ms;
     c->request_timeout_ms = row->request_timeout_ms;
     if (fresh) {
@@ -154,8 +175,7 @@ void customer_remove(dispatcher *d, int64_t id)
     if (!gone)
         return;
     sched_heap_remove(&d->heap, gone->id);
-    if (gone->mode == MODE_SPACED)
-        spaced_list_remove(gone->host, gone->id);
+    host_list_remove(gone->host, gone->mode, gone->id);
     LOG_INFO("customer_removed", LOG_S("customer", gone->name));
     customer_free(gone);
 }
@@ -443,6 +463,8 @@ void state_free(dispatcher *d)
     while ((h = hmap_next(&d->hosts, &pos)) != NULL) {
         free(h->waiting.ids);
         free(h->spaced_ids);
+        free(h->workq_ids);
+        window_free_host(h);
         free(h->key);
         free(h);
     }

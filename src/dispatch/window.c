@@ -1,0 +1,279 @@
+/* window.c - the claim-ahead window: work-queue items claimed beyond a host's free connections.
+ *
+ * A claim round costs a database round trip; claiming only what a host's free connections can
+ * take at once would bound a fast host's throughput by those round trips. So claims for
+ * unlimited and batch customers may take up to window_cap() items more per host, which wait
+ * here, one FIFO queue per customer, and go out as connections free (window_drain), always to
+ * the customer with the fewest requests on the wire per unit of weight, so the window is shared
+ * as fairly as the claims were. The window is bounded in items (claim_ahead, fewer for a slow
+ * host) and in time: an item that waited window_wait_us() is given back to the queue (due again
+ * at once, the attempt not counted), far inside its lease. On shutdown and when leadership is
+ * lost every item still here is given back at once, not left for its lease to expire.
+ *
+ * Owns each host's queues (host_state.wq), dispatcher.window (every window item, oldest first)
+ * and TIMER_WINDOW.
+ */
+#include "internal.h"
+
+#include "log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct window_queue {
+    int64_t customer_id;
+    pgp_list items; /* delivery.qlink, claim order */
+    int n;
+} window_queue;
+
+int window_cap(const pgp_config *cfg, const host_state *h)
+{
+    int cap = cfg->claim_ahead;
+    if (cap <= 0)
+        return 0;
+    /* A host whose request time is not known yet gets one round of its connections ahead. */
+    if (!(h->latency_ms > 0))
+        return cap < cfg->max_host_connections ? cap : cfg->max_host_connections;
+    double in_time = (double)cfg->max_host_connections * (double)window_wait_us(cfg) / 1000.0 /
+                     h->latency_ms / 2;
+    if (in_time < (double)cap)
+        cap = in_time < 1 ? 1 : (int)in_time;
+    return cap;
+}
+
+int64_t window_wait_us(const pgp_config *cfg)
+{
+    int64_t us = (int64_t)cfg->claim_ahead_ms * 1000;
+    int64_t quarter = (int64_t)cfg->lease_seconds * 250000;
+    return us < quarter ? us : quarter;
+}
+
+int window_room(const pgp_config *cfg, const host_state *h)
+{
+    int cap = window_cap(cfg, h);
+    int free_items = cap - h->windowed;
+    if (free_items <= 0)
+        return 0;
+    return h->windowed == 0 || 2 * free_items >= cap ? free_items : 0;
+}
+
+static window_queue *queue_of(host_state *h, int64_t customer_id)
+{
+    for (size_t i = 0; i < h->n_wq; i++)
+        if (h->wq[i].customer_id == customer_id)
+            return &h->wq[i];
+    return NULL;
+}
+
+/* The queues live in an array; an emptied one is replaced by the last (its list head moves, so
+ * the list is re-anchored). */
+static void list_move_head(pgp_list *to, pgp_list *from)
+{
+    if (pgp_list_empty(from)) {
+        pgp_list_init(to);
+        return;
+    }
+    *to = *from;
+    to->next->prev = to;
+    to->prev->next = to;
+}
+
+static void queue_drop(host_state *h, window_queue *q)
+{
+    size_t i = (size_t)(q - h->wq);
+    size_t last = h->n_wq - 1;
+    if (i != last) {
+        h->wq[i].customer_id = h->wq[last].customer_id;
+        h->wq[i].n = h->wq[last].n;
+        list_move_head(&h->wq[i].items, &h->wq[last].items);
+    }
+    h->n_wq--;
+}
+
+static window_queue *queue_add(host_state *h, int64_t customer_id)
+{
+    if (h->n_wq == h->cap_wq) {
+        size_t cap = h->cap_wq ? h->cap_wq * 2 : 8;
+        window_queue *v = malloc(cap * sizeof *v);
+        if (!v)
+            return NULL;
+        for (size_t i = 0; i < h->n_wq; i++) {
+            v[i].customer_id = h->wq[i].customer_id;
+            v[i].n = h->wq[i].n;
+            list_move_head(&v[i].items, &h->wq[i].items);
+        }
+        free(h->wq);
+        h->wq = v;
+        h->cap_wq = cap;
+    }
+    window_queue *q = &h->wq[h->n_wq++];
+    q->customer_id = customer_id;
+    q->n = 0;
+    pgp_list_init(&q->items);
+    return q;
+}
+
+static void window_arm(dispatcher *d)
+{
+    uv_timer_t *t = &d->timers[TIMER_WINDOW];
+    if (pgp_list_empty(&d->window) || d->stop == STOP_CLOSING) {
+        uv_timer_stop(t);
+        return;
+    }
+    delivery *oldest = pgp_list_entry(d->window.next, delivery, wlink);
+    int64_t wait_us = oldest->due_us - now_us();
+    uv_update_time(d->loop);
+    uv_timer_start(t, window_on_timer, wait_us > 0 ? (uint64_t)(wait_us + 999) / 1000 : 0, 0);
+}
+
+void window_push(dispatcher *d, delivery *dl)
+{
+    host_state *h = dl->host;
+    window_queue *q = queue_of(h, dl->customer_id);
+    if (!q && !(q = queue_add(h, dl->customer_id))) {
+        delivery_send(d, dl); /* no memory for a queue: sent now (curl queues it) */
+        return;
+    }
+    bool first = pgp_list_empty(&d->window);
+    dl->stage = STAGE_WINDOW;
+    dl->due_us = now_us() + window_wait_us(&d->cfg);
+    pgp_list_push_tail(&q->items, &dl->qlink);
+    pgp_list_push_tail(&d->window, &dl->wlink);
+    q->n++;
+    h->windowed++;
+    d->windowed++;
+    if (first)
+        window_arm(d);
+}
+
+void window_unlink(dispatcher *d, delivery *dl)
+{
+    host_state *h = dl->host;
+    window_queue *q = queue_of(h, dl->customer_id);
+    pgp_list_remove(&dl->qlink);
+    pgp_list_remove(&dl->wlink);
+    if (q && --q->n == 0)
+        queue_drop(h, q);
+    h->windowed--;
+    d->windowed--;
+}
+
+static delivery *queue_head(window_queue *q)
+{
+    return pgp_list_entry(q->items.next, delivery, qlink);
+}
+
+/* Whether the customer's window items must go back to the queue: it cannot send for a while
+ * (paused, held by a Retry-After, breaker open), or is gone. */
+static bool must_give_back(const customer *c, int64_t now)
+{
+    return !c || c->paused || c->pace.hold_until_us > now || c->breaker.state == BREAKER_OPEN;
+}
+
+/* The work-queue customers of a host are recounted at most this often. */
+#define WORKQ_REFRESH_US 100000
+
+/* The sum of the weights of the host's work-queue customers with work (customer_active). */
+static double workq_weight(dispatcher *d, host_state *h, int64_t now)
+{
+    if (now - h->workq_at_us < WORKQ_REFRESH_US && now >= h->workq_at_us)
+        return h->workq_weight;
+    double w = 0;
+    for (size_t i = 0; i < h->n_workq; i++) {
+        customer *c = customer_get(d, h->workq_ids[i]);
+        if (c && customer_active(c, now))
+            w += claim_weight(c);
+    }
+    h->workq_weight = w;
+    h->workq_at_us = now;
+    return w;
+}
+
+void window_drain(dispatcher *d, host_state *h)
+{
+    if (!h || h->windowed == 0 || d->stop != STOP_NONE)
+        return;
+    int64_t now = now_us();
+    while (h->n_wq > 0) {
+        share_pool p = host_pool(d, h, (int)h->n_wq, now);
+        if (p.open_room <= 0)
+            return;
+        /* The queue whose customer has the fewest requests out per unit of weight, and fewer
+         * than its weighted share of the connections: a slow tenant's items wait rather than
+         * take the connections another tenant's next claim would get. */
+        double total_weight = workq_weight(d, h, now);
+        window_queue *best = NULL;
+        double best_level = 0;
+        size_t n = h->n_wq;
+        bool gave_back = false;
+        for (size_t k = 0; k < n && !gave_back; k++) {
+            window_queue *q = &h->wq[(k + h->wq_rotate) % n];
+            customer *c = customer_get(d, q->customer_id);
+            if (must_give_back(c, now)) {
+                /* All its items; the queue goes with the last one, so the scan starts over. */
+                for (int left = q->n; left > 0; left--)
+                    delivery_give_back(d, queue_head(q));
+                gave_back = true;
+                continue;
+            }
+            int out = c->in_flight - q->n; /* its requests on the wire (or waiting for a slot) */
+            if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && out >= c->pace.cap)
+                continue; /* throttled to fewer requests at once: its items wait (or expire) */
+            double weight = claim_weight(c);
+            double share = total_weight > weight
+                               ? ceil((double)d->cfg.max_host_connections * weight / total_weight)
+                               : d->cfg.max_host_connections;
+            if (out >= share)
+                continue;
+            double level = (double)out / weight;
+            if (!best || level < best_level) {
+                best = q;
+                best_level = level;
+            }
+        }
+        if (gave_back)
+            continue;
+        if (!best)
+            return; /* nobody may send now */
+        h->wq_rotate++;
+        delivery_send(d, queue_head(best));
+    }
+}
+
+void window_give_back_all(dispatcher *d, const char *why)
+{
+    int n = 0;
+    while (!pgp_list_empty(&d->window)) {
+        delivery_give_back(d, pgp_list_entry(d->window.next, delivery, wlink));
+        n++;
+    }
+    if (n > 0)
+        LOG_INFO("window_given_back", LOG_I("items", n), LOG_S("reason", why));
+    window_arm(d);
+}
+
+void window_on_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    int64_t now = now_us();
+    int n = 0;
+    while (!pgp_list_empty(&d->window)) {
+        delivery *dl = pgp_list_entry(d->window.next, delivery, wlink);
+        if (dl->due_us > now)
+            break;
+        delivery_give_back(d, dl);
+        n++;
+    }
+    if (n > 0)
+        LOG_INFO("window_expired", LOG_I("items", n),
+                 LOG_S("meaning", "claimed ahead but no connection freed in time; given back"));
+    window_arm(d);
+}
+
+void window_free_host(host_state *h)
+{
+    free(h->wq);
+    h->wq = NULL;
+    h->n_wq = h->cap_wq = 0;
+}
