@@ -192,8 +192,8 @@ static double workq_weight(dispatcher *d, host_state *h, int64_t now)
 
 void window_drain(dispatcher *d, host_state *h)
 {
-    if (!h || h->windowed == 0 || d->stop != STOP_NONE)
-        return;
+    if (!h || h->windowed == 0 || !is_leading(d))
+        return; /* a window outlives neither the leadership nor the service (given back) */
     int64_t now = now_us();
     while (h->n_wq > 0) {
         share_pool p = host_pool(d, h, (int)h->n_wq, now);

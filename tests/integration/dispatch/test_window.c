@@ -1,0 +1,159 @@
+/* test_window.c - the claim-ahead window (issue: a host's throughput was bound by claim round
+ * trips because claims took only its free connections):
+ * - work-queue items are claimed beyond the host's free connections, and never more at once on
+ *   the wire than its connections;
+ * - on SIGTERM the items waiting in the window are given back at once (due again, the attempt
+ *   not counted), while the requests on the wire finish: nothing is left leased at exit;
+ * - when the dispatcher loses its database session (and so its leadership) the window is given
+ *   back as soon as the connection is back, so every item is delivered long before the leases
+ *   of the window's items would have run out;
+ * - an item that waited in the window longer than claim_ahead_ms is given back without an
+ *   attempt.
+ * Real PostgreSQL, real loopback receiver; waits are conditions with deadlines. */
+#include "fixture.h"
+#include "receiver.h"
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Two connections to the host, a lease long enough that a leaked window item would visibly
+ * wait for it (60 s), and a window that may hold a host's requests for 15 s. */
+#define SLOW_HOST_INI                                                                              \
+    "delivery.max_host_connections = 2\n"                                                          \
+    "delivery.request_timeout_ms = 10000\n"                                                        \
+    "dispatcher.lease_seconds = 60\n"                                                              \
+    "dispatcher.claim_ahead_ms = 15000\n"
+
+static void answer_after(receiver *r, const char *prefix, int ms)
+{
+    receiver_on(r,
+                &(receiver_rule){
+                    .path_prefix = prefix, .action = RECV_RESPOND, .status = 200, .delay_ms = ms});
+}
+
+static long long q_int(fx *f, const char *sql)
+{
+    return tl_query_int(f->db->conn, "%s", sql);
+}
+
+#define CLAIMED "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NOT NULL"
+
+static void window_goes_back_on_sigterm(void **state)
+{
+    fx *f = *state;
+    answer_after(f->recv, "/c/hog", 1000);
+    fx_customer(f, "hog", TL_ARGV("--mode", "unlimited", "--rate", "60"));
+    fx_enqueue_many(f, "hog", 200);
+    fx_run(f, SLOW_HOST_INI "dispatcher.drain_timeout_ms = 10000\n");
+
+    /* Once the host's request time is known (1 s), the window holds about 15 s of them. */
+    assert_true(receiver_wait(f->recv, "/c/hog", 4, 10000) >= 4);
+    long long claimed = tl_wait_query_at_least(f->db->conn, 6, 10000, CLAIMED);
+    print_message("# %lld items claimed with 2 connections\n", claimed);
+    assert_true(claimed >= 6);
+
+    long long t0 = tl_now_ms();
+    fx_stop_service(f, 8000); /* exit status 0 asserted */
+    long long took = tl_now_ms() - t0;
+    size_t sent = receiver_count(f->recv, "/c/hog");
+    long long done = q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt WHERE outcome = "
+                              "'success'");
+    print_message("# SIGTERM: exit after %lld ms; %zu requests sent, %lld delivered\n", took, sent,
+                  done);
+    char *log = fx_log(f);
+    tl_assert_contains(log, "window_given_back");
+    tl_assert_contains(log, "shutting down");
+    assert_null(strstr(log, "unfinalised_at_exit"));
+    free(log);
+    /* Never more on the wire than the host's connections. */
+    assert_true(receiver_max_concurrent(f->recv, "/c/hog") <= 2);
+    /* Nothing left leased; everything not delivered is due now with no attempt counted. */
+    assert_int_equal(q_int(f, CLAIMED), 0);
+    assert_int_equal((long long)sent, done);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.queue WHERE attempt = 0 AND "
+                              "next_action_at <= now()"),
+                     200 - done);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), done);
+}
+
+/* The leader lock (sql/functions/11_instance.sql): class 'pgpa', key 2. */
+#define LEADER_LOCK "1885827169, 2"
+
+static void window_goes_back_when_leadership_is_lost(void **state)
+{
+    fx *f = *state;
+    answer_after(f->recv, "/c/hog", 400);
+    fx_customer(f, "hog", TL_ARGV("--mode", "unlimited", "--rate", "60"));
+    fx_enqueue_many(f, "hog", 40);
+    fx_run(f, SLOW_HOST_INI);
+
+    assert_true(receiver_wait(f->recv, "/c/hog", 4, 10000) >= 4);
+    assert_true(tl_wait_query_at_least(f->db->conn, 6, 10000, CLAIMED) >= 6);
+    /* The dispatcher's session ends and, before it is back, the leader lock is taken (as by
+     * another instance): it comes back as a standby. */
+    long long killed =
+        tl_query_int(f->db->conn, "SELECT count(pg_terminate_backend(pid)) FROM "
+                                  "pg_stat_activity WHERE datname = current_database() AND "
+                                  "application_name LIKE 'pgpace:%%'");
+    assert_true(killed >= 1);
+    long long t0 = tl_now_ms();
+    tl_exec(f->db->conn, "SET lock_timeout = '5s'");
+    tl_exec(f->db->conn, "SELECT pg_advisory_lock(" LEADER_LOCK ")");
+    assert_true(fx_wait_log(f, "leadership_lost", 10000));
+    /* Its requests on the wire end within 0.4 s; its window is given back as soon as it is
+     * connected again, not when the window would expire (15 s) or the leases (60 s). */
+    long long claimed = tl_wait_query_at_least(f->db->conn, 0, 12000,
+                                               "SELECT -count(*) FROM pgpace.queue WHERE "
+                                               "claim_token IS NOT NULL");
+    long long took = tl_now_ms() - t0;
+    print_message("# session terminated, lock taken: nothing claimed %lld ms later (window 15 s, "
+                  "lease 60 s)\n",
+                  took);
+    assert_int_equal(claimed, 0);
+    assert_true(took < 12000);
+    char *log = fx_log(f);
+    tl_assert_contains(log, "window_given_back");
+    tl_assert_contains(log, "leadership lost");
+    free(log);
+    /* Leading again once the lock is free: everything is delivered. */
+    tl_exec(f->db->conn, "SELECT pg_advisory_unlock(" LEADER_LOCK ")");
+    assert_int_equal(
+        tl_wait_query_at_least(f->db->conn, 40, 30000, "SELECT 40 - count(*) FROM pgpace.queue"),
+        40);
+    fx_stop_service(f, 8000);
+}
+
+static void window_item_waiting_too_long_goes_back(void **state)
+{
+    fx *f = *state;
+    answer_after(f->recv, "/c/hog", 2000);
+    fx_customer(f, "hog", TL_ARGV("--mode", "unlimited", "--rate", "60"));
+    fx_enqueue_many(f, "hog", 10);
+    /* One connection, busy for 2 s per request; window items may wait 300 ms. */
+    fx_run(f, "delivery.max_host_connections = 1\n"
+              "dispatcher.lease_seconds = 60\n"
+              "dispatcher.claim_ahead_ms = 300\n");
+    assert_true(fx_wait_log(f, "window_expired", 10000));
+    fx_stop_service(f, 8000);
+    /* Given back without an attempt: attempts counted are the requests sent. */
+    size_t sent = receiver_count(f->recv, "/c/hog");
+    assert_int_equal(q_int(f, CLAIMED), 0);
+    assert_int_equal(q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"), (long long)sent);
+    assert_int_equal(q_int(f, "SELECT coalesce(sum(attempt), 0) FROM pgpace.queue") +
+                         q_int(f, "SELECT count(*) FROM pgpace.delivery_attempt"),
+                     (long long)sent);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(window_goes_back_on_sigterm, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(window_goes_back_when_leadership_is_lost, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(window_item_waiting_too_long_goes_back, fx_setup,
+                                        fx_teardown),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}
