@@ -283,7 +283,7 @@ void dispatcher_maybe_finish(dispatcher *d)
 {
     if (d->stop == STOP_NONE || d->stop == STOP_CLOSING)
         return;
-    if (d->in_flight > 0 || d->round)
+    if (d->in_flight > 0 || d->n_claims > 0)
         return;
     /* Everything delivered or aborted: wait for the outcomes to be written while the database
      * is reachable; if it is not, leases expire by themselves. */

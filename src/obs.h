@@ -16,6 +16,9 @@ typedef struct obs {
     int items_claimed;     /* counter {mode} */
     int claim_rounds;      /* counter {round} */
     int claim_seconds;     /* histogram {round}: one claim statement, send to result */
+    int claims_pipelined;  /* counter: claims sent while another was in flight */
+    int window_items;      /* gauge: items claimed ahead, waiting for a connection */
+    int window_given_back; /* counter {reason}: window items given back unsent */
     int deliveries;        /* counter {customer, outcome} */
     int delivery_seconds;  /* histogram {outcome}: one HTTP attempt */
     int lag_seconds;       /* histogram: item created -> first attempt sent */

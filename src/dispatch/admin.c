@@ -9,6 +9,7 @@ int admin_render_metrics(void *arg, strbuf *out)
 {
     dispatcher *d = arg;
     metrics_gauge_set(d->obs.m, d->obs.in_flight, NULL, d->in_flight);
+    metrics_gauge_set(d->obs.m, d->obs.window_items, NULL, d->windowed);
     return metrics_render(d->obs.m, out);
 }
 

@@ -38,11 +38,12 @@ void claim_on_timer(uv_timer_t *t)
 void claim_arm(dispatcher *d)
 {
     uv_timer_t *t = &d->timers[TIMER_CLAIM];
-    if (!is_leading(d) || d->round)
+    if (!is_leading(d) || d->n_claims >= CLAIM_PIPELINE)
         return;
     int64_t id, due;
     /* At max_in_flight the next delivery to complete re-arms. */
-    if (d->in_flight >= d->cfg.max_in_flight || !sched_heap_peek(&d->heap, &id, &due)) {
+    if (d->in_flight + d->claiming >= d->cfg.max_in_flight ||
+        !sched_heap_peek(&d->heap, &id, &due)) {
         uv_timer_stop(t);
         return;
     }
@@ -54,11 +55,11 @@ void claim_arm(dispatcher *d)
 
 int claim_limit(int want, const customer *c)
 {
-    int n = want;
-    if (c->max_in_flight > 0 && c->max_in_flight - c->in_flight < n)
-        n = c->max_in_flight - c->in_flight;
-    if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && c->pace.cap - c->in_flight < n)
-        n = c->pace.cap - c->in_flight;
+    int n = want, held = c->in_flight + c->claiming;
+    if (c->max_in_flight > 0 && c->max_in_flight - held < n)
+        n = c->max_in_flight - held;
+    if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && c->pace.cap - held < n)
+        n = c->pace.cap - held;
     return n < 0 ? 0 : n;
 }
 
@@ -115,7 +116,7 @@ static void spaced_recount(dispatcher *d, host_state *h, int64_t now)
 share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
 {
     int max = d->cfg.max_host_connections;
-    int room = max - (h ? h->in_flight : 0);
+    int room = max - (h ? h->in_flight + h->claiming_room : 0);
     if (room < 0)
         room = 0;
     int open = room - (h ? h->booked : 0);
@@ -270,7 +271,36 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
     r->allowed[r->n] = allowed;
     r->got[r->n] = 0;
     r->late[r->n] = 0;
+    r->asked_total += n;
     r->n++;
+}
+
+/* A round in flight holds what it asked for: its items of the dispatcher's and each customer's
+ * room, its hosts' connections and window room, its carriers' budgets (sign +1), until its
+ * result arrives (sign -1). */
+static void round_hold_apply(dispatcher *d, claim_round *r, int sign)
+{
+    d->claiming += sign * r->asked_total;
+    for (size_t k = 0; k < r->n; k++) {
+        customer *c = customer_get(d, r->ids[k]);
+        if (c)
+            c->claiming += sign * r->asked[k];
+    }
+    for (size_t i = 0; i < r->n_holds; i++) {
+        round_hold *h = &r->holds[i];
+        if (h->host) {
+            h->host->claiming_room += sign * h->room;
+            h->host->claiming_ahead += sign * h->ahead;
+        }
+        if (h->carrier)
+            h->carrier->claiming += sign * h->budget;
+    }
+}
+
+static void round_free(claim_round *r)
+{
+    free(r->holds);
+    free(r);
 }
 
 /* Sends the round's statement. On failure the round is freed and the customers rescheduled. */
@@ -278,11 +308,25 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
 {
     size_t pos = 0;
     carrier_state *cs;
+    size_t n_carriers = 0;
+    while (hmap_next(touched, &pos) != NULL)
+        n_carriers++;
+    if (n_carriers > 0) {
+        round_hold *v = realloc(r->holds, (r->n_holds + n_carriers) * sizeof *v);
+        if (v)
+            r->holds = v;
+        else
+            n_carriers = 0; /* its carriers' budgets are not held: the next round may take them */
+    }
     /* Every carrier of the round's pairs: an empty list tells the claim that no item names a
      * carrier, which lets it skip its rankings. */
+    pos = 0;
     while ((cs = hmap_next(touched, &pos)) != NULL) {
+        int budget = carrier_budget(&d->cfg, cs);
         strbuf_array_text(arr(p, SQL_RUN_CLAIM_P_CARRIER), cs->name);
-        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CARRIER_BUDGET), "%d", carrier_budget(&d->cfg, cs));
+        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CARRIER_BUDGET), "%d", budget);
+        if (n_carriers > 0)
+            r->holds[r->n_holds++] = (round_hold){.carrier = cs, .budget = budget};
     }
     static const int arrays[] = {SQL_RUN_CLAIM_P_PAIR_CUSTOMER,  SQL_RUN_CLAIM_P_PAIR_CARRIER,
                                  SQL_RUN_CLAIM_P_PAIR_LIMIT,     SQL_RUN_CLAIM_P_CUSTOMER,
@@ -313,7 +357,17 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
     r->sent_ns = uv_hrtime();
     if (ok && pgconn_query_prepared(d->db, sql_q_run_claim, SQL_RUN_CLAIM_NPARAMS, params,
                                     on_claim_result, r) == 0) {
-        d->round = r;
+        if (d->n_claims > 0)
+            metrics_counter_add(d->obs.m, d->obs.claims_pipelined, NULL, 1);
+        d->claims[d->n_claims++] = r;
+        round_hold_apply(d, r, +1);
+        /* An unlimited customer may be in the next round too, for what the room it was not
+         * granted here still allows (the pipeline's second claim). */
+        for (size_t k = 0; k < r->n; k++) {
+            customer *c = customer_get(d, r->ids[k]);
+            if (c && c->mode == MODE_UNLIMITED)
+                customer_schedule(d, c);
+        }
         return;
     }
     for (size_t k = 0; k < r->n; k++) {
@@ -323,7 +377,7 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
             customer_schedule(d, c);
         }
     }
-    free(r);
+    round_free(r);
 }
 
 /* A customer considered for a round, before the division. */
@@ -346,6 +400,7 @@ typedef struct round_build {
     candidate cand[ROUND_MAX_CUSTOMERS];
     share_claimant cl[ROUND_MAX_CUSTOMERS];
     share_pool pools[ROUND_MAX_CUSTOMERS];
+    share_pool before[ROUND_MAX_CUSTOMERS]; /* each pool before the division */
     host_state *pool_host[ROUND_MAX_CUSTOMERS];
     uint32_t heap[ROUND_MAX_CUSTOMERS];
 } round_build;
@@ -372,6 +427,9 @@ static round_build *round_begin(dispatcher *d, int64_t tick)
     r->d = d;
     r->tick = tick;
     r->n = 0;
+    r->asked_total = 0;
+    r->holds = NULL;
+    r->n_holds = 0;
     /* Tokens are unguessable so that no other writer can finalise an item it did not claim;
      * without the CSPRNG there is no round (its customers wait for the next). */
     uint64_t token;
@@ -383,7 +441,7 @@ static round_build *round_begin(dispatcher *d, int64_t tick)
     }
     b->r->token = (int64_t)(token & INT64_MAX);
     hmap_init(&b->touched);
-    b->room = d->cfg.max_in_flight - d->in_flight;
+    b->room = d->cfg.max_in_flight - d->in_flight - d->claiming;
     return b;
 }
 
@@ -402,7 +460,7 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
     }
     b->cand[b->n] = (candidate){.c = c, .base = base, .credit = credit, .allowed = allowed};
     b->cl[b->n] = (share_claimant){.demand = demand,
-                                   .use = c->in_flight,
+                                   .use = c->in_flight + c->claiming,
                                    .weight = claim_weight(c),
                                    .pool = pool,
                                    .open_only = c->mode != MODE_SPACED};
@@ -422,9 +480,18 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
         if (b->cl[k].pool >= 0 && b->cl[k].open_only && b->cl[k].demand > 0)
             b->pools[b->cl[k].pool].open_room++;
     for (size_t i = 0; i < b->n_pools; i++)
-        b->pools[i] = host_pool(d, b->pool_host[i], b->pools[i].open_room, now);
+        b->before[i] = b->pools[i] = host_pool(d, b->pool_host[i], b->pools[i].open_room, now);
     share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
     d->rounds++;
+    /* What the round holds of each host while in flight (send_claim applies it). */
+    b->r->holds = b->n_pools ? malloc(b->n_pools * sizeof *b->r->holds) : NULL;
+    for (size_t i = 0; b->r->holds && i < b->n_pools; i++) {
+        int room = b->before[i].room - b->pools[i].room;
+        int ahead = b->before[i].ahead - b->pools[i].ahead;
+        if (room > 0 || ahead > 0)
+            b->r->holds[b->r->n_holds++] =
+                (round_hold){.host = b->pool_host[i], .room = room, .ahead = ahead};
+    }
     for (size_t k = 0; k < b->n; k++) {
         candidate *cd = &b->cand[k];
         customer *c = cd->c;
@@ -453,7 +520,7 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
 static void round_finish(dispatcher *d, round_build *b)
 {
     if (b->r->n == 0) {
-        free(b->r);
+        round_free(b->r);
     } else {
         if (b->r->tick >= 0)
             LOG_DEBUG("batch_tick", LOG_I("tick", b->r->tick),
@@ -505,7 +572,7 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
 
 static void run_claim_round(dispatcher *d)
 {
-    if (!is_leading(d) || d->round)
+    if (!is_leading(d) || d->n_claims >= CLAIM_PIPELINE)
         return;
     int64_t now = now_us();
     int64_t tick = batch_tick_at(&d->cfg, now);
@@ -527,6 +594,10 @@ static void run_claim_round(dispatcher *d)
     for (size_t i = 0; i < n_ids; i++) {
         customer *c = customer_get(d, ids[i]);
         if (!c || c->paused || (c->mode == MODE_BATCH && batch_owed(c, tick) == 0))
+            continue;
+        /* Spaced and batch customers are in one round at a time (their slots and allowance
+         * follow from its result, which reschedules them). */
+        if (c->round_slot >= 0 && c->mode != MODE_UNLIMITED)
             continue;
         int64_t base;
         int demand = round_demand(d, c, now, tick, &base);
@@ -607,7 +678,7 @@ static void on_tick_timer(uv_timer_t *t)
         return;
     /* The nearest boundary: libuv may fire a few microseconds before it. */
     int64_t tick = (now_us() / 1000 + d->cfg.batch_tick_ms / 2) / d->cfg.batch_tick_ms;
-    if (d->round)
+    if (d->n_claims > 0)
         d->tick_queued = tick;
     else
         run_batch_tick(d, tick);
@@ -750,7 +821,15 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
 {
     claim_round *r = arg;
     dispatcher *d = r->d;
-    d->round = NULL;
+    /* Results come in sending order: this is the oldest round. */
+    for (int i = 0; i < d->n_claims; i++)
+        if (d->claims[i] == r) {
+            for (int j = i; j + 1 < d->n_claims; j++)
+                d->claims[j] = d->claims[j + 1];
+            d->n_claims--;
+            break;
+        }
+    round_hold_apply(d, r, -1);
     int64_t now = now_us();
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK &&
               rows_shape_ok(res, SQL_RUN_CLAIM_NCOLS, "claim");
@@ -796,8 +875,8 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
         if (c && c->host && c->host->waiting.n > 0)
             wake(d, &c->host->waiting);
     }
-    free(r);
-    if (d->tick_queued >= 0 && is_leading(d)) {
+    round_free(r);
+    if (d->tick_queued >= 0 && d->n_claims == 0 && is_leading(d)) {
         int64_t tick = d->tick_queued;
         d->tick_queued = -1;
         run_batch_tick(d, tick);

@@ -55,6 +55,9 @@
 /* When a claim or finalisation statement fails (not a lost connection), wait this long before
  * trying again so a persistent error cannot spin the loop. */
 #define ERROR_RETRY_MS 1000
+/* Claim statements in flight at once: the next round is built and sent while the one before
+ * is still on its way, so a host's window is refilled without waiting for a round trip. */
+#define CLAIM_PIPELINE 2
 /* Most customers handled by one claim round. */
 #define ROUND_MAX_CUSTOMERS 4096
 /* Most due (customer, carrier) pairs of one customer in one round. */
@@ -118,6 +121,8 @@ typedef struct host_state {
     struct window_queue *wq;
     size_t n_wq, cap_wq;
     int windowed;       /* items in all of its queues */
+    int claiming_room;  /* of its connections, those granted to claims in flight */
+    int claiming_ahead; /* of its window, the room granted to claims in flight */
     unsigned wq_rotate; /* ties between queues go round */
     /* Its work-queue customers, and the weight of those with work as last counted: a
      * customer's share of its connections in the window's drain. */
@@ -141,6 +146,7 @@ typedef struct carrier_state {
     int max_per_round; /* 0 = configured default */
     int max_in_flight; /* 0 = configured default */
     int in_flight;     /* claimed and not yet finalised */
+    int claiming;      /* the budgets of the claims in flight that name it */
 } carrier_state;
 
 /* A (customer, carrier) pair that may have due work from next_us on. */
@@ -186,9 +192,9 @@ typedef struct customer {
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
     breaker breaker;
-
     int in_flight;
-    int64_t tat; /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
+    int claiming; /* items asked of the claims in flight */
+    int64_t tat;  /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
     double credit;
     int64_t last_tick;
     bool have_tick;
@@ -198,7 +204,8 @@ typedef struct customer {
     int owed;
     int64_t owed_tick;
     bool waiting;         /* on a full host's or carrier's wait list: out of the heap */
-    int round_slot;       /* index in the claim round in flight, or -1 */
+    int round_slot;       /* index in the latest claim round it is in while in flight, or -1
+(only an unlimited customer is ever in two rounds at once) */
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
     pace pace;
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
@@ -320,10 +327,21 @@ typedef struct final_list {
 
 /* ---- claim.c ------------------------------------------------------------------------------- */
 
+/* What a claim round holds while in flight, so the next round does not give it out again: the
+ * connections and window room of a host it was granted, or a carrier's budget. */
+typedef struct round_hold {
+    host_state *host;       /* or NULL */
+    carrier_state *carrier; /* or NULL */
+    int room, ahead, budget;
+} round_hold;
+
 /* What a claim round needs back when its result arrives. */
 typedef struct claim_round {
     struct dispatcher *d;
     uint64_t sent_ns; /* uv_hrtime() when the statement was sent */
+    int asked_total;
+    round_hold *holds;
+    size_t n_holds;
     int64_t token;
     int64_t tick; /* batch tick, or -1 */
     size_t n;
@@ -520,8 +538,9 @@ struct dispatcher {
     hmap carriers;  /* name -> carrier_state* */
     hmap hosts;     /* "scheme://authority" -> host_state* */
     sched_heap heap;
-
-    claim_round *round;  /* the claim statement in flight, or NULL */
+    claim_round *claims[CLAIM_PIPELINE]; /* the claim statements in flight, oldest first */
+    int n_claims;
+    int claiming;        /* items asked of them */
     int64_t tick_queued; /* a batch tick that came while a round was in flight, or -1 */
 
     int64_t housekeeping_at_us;
@@ -648,8 +667,9 @@ void slots_on_timer(uv_timer_t *t);
 int window_cap(const pgp_config *cfg, const host_state *h);
 /* How long an item may wait in a window (claim_ahead_ms, at most a quarter of the lease). */
 int64_t window_wait_us(const pgp_config *cfg);
-/* The window room work-queue claims may take now: none while the window is more than half
- * full (it is refilled in halves, not an item per completion). Pure. */
+/* The window room one claim may take now: half the window at most, and none while more than
+ * half of it is full or claimed. So the window is refilled in halves, by up to two claims in
+ * flight (CLAIM_PIPELINE), not an item per completion. Pure. */
 int window_room(const pgp_config *cfg, const host_state *h);
 void window_push(dispatcher *d, delivery *dl);
 /* Takes a delivery out of its window (it is being sent or given back). */

@@ -402,7 +402,7 @@ void leader_on_watchdog(uv_timer_t *t)
     uint64_t limit = (uint64_t)d->cfg.lease_seconds * 500000000ull; /* half a lease */
     if (limit < 2000000000ull)
         limit = 2000000000ull;
-    uint64_t claim_ns = d->round ? d->round->sent_ns : 0;
+    uint64_t claim_ns = d->n_claims > 0 ? d->claims[0]->sent_ns : 0;
     const char *stalled = claim_ns && now - claim_ns > limit                   ? "claim"
                           : d->flush_sent_ns && now - d->flush_sent_ns > limit ? "finalize"
                           : d->lock_sent_ns && now - d->lock_sent_ns > limit   ? "leader lock"

@@ -208,8 +208,8 @@ int carrier_budget(const pgp_config *cfg, const carrier_state *cs)
 {
     int budget = cs->max_per_round > 0 ? cs->max_per_round : cfg->carrier_max_per_round;
     int max = cs->max_in_flight > 0 ? cs->max_in_flight : cfg->carrier_max_in_flight;
-    if (max > 0 && max - cs->in_flight < budget)
-        budget = max - cs->in_flight;
+    if (max > 0 && max - cs->in_flight - cs->claiming < budget)
+        budget = max - cs->in_flight - cs->claiming;
     return budget < 0 ? 0 : budget;
 }
 
@@ -397,12 +397,12 @@ int batch_owed(const customer *c, int64_t tick)
 
 bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
 {
-    bool eligible =
-        !c->paused && !c->waiting && c->n_pairs > 0 &&
-        (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
-        !(c->max_in_flight > 0 && c->in_flight >= c->max_in_flight) &&
-        !(c->mode == MODE_UNLIMITED && c->pace.cap > 0 && c->in_flight >= c->pace.cap) &&
-        !(c->breaker.state == BREAKER_HALF_OPEN && c->breaker.probe_in_flight);
+    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 &&
+                    (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
+                    !(c->max_in_flight > 0 && c->in_flight + c->claiming >= c->max_in_flight) &&
+                    !(c->mode == MODE_UNLIMITED && c->pace.cap > 0 &&
+                      c->in_flight + c->claiming >= c->pace.cap) &&
+                    !(c->breaker.state == BREAKER_HALF_OPEN && c->breaker.probe_in_flight);
     if (!eligible)
         return false;
     int64_t at = PAIR_IDLE;

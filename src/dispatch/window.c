@@ -52,10 +52,10 @@ int64_t window_wait_us(const pgp_config *cfg)
 int window_room(const pgp_config *cfg, const host_state *h)
 {
     int cap = window_cap(cfg, h);
-    int free_items = cap - h->windowed;
-    if (free_items <= 0)
+    int free_items = cap - h->windowed - h->claiming_ahead, half = (cap + 1) / 2;
+    if (free_items <= 0 || (2 * free_items < cap && h->windowed + h->claiming_ahead > 0))
         return 0;
-    return h->windowed == 0 || 2 * free_items >= cap ? free_items : 0;
+    return free_items < half ? free_items : half;
 }
 
 static window_queue *queue_of(host_state *h, int64_t customer_id)
@@ -241,6 +241,12 @@ void window_drain(dispatcher *d, host_state *h)
     }
 }
 
+static void count_given_back(dispatcher *d, const char *reason, int n)
+{
+    const char *label[] = {reason};
+    metrics_counter_add(d->obs.m, d->obs.window_given_back, label, n);
+}
+
 void window_give_back_all(dispatcher *d, const char *why)
 {
     int n = 0;
@@ -248,8 +254,10 @@ void window_give_back_all(dispatcher *d, const char *why)
         delivery_give_back(d, pgp_list_entry(d->window.next, delivery, wlink));
         n++;
     }
-    if (n > 0)
+    if (n > 0) {
         LOG_INFO("window_given_back", LOG_I("items", n), LOG_S("reason", why));
+        count_given_back(d, d->stop != STOP_NONE ? "shutdown" : "leadership_lost", n);
+    }
     window_arm(d);
 }
 
@@ -265,9 +273,11 @@ void window_on_timer(uv_timer_t *t)
         delivery_give_back(d, dl);
         n++;
     }
-    if (n > 0)
+    if (n > 0) {
         LOG_INFO("window_expired", LOG_I("items", n),
                  LOG_S("meaning", "claimed ahead but no connection freed in time; given back"));
+        count_given_back(d, "expired", n);
+    }
     window_arm(d);
 }
 

@@ -1,10 +1,13 @@
 /* fixture.c - a running dispatcher for integration tests. */
 #include "fixture.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,4 +207,30 @@ int fx_wait_log(fx *f, const char *needle, int timeout_ms)
 {
     log_wait w = {f, needle};
     return tl_wait_until(log_has, &w, timeout_ms);
+}
+
+char *fx_metrics(fx *f)
+{
+    assert_true(fx_wait_log(f, "event=http_listening", 10000));
+    char *log = fx_log(f);
+    const char *p = strstr(log, "event=http_listening");
+    const char *port = p ? strstr(p, " port=") : NULL;
+    assert_non_null(port);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port + 6))};
+    free(log);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap + 1);
+    assert_non_null(buf);
+    ssize_t got;
+    while (len < cap && (got = read(fd, buf + len, cap - len)) > 0)
+        len += (size_t)got;
+    close(fd);
+    buf[len] = '\0';
+    return buf;
 }

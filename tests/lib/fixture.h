@@ -48,6 +48,9 @@ void fx_enqueue_many(fx *f, const char *customer, int n);
 int64_t fx_now_us(void);
 /* The service log so far (owned). */
 char *fx_log(fx *f);
+/* GET /metrics from the service's admin listener (its port from the log): the whole answer,
+ * headers and body (owned). */
+char *fx_metrics(fx *f);
 /* Waits until the log contains `needle` (deadline in ms); returns whether it did. */
 int fx_wait_log(fx *f, const char *needle, int timeout_ms);
 

@@ -16,10 +16,6 @@
 #include "receiver.h"
 #include "testlib.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,34 +214,6 @@ static void absurd_retry_after_is_capped(void **state)
     free(v);
 }
 
-/* GET /metrics from the admin HTTP server (its port from the log) over a plain socket; the
- * body into *out (owned). */
-static char *get_metrics(fx *f)
-{
-    assert_true(fx_wait_log(f, "event=http_listening", 10000));
-    char *log = fx_log(f);
-    const char *p = strstr(log, "event=http_listening");
-    const char *port = p ? strstr(p, " port=") : NULL;
-    assert_non_null(port);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port + 6))};
-    free(log);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    assert_int_equal(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap + 1);
-    assert_non_null(buf);
-    ssize_t got;
-    while (len < cap && (got = read(fd, buf + len, cap - len)) > 0)
-        len += (size_t)got;
-    close(fd);
-    buf[len] = '\0';
-    return buf;
-}
-
 typedef struct effective_wait {
     fx *f;
     double below;
@@ -288,7 +256,7 @@ static void no_retry_after_lowers_the_rate(void **state)
     char *log = fx_log(f);
     assert_null(strstr(log, "breaker_opened"));
     free(log);
-    char *m = get_metrics(f);
+    char *m = fx_metrics(f);
     const char *g = strstr(m, "pgpace_customer_effective_rate{customer=\"na\"} ");
     assert_non_null(g);
     double rate = atof(strchr(g, '}') + 2);

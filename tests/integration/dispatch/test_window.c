@@ -1,7 +1,8 @@
 /* test_window.c - the claim-ahead window (issue: a host's throughput was bound by claim round
  * trips because claims took only its free connections):
- * - work-queue items are claimed beyond the host's free connections, and never more at once on
- *   the wire than its connections;
+ * - work-queue items are claimed beyond the host's free connections (rounds of more items than
+ *   the host has connections, up to two claims in flight), and never more at once on the wire
+ *   than its connections;
  * - on SIGTERM the items waiting in the window are given back at once (due again, the attempt
  *   not counted), while the requests on the wire finish: nothing is left leased at exit;
  * - when the dispatcher loses its database session (and so its leadership) the window is given
@@ -39,6 +40,43 @@ static long long q_int(fx *f, const char *sql)
 }
 
 #define CLAIMED "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NOT NULL"
+
+/* The value of a metric line that starts with `series` (name and labels) in a /metrics answer;
+ * -1 when absent. */
+static double metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+static void claims_run_ahead_of_free_connections(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "flood", TL_ARGV("--mode", "unlimited", "--rate", "60"));
+    fx_enqueue_many(f, "flood", 6000);
+    fx_run(f, "delivery.max_host_connections = 4\n");
+    assert_int_equal(receiver_wait(f->recv, "/c/flood", 6000, 60000), 6000);
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 6000, 10000,
+                                            "SELECT 6000 - count(*) FROM pgpace.queue"),
+                     6000);
+    char *m = fx_metrics(f);
+    double items = metric(m, "pgpace_items_claimed_total{mode=\"unlimited\"}");
+    double rounds = metric(m, "pgpace_claim_rounds_total{round=\"scheduled\"}");
+    double pipelined = metric(m, "pgpace_claims_pipelined_total");
+    free(m);
+    print_message("# 6000 items, 4 connections: %.0f claim rounds (%.1f items each), %.0f sent "
+                  "while another was in flight; at most %zu requests at once\n",
+                  rounds, items / rounds, pipelined, receiver_max_concurrent(f->recv, "/c/flood"));
+    assert_true(items >= 6000 && rounds > 0);
+    /* Not one round trip per 4 connections' worth: the window takes far more per claim. */
+    assert_true(items / rounds > 4 * 4);
+    assert_true(pipelined >= 1);
+    assert_true(receiver_max_concurrent(f->recv, "/c/flood") <= 4);
+    fx_stop_service(f, 8000);
+}
 
 static void window_goes_back_on_sigterm(void **state)
 {
@@ -149,6 +187,8 @@ static void window_item_waiting_too_long_goes_back(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(claims_run_ahead_of_free_connections, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(window_goes_back_on_sigterm, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(window_goes_back_when_leadership_is_lost, fx_setup,
                                         fx_teardown),
