@@ -44,7 +44,7 @@ static void dispatcher_free(dispatcher *d)
 {
     state_free(d);
     delivery_pool_free(d);
-    free(d->spare_build);
+    claim_scratch_free(d);
     final_list_free(&d->pending);
     final_list_free(&d->sending);
     obs_free(&d->obs);

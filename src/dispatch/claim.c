@@ -516,6 +516,15 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
         b->pool_host[i]->pool_slot = -1;
 }
 
+void claim_scratch_free(dispatcher *d)
+{
+    if (!d->spare_build)
+        return;
+    claim_params_free(&d->spare_build->p);
+    free(d->spare_build);
+    d->spare_build = NULL;
+}
+
 /* Sends the round if it has customers; frees what building it took. */
 static void round_finish(dispatcher *d, round_build *b)
 {

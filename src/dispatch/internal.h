@@ -695,6 +695,8 @@ bool finalize_busy(const dispatcher *d);
 
 /* claim.c */
 void claim_arm(dispatcher *d);
+/* Frees the claim rounds' reused scratch (at the dispatcher's end). */
+void claim_scratch_free(dispatcher *d);
 void claim_on_timer(uv_timer_t *t);
 void tick_arm(dispatcher *d, int64_t after);
 /* The most of `want` items a customer's own limits let it have now: its max_in_flight, and the
