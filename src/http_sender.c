@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -618,13 +619,18 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     SETOPT(CURLOPT_NOSIGNAL, 1L);
     /* Destinations are checked when a connection opens. After the allow-list changed, a
      * connection opened under the old list must not be reused: for 2 s every request opens
-     * its own, then reuse is limited to connections younger than the change. */
+     * its own, then reuse is limited to connections younger than the change. curl compares
+     * whole seconds of age (floored) with "> max": a connection older than the change, at
+     * t >= since_s seconds after it, has a floored age >= since_s, so since_s - 1 excludes it
+     * (since_s itself would let one opened under a second before the change through). No
+     * upper bound: a connection kept busy since before the change stays excluded. */
     if (s->allow_changed_ns) {
         uint64_t since_s = (uv_hrtime() - s->allow_changed_ns) / 1000000000u;
         if (since_s < 2)
             SETOPT(CURLOPT_FRESH_CONNECT, 1L);
-        else if (since_s < 3600)
-            SETOPT(CURLOPT_MAXLIFETIME_CONN, (long)since_s);
+        else
+            SETOPT(CURLOPT_MAXLIFETIME_CONN,
+                   since_s - 1 < (uint64_t)LONG_MAX ? (long)(since_s - 1) : LONG_MAX);
     }
     SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
     SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);

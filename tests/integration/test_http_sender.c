@@ -630,6 +630,76 @@ static void many_concurrent_requests_complete(void **state)
     assert_true(receiver_accepted(fx->rcv) <= 8);
 }
 
+/* ---- allow-list changes ---- */
+
+/* A kept connection was checked against the old list: right after a change, a request opens a
+ * new connection and that one is checked against the new list. */
+static void allow_list_change_applies_to_kept_connections(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/a", url, sizeof url);
+    outcome o1 = {0};
+    send_and_wait(fx, url, NULL, &o1, 5000);
+    assert_int_equal(o1.status, 200);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+
+    http_sender_set_allow(fx->s, NULL); /* loopback refused from now on */
+    url_for(fx, "/b", url, sizeof url);
+    outcome o2 = {0};
+    send_and_wait(fx, url, NULL, &o2, 5000);
+    assert_string_equal(o2.error_class, "ssrf");
+    assert_int_equal(receiver_count(fx->rcv, "/b"), 0);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+
+    netcheck_allow allow;
+    pgp_error err = {{0}};
+    assert_int_equal(netcheck_parse_allow("127.0.0.0/8", &allow, &err), 0);
+    http_sender_set_allow(fx->s, &allow);
+    url_for(fx, "/c", url, sizeof url);
+    outcome o3 = {0};
+    send_and_wait(fx, url, NULL, &o3, 5000);
+    assert_int_equal(o3.status, 200);
+    assert_int_equal(receiver_accepted(fx->rcv), 2);
+}
+
+static void timer_stop_cb(uv_timer_t *t)
+{
+    fixture *fx = t->data;
+    fx->probe_ready = 1;
+    uv_stop(&fx->loop);
+}
+
+/* After the first 2 s, reuse resumes for connections younger than the change, never for one
+ * opened before it: curl judges age in whole seconds, and at 2.0-3.0 s after the change a
+ * connection opened just before it is "2 s old" too. */
+static void allow_list_change_retires_older_connections_later_too(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/a", url, sizeof url);
+    outcome o1 = {0};
+    send_and_wait(fx, url, NULL, &o1, 5000);
+    assert_int_equal(o1.status, 200);
+
+    netcheck_allow allow;
+    pgp_error err = {{0}};
+    assert_int_equal(netcheck_parse_allow("127.0.0.0/8, 10.0.0.0/8", &allow, &err), 0);
+    http_sender_set_allow(fx->s, &allow);
+    /* What is tested is the passing of time after the change: wait on the loop for it. */
+    fx->probe_ready = 0;
+    uv_timer_start(&fx->probe, timer_stop_cb, 2300, 0);
+    run_until(fx, &fx->probe_ready, 1, 5000);
+
+    url_for(fx, "/b", url, sizeof url);
+    outcome o2 = {0};
+    send_and_wait(fx, url, NULL, &o2, 5000);
+    assert_int_equal(o2.status, 200);
+    assert_int_equal(receiver_accepted(fx->rcv), 2);
+}
+
 /* ---- closing ---- */
 
 typedef struct abort_ctx {
@@ -833,6 +903,8 @@ int main(void)
         T(ssrf_checks_the_resolved_address_of_names),
         T(allow_list_opens_loopback),
         T(keep_alive_reuses_one_connection),
+        T(allow_list_change_applies_to_kept_connections),
+        T(allow_list_change_retires_older_connections_later_too),
         T(many_concurrent_requests_complete),
         T(close_aborts_in_flight_requests),
         T(close_before_the_loop_ran),
