@@ -646,6 +646,11 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
             CURLM_OK ||
         curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX) != CURLM_OK)
         goto fail;
+    /* curl's default keeps 4 idle connections per transfer in flight: when the load dips, the
+     * rest are closed, and reopened moments later. Keep as many as we may open. */
+    if (o->max_connections > 0 &&
+        curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, o->max_connections) != CURLM_OK)
+        goto fail;
     if (uv_timer_init(loop, &s->timer) != 0)
         goto fail;
     s->timer.data = s;

@@ -605,6 +605,43 @@ static void keep_alive_reuses_one_connection(void **state)
     assert_int_equal(receiver_accepted(fx->rcv), 1);
 }
 
+static void burst(fixture *fx, const char *url, outcome *o, size_t n)
+{
+    http_request req = base_request(url);
+    size_t before = fx->done;
+    for (size_t i = 0; i < n; i++)
+        send_req(fx, &req, &o[i]);
+    run_until(fx, &fx->done, before + n, 10000);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(o[i].status, 200);
+}
+
+/* Connections opened for a burst survive a quiet spell with one request at a time, ready for the
+ * next burst (curl by default keeps only 4 idle connections per transfer in flight: here it
+ * closed half of them). */
+static void idle_connections_are_kept_through_a_lull(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 8 };
+    new_sender(fx, "127.0.0.0/8", 4096, 256, N, N);
+    char url[256];
+    url_for(fx, "/lull", url, sizeof url);
+    outcome o[N];
+    memset(o, 0, sizeof o);
+    burst(fx, url, o, N);
+    assert_int_equal(receiver_accepted(fx->rcv), N);
+    for (size_t i = 0; i < N; i++) {
+        outcome one = {0};
+        send_and_wait(fx, url, NULL, &one, 5000);
+        assert_int_equal(one.status, 200);
+    }
+    /* Nothing was closed (the receiver may count a closed one a moment longer, never less). */
+    assert_int_equal(receiver_connections(fx->rcv), N);
+    memset(o, 0, sizeof o);
+    burst(fx, url, o, N);
+    assert_int_equal(receiver_accepted(fx->rcv), N);
+}
+
 static void many_concurrent_requests_complete(void **state)
 {
     fixture *fx = *state;
@@ -1041,6 +1078,7 @@ int main(void)
         T(allow_list_change_applies_to_kept_connections),
         T(allow_list_change_retires_older_connections_later_too),
         T(idle_connection_reset_by_peer_is_replaced),
+        T(idle_connections_are_kept_through_a_lull),
         T(many_concurrent_requests_complete),
         T(close_aborts_in_flight_requests),
         T(close_before_the_loop_ran),
