@@ -89,7 +89,15 @@ struct sock_ctx {
 };
 
 /* Header nodes of a request: curl reads the list, never frees or changes it. */
-enum { HDR_CONTENT_TYPE, HDR_ID, HDR_TIMESTAMP, HDR_SIGNATURE, HDR_EXPECT, HDR_COUNT };
+enum {
+    HDR_CONTENT_TYPE,
+    HDR_USER_AGENT,
+    HDR_ID,
+    HDR_TIMESTAMP,
+    HDR_SIGNATURE,
+    HDR_EXPECT,
+    HDR_COUNT
+};
 
 struct http_req {
     pgp_list link; /* in s->reqs while in flight, in s->idle while pooled */
@@ -119,6 +127,8 @@ struct http_req {
 
 /* Constant header lines (not const: curl_slist.data is char *; curl only reads them). */
 static char hdr_content_type[] = "content-type: application/json";
+/* A header of ours rather than CURLOPT_USERAGENT, which curl formats anew for every transfer. */
+static char hdr_user_agent[] = "user-agent: " USER_AGENT;
 /* No "Expect: 100-continue" round trip for larger bodies. */
 static char hdr_expect[] = "Expect:";
 
@@ -703,7 +713,6 @@ static int easy_setup(http_req *r)
     CURL *e = r->easy;
     SETOPT(CURLOPT_PRIVATE, (void *)r);
     SETOPT(CURLOPT_HTTPHEADER, r->hdr);
-    SETOPT(CURLOPT_USERAGENT, USER_AGENT);
     SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -748,6 +757,7 @@ static http_req *req_get(http_sender *s)
         r->s = s;
         pgp_list_init(&r->link);
         r->hdr[HDR_CONTENT_TYPE].data = hdr_content_type;
+        r->hdr[HDR_USER_AGENT].data = hdr_user_agent;
         r->hdr[HDR_EXPECT].data = hdr_expect;
         for (int i = 0; i < HDR_COUNT - 1; i++)
             r->hdr[i].next = &r->hdr[i + 1];
