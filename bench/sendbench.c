@@ -1,14 +1,15 @@
 /* sendbench.c - CPU per webhook delivery of the HTTP sender alone (src/http_sender.c).
  *
  *   sendbench URL [--requests N] [--concurrency K] [--warmup W] [--body-bytes B]
- *             [--secrets S] [--max-host-connections M]
+ *             [--secrets S] [--max-host-connections M] [--allow LIST]
  *
  * Pushes N requests (after W unmeasured warm-up requests that open the connections) through one
  * http_sender on one libuv loop, keeping K in flight: each completion sends the next, as the
  * dispatcher does. The receiver is another process (pgpace-receiver, stdout to /dev/null) so
  * that this process's getrusage() is the sender's cost alone: libcurl, the uv glue, signing and
  * the kernel's share of the sockets. Each request is signed with S secrets and carries a JSON
- * body of B bytes, to URL plus "/b/<i % 100>" (one host, like one busy customer).
+ * body of B bytes, to URL plus "/b/<i % 100>" (one host, like one busy customer). The SSRF
+ * allow-list is LIST (netcheck syntax), 127.0.0.0/8 by default.
  *
  * Prints one line:
  *   requests <n> concurrency <k> seconds <s> req_per_s <r> cpu_us_per_req <c> user_us <u>
@@ -130,11 +131,13 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: sendbench URL [--requests N] [--concurrency K] [--warmup W]\n"
-                        "       [--body-bytes B] [--secrets S] [--max-host-connections M]\n");
+                        "       [--body-bytes B] [--secrets S] [--max-host-connections M]\n"
+                        "       [--allow LIST]\n");
         return 2;
     }
     bench b = {.base_url = argv[1]};
     long n = 100000, k = 100, warm = -1, body_bytes = 256, secrets = 1, max_host = -1;
+    const char *allow_list = "127.0.0.0/8";
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
         if (strcmp(o, "--requests") == 0)
@@ -149,6 +152,8 @@ int main(int argc, char **argv)
             secrets = arg_long(v, o);
         else if (strcmp(o, "--max-host-connections") == 0)
             max_host = arg_long(v, o);
+        else if (strcmp(o, "--allow") == 0)
+            allow_list = v;
         else {
             fprintf(stderr, "sendbench: unknown option %s\n", o);
             return 2;
@@ -182,7 +187,7 @@ int main(int argc, char **argv)
         return 1;
     netcheck_allow allow;
     pgp_error err = {{0}};
-    if (netcheck_parse_allow("127.0.0.0/8", &allow, &err) != 0) {
+    if (netcheck_parse_allow(allow_list, &allow, &err) != 0) {
         fprintf(stderr, "sendbench: allow-list: %s\n", err.msg);
         return 1;
     }

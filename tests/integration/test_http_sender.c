@@ -605,6 +605,39 @@ static void keep_alive_reuses_one_connection(void **state)
     assert_int_equal(receiver_accepted(fx->rcv), 1);
 }
 
+/* Connection attempts that fail (curl closes those sockets without close_socket_cb, and their
+ * numbers come back for the next sockets) beside a kept, parked connection: every request gets
+ * its own answer and the kept connection is still reused. */
+static void failed_connects_beside_a_kept_connection(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8, ::1/128", 4096, 256, 8, 4);
+    char ok[256];
+    url_for(fx, "/mix", ok, sizeof ok);
+    const char *bad[] = {"http://[::1]:1/", "http://127.0.0.1:1/"};
+    for (int round = 0; round < 10; round++) {
+        outcome o[3];
+        memset(o, 0, sizeof o);
+        http_request req = base_request(ok);
+        size_t before = fx->done;
+        send_req(fx, &req, &o[0]);
+        for (size_t i = 0; i < PGP_ARRAY_LEN(bad); i++) {
+            req = base_request(bad[i]);
+            send_req(fx, &req, &o[1 + i]);
+        }
+        run_until(fx, &fx->done, before + 3, 5000);
+        if (o[0].status != 200)
+            fail_msg("round %d: %s: %s", round, o[0].error_class, o[0].error);
+        for (size_t i = 1; i < 3; i++) {
+            assert_int_equal(o[i].calls, 1);
+            if (strcmp(o[i].error_class, "connect") != 0)
+                fail_msg("round %d, %s: %s: %s", round, bad[i - 1], o[i].error_class, o[i].error);
+        }
+    }
+    assert_int_equal(receiver_count(fx->rcv, "/mix"), 10);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+}
+
 static void burst(fixture *fx, const char *url, outcome *o, size_t n)
 {
     http_request req = base_request(url);
@@ -1078,6 +1111,7 @@ int main(void)
         T(allow_list_change_applies_to_kept_connections),
         T(allow_list_change_retires_older_connections_later_too),
         T(idle_connection_reset_by_peer_is_replaced),
+        T(failed_connects_beside_a_kept_connection),
         T(idle_connections_are_kept_through_a_lull),
         T(many_concurrent_requests_complete),
         T(close_aborts_in_flight_requests),
