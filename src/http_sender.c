@@ -457,10 +457,14 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
          * the peer closing it, so that reusing it costs no epoll_ctl; anything else (a
          * connection attempt, a half-sent request) is let go. */
         if (c) {
-            if (c->tcp && c->armed == UV_READABLE && !s->closing)
+            if (c->tcp && c->armed == UV_READABLE && !s->closing) {
                 c->parked = true;
-            else
+                /* An idle connection does not keep the loop running (it did not when its poll
+                 * was closed here). */
+                uv_unref((uv_handle_t *)&c->poll);
+            } else {
                 sock_close(c);
+            }
         }
         return 0;
     }
@@ -471,7 +475,9 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         if (c) {
             /* A parked connection back from curl's cache. Anything else under this fd is
              * stale: re-arm it for sure. */
-            if (!c->parked)
+            if (c->parked)
+                uv_ref((uv_handle_t *)&c->poll);
+            else
                 c->armed = -1;
             c->parked = false;
         } else if ((c = sock_new(s, fd)) == NULL) {

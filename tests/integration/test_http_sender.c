@@ -603,6 +603,8 @@ static void keep_alive_reuses_one_connection(void **state)
     free(c);
     assert_int_equal(receiver_count(fx->rcv, "/seq"), 20);
     assert_int_equal(receiver_accepted(fx->rcv), 1);
+    /* The kept connection, idle, does not keep the loop alive. */
+    assert_int_equal(uv_run(&fx->loop, UV_RUN_NOWAIT), 0);
 }
 
 /* Connection attempts that fail (curl closes those sockets without close_socket_cb, and their
