@@ -8,9 +8,19 @@
  * which in the socket API never performs I/O; curl merely asks (via timer_cb) to be woken
  * "in 0 ms", which uv turns into the next loop iteration.
  *
- * Memory: requests are freed right after their callback; sock_ctx and the sender are freed
- * only in uv close callbacks, so a poll or timer callback never sees freed memory even when the
- * user closes the sender from inside a done callback.
+ * Cost per delivery (the hot path): a request object (http_req) owns its curl easy handle, its
+ * header list (fixed nodes pointing into its own buffer) and its excerpt buffer, and goes back
+ * to a bounded free list after its callback, so a delivery allocates nothing of ours and only
+ * re-sets the options that change per request. A keep-alive connection going idle in curl's
+ * cache keeps its sock_ctx and its uv_poll armed for reading ("parked"): curl forgets the
+ * socket (CURL_POLL_REMOVE) after every transfer and asks for it again on the next one, and
+ * re-creating the poll each time costs five epoll_ctl calls and an ioctl per delivery. A parked
+ * poll that fires (the peer closed the idle connection) is stopped; the socket itself is
+ * released when curl closes it (CURLOPT_CLOSESOCKETFUNCTION).
+ *
+ * Memory: requests go back to the free list (or are freed) right after their callback; sock_ctx
+ * and the sender are freed only in uv close callbacks, so a poll or timer callback never sees
+ * freed memory even when the user closes the sender from inside a done callback.
  */
 #include "http_sender.h"
 
@@ -22,6 +32,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,8 +40,16 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define USER_AGENT "pgpace/" PGPACE_VERSION
+
+/* Idle request objects kept at most: each holds a curl easy handle (~20 KiB with its buffers).
+ * Bounded by max_connections too: more requests than that are queued inside curl anyway. */
+#define REQ_POOL_MAX 1024
+/* A pooled request keeps a body or header buffer up to this size; a larger one (a rare big
+ * payload, many secrets) is freed when the request ends instead of being held by the pool. */
+#define REQ_KEEP_BUF_MAX (64 * 1024)
 
 typedef struct sock_ctx sock_ctx;
 typedef struct http_req http_req;
@@ -44,33 +63,56 @@ struct http_sender {
     uint64_t allow_changed_ns; /* uv_hrtime() of the last allow-list change; 0 = never */
     pgp_list reqs;             /* in-flight requests (http_req.link) */
     size_t in_flight;
-    pgp_list socks;      /* open (not yet closing) socket contexts (sock_ctx.link) */
+    pgp_list idle;    /* request objects ready for reuse (http_req.link) */
+    size_t n_idle;    /* length of idle */
+    size_t pool_max;  /* idle is kept at most this long */
+    pgp_list socks;   /* open (not yet closing) socket contexts (sock_ctx.link) */
+    sock_ctx **by_fd; /* open socket contexts by descriptor (n_by_fd slots), to find parked ones */
+    size_t n_by_fd;
     size_t open_handles; /* uv handles not yet through their close callback */
     bool closing;
     void (*closed_cb)(void *arg);
     void *closed_arg;
 };
 
-/* One per socket curl asked us to watch; curl_multi_assign links it to the socket. */
+/* One per socket curl asked us to watch; curl_multi_assign links it to the socket while curl
+ * watches it. A parked one (an idle keep-alive connection) is linked only from by_fd. */
 struct sock_ctx {
     uv_poll_t poll;
     http_sender *s;
     curl_socket_t fd;
-    int events; /* UV_READABLE | UV_WRITABLE currently wanted */
+    int armed;   /* UV_READABLE | UV_WRITABLE the poll is started with; 0 stopped; -1 unknown */
+    bool tcp;    /* an IPv4/IPv6 socket: a connection curl opened through open_socket_cb */
+    bool parked; /* curl removed it; its connection may come back from curl's cache */
     bool closing;
     pgp_list link;
 };
 
+/* Header nodes of a request: curl reads the list, never frees or changes it. */
+enum {
+    HDR_CONTENT_TYPE,
+    HDR_USER_AGENT,
+    HDR_ID,
+    HDR_TIMESTAMP,
+    HDR_SIGNATURE,
+    HDR_EXPECT,
+    HDR_COUNT
+};
+
 struct http_req {
-    pgp_list link;
+    pgp_list link; /* in s->reqs while in flight, in s->idle while pooled */
     http_sender *s;
-    CURL *easy;
-    struct curl_slist *headers;
-    char *body;    /* copy of the request body */
-    char *excerpt; /* first excerpt_bytes of the response body */
+    CURL *easy; /* created with the object, reused by every request it carries */
+    struct curl_slist hdr[HDR_COUNT];
+    char *hbuf; /* the varying header lines (id, timestamp, signatures), NUL-separated */
+    size_t hbuf_cap;
+    const char *body; /* what curl sends (r->body_copy; see req_set_body) */
+    char *body_copy;
+    size_t body_copy_cap;
     size_t excerpt_len;
-    size_t received; /* response body bytes accepted (<= max_response_bytes) */
-    bool truncated;  /* body exceeded max_response_bytes: transfer stopped on purpose */
+    size_t received;   /* response body bytes accepted (<= max_response_bytes) */
+    bool truncated;    /* body exceeded max_response_bytes: transfer stopped on purpose */
+    bool saw_response; /* a status line arrived: CURLINFO_RESPONSE_CODE is this request's */
     bool have_retry_after;
     char retry_after[128];
     unsigned connects_allowed; /* sockets opened after a netcheck pass */
@@ -80,7 +122,15 @@ struct http_req {
     uint64_t start_ns;
     http_done_cb cb;
     void *arg;
+    char excerpt[]; /* first excerpt_bytes of the response body */
 };
+
+/* Constant header lines (not const: curl_slist.data is char *; curl only reads them). */
+static char hdr_content_type[] = "content-type: application/json";
+/* A header of ours rather than CURLOPT_USERAGENT, which curl formats anew for every transfer. */
+static char hdr_user_agent[] = "user-agent: " USER_AGENT;
+/* No "Expect: 100-continue" round trip for larger bodies. */
+static char hdr_expect[] = "Expect:";
 
 /* ---- completion ---- */
 
@@ -137,40 +187,75 @@ static const char *classify(CURLcode c)
     }
 }
 
-static void req_free(http_req *r)
+/* ---- request objects: a bounded free list ---- */
+
+static void req_destroy(http_req *r)
 {
     if (r->easy)
         curl_easy_cleanup(r->easy);
-    curl_slist_free_all(r->headers);
-    free(r->body);
-    free(r->excerpt);
+    free(r->hbuf);
+    free(r->body_copy);
     free(r);
 }
 
-/* Unlinks r, runs its callback once with `res` filled in, frees it. */
+/* Back to the free list after its callback (or a refused http_send): the easy handle is no
+ * longer in the multi. Per-request state is reset when the object is taken again. */
+static void req_put(http_req *r)
+{
+    http_sender *s = r->s;
+    if (s->closing || s->n_idle >= s->pool_max) {
+        req_destroy(r);
+        return;
+    }
+    if (r->body_copy_cap > REQ_KEEP_BUF_MAX) {
+        free(r->body_copy);
+        r->body_copy = NULL;
+        r->body_copy_cap = 0;
+    }
+    if (r->hbuf_cap > REQ_KEEP_BUF_MAX) {
+        free(r->hbuf);
+        r->hbuf = NULL;
+        r->hbuf_cap = 0;
+    }
+    r->body = NULL;
+    r->cb = NULL;
+    r->arg = NULL;
+    pgp_list_push(&s->idle, &r->link);
+    s->n_idle++;
+}
+
+/* Unlinks r, runs its callback once with `res` filled in, releases it. */
 static void req_finish(http_req *r, http_result *res)
 {
     http_sender *s = r->s;
     pgp_list_remove(&r->link);
     s->in_flight--;
 
-    res->excerpt = r->excerpt ? r->excerpt : "";
+    res->excerpt = r->excerpt;
     res->excerpt_len = r->excerpt_len;
     res->retry_after = r->have_retry_after ? r->retry_after : NULL;
     res->duration_ms = (double)(uv_hrtime() - r->start_ns) / 1e6;
     if (!res->error)
         res->error = "";
     r->cb(res, r->arg);
-    req_free(r);
+    req_put(r);
+}
+
+/* The HTTP status of r's transfer, 0 when none arrived. A reused easy handle still reports the
+ * previous transfer's code until curl starts the new one, hence saw_response. */
+static long req_status(http_req *r)
+{
+    long status = 0;
+    if (!r->saw_response || curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+        return 0;
+    return status;
 }
 
 /* Turns curl's verdict on a finished transfer into an http_result. */
 static void req_complete(http_req *r, CURLcode code)
 {
     http_result res = {0};
-    long status = 0;
-    if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
-        status = 0;
+    long status = req_status(r);
     res.status = status;
 
     if (code == CURLE_OK) {
@@ -228,6 +313,7 @@ static void finish_close(http_sender *s)
 {
     void (*cb)(void *) = s->closed_cb;
     void *arg = s->closed_arg;
+    free(s->by_fd);
     free(s);
     curl_global_cleanup();
     if (cb)
@@ -248,14 +334,38 @@ static void sock_closed_cb(uv_handle_t *h)
     handle_closed(s);
 }
 
+static sock_ctx *sock_lookup(const http_sender *s, curl_socket_t fd)
+{
+    return fd >= 0 && (size_t)fd < s->n_by_fd ? s->by_fd[fd] : NULL;
+}
+
 static void sock_close(sock_ctx *c)
 {
     if (c->closing)
         return;
     c->closing = true;
     pgp_list_remove(&c->link);
+    http_sender *s = c->s;
+    if (sock_lookup(s, c->fd) == c)
+        s->by_fd[c->fd] = NULL;
     /* uv_close stops the poll (and drops the fd from epoll) before curl closes the fd. */
     uv_close((uv_handle_t *)&c->poll, sock_closed_cb);
+}
+
+static void poll_cb(uv_poll_t *h, int status, int events);
+
+/* Makes the poll watch `want` (UV_READABLE | UV_WRITABLE, 0 = nothing). Only a change touches
+ * the poll: libuv's uv_poll_start always removes the fd from epoll and adds it again. */
+static void sock_arm(sock_ctx *c, int want)
+{
+    if (c->armed == want)
+        return;
+    if (want == 0) {
+        uv_poll_stop(&c->poll);
+        c->armed = 0;
+    } else {
+        c->armed = uv_poll_start(&c->poll, want, poll_cb) == 0 ? want : -1;
+    }
 }
 
 static void poll_cb(uv_poll_t *h, int status, int events)
@@ -264,17 +374,23 @@ static void poll_cb(uv_poll_t *h, int status, int events)
     http_sender *s = c->s;
     if (s->closing || c->closing)
         return;
+    if (c->parked) {
+        /* An idle connection became readable: the peer closed it (or sent junk). curl finds
+         * out when it next considers the connection; until then, stop watching. */
+        sock_arm(c, 0);
+        return;
+    }
     int flags = 0;
     if (status < 0) {
         /* libuv has stopped this poll. Let curl attempt the I/O it wanted so it meets the real
          * socket error (ECONNRESET...) rather than a generic one; it then fails the transfer
          * and removes the socket, or re-arms it through socket_cb. */
         flags = CURL_CSELECT_ERR;
-        if (c->events & UV_READABLE)
+        if (c->armed > 0 && (c->armed & UV_READABLE))
             flags |= CURL_CSELECT_IN;
-        if (c->events & UV_WRITABLE)
+        if (c->armed > 0 && (c->armed & UV_WRITABLE))
             flags |= CURL_CSELECT_OUT;
-        c->events = 0;
+        c->armed = 0;
     } else {
         if (events & UV_READABLE)
             flags |= CURL_CSELECT_IN;
@@ -286,32 +402,87 @@ static void poll_cb(uv_poll_t *h, int status, int events)
     check_multi_info(s);
 }
 
+static bool is_tcp_socket(curl_socket_t fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return false;
+    return ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
+}
+
+static sock_ctx *sock_new(http_sender *s, curl_socket_t fd)
+{
+    if (fd < 0)
+        return NULL;
+    if ((size_t)fd >= s->n_by_fd) {
+        size_t n = s->n_by_fd ? s->n_by_fd : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        sock_ctx **grown = realloc(s->by_fd, n * sizeof *grown);
+        if (!grown)
+            return NULL;
+        memset(grown + s->n_by_fd, 0, (n - s->n_by_fd) * sizeof *grown);
+        s->by_fd = grown;
+        s->n_by_fd = n;
+    }
+    sock_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (uv_poll_init_socket(s->loop, &c->poll, fd) != 0) {
+        free(c);
+        return NULL;
+    }
+    c->poll.data = c;
+    c->s = s;
+    c->fd = fd;
+    /* Only connection sockets are parked: curl closes those through close_socket_cb, so a
+     * parked context never outlives its socket. Others (the threaded resolver's socketpair)
+     * are closed right after CURL_POLL_REMOVE without telling us. */
+    c->tcp = is_tcp_socket(fd);
+    pgp_list_push(&s->socks, &c->link);
+    s->by_fd[fd] = c;
+    s->open_handles++;
+    return c;
+}
+
 static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
     http_sender *s = userp;
     sock_ctx *c = socketp;
 
     if (what == CURL_POLL_REMOVE) {
-        /* curl drops its own socket->ctx association after this call. */
-        if (c)
-            sock_close(c);
+        /* curl drops its own socket->ctx association after this call. An idle keep-alive
+         * connection (curl wanted to read: it had the whole request out) stays watched for
+         * the peer closing it, so that reusing it costs no epoll_ctl; anything else (a
+         * connection attempt, a half-sent request) is let go. */
+        if (c) {
+            if (c->tcp && c->armed == UV_READABLE && !s->closing) {
+                c->parked = true;
+                /* An idle connection does not keep the loop running (it did not when its poll
+                 * was closed here). */
+                uv_unref((uv_handle_t *)&c->poll);
+            } else {
+                sock_close(c);
+            }
+        }
         return 0;
     }
     /* Returning -1 would make curl (>= 7.85) fail every transfer on this multi for good. A
      * socket we cannot watch instead fails just its transfer, by that transfer's timeout. */
     if (!c) {
-        c = calloc(1, sizeof *c);
-        if (!c)
-            return 0;
-        if (uv_poll_init_socket(s->loop, &c->poll, fd) != 0) {
-            free(c);
+        c = sock_lookup(s, fd);
+        if (c) {
+            /* A parked connection back from curl's cache. Anything else under this fd is
+             * stale: re-arm it for sure. */
+            if (c->parked)
+                uv_ref((uv_handle_t *)&c->poll);
+            else
+                c->armed = -1;
+            c->parked = false;
+        } else if ((c = sock_new(s, fd)) == NULL) {
             return 0;
         }
-        c->poll.data = c;
-        c->s = s;
-        c->fd = fd;
-        pgp_list_push(&s->socks, &c->link);
-        s->open_handles++;
         curl_multi_assign(s->multi, fd, c);
     }
     int events = 0;
@@ -319,11 +490,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         events |= UV_READABLE;
     if (what & CURL_POLL_OUT)
         events |= UV_WRITABLE;
-    c->events = events;
-    if (events == 0)
-        uv_poll_stop(&c->poll);
-    else if (uv_poll_start(&c->poll, events, poll_cb) != 0)
-        c->events = 0;
+    sock_arm(c, events);
     return 0;
 }
 
@@ -353,10 +520,11 @@ static curl_socket_t open_socket_cb(void *clientp, curlsocktype purpose,
                                     struct curl_sockaddr *address)
 {
     http_req *r = clientp;
+    http_sender *s = r->s;
     if (purpose != CURLSOCKTYPE_IPCXN)
         return CURL_SOCKET_BAD;
     const char *reason = NULL;
-    if (!netcheck_allowed(&address->addr, (socklen_t)address->addrlen, &r->s->allow, &reason)) {
+    if (!netcheck_allowed(&address->addr, (socklen_t)address->addrlen, &s->allow, &reason)) {
         if (!r->refused[0]) {
             char ip[INET6_ADDRSTRLEN] = "?";
             struct sockaddr_storage ss;
@@ -373,9 +541,36 @@ static curl_socket_t open_socket_cb(void *clientp, curlsocktype purpose,
         return CURL_SOCKET_BAD;
     }
     curl_socket_t fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-    if (fd != CURL_SOCKET_BAD)
-        r->connects_allowed++;
+    if (fd == CURL_SOCKET_BAD)
+        return fd;
+    r->connects_allowed++;
+    /* curl closes a connection attempt that lost (or failed) without close_socket_cb, so a
+     * context may still sit under this number. A parked one belongs to a gone socket; one
+     * curl still links to this fd is re-armed, as curl may not call socket_cb again for it
+     * when the new socket wants the same events. */
+    sock_ctx *old = sock_lookup(s, fd);
+    if (old) {
+        if (old->parked) {
+            sock_close(old);
+        } else {
+            int ev = old->armed;
+            old->armed = -1;
+            if (ev > 0)
+                sock_arm(old, ev);
+        }
+    }
     return fd;
+}
+
+/* Every socket open_socket_cb made is closed here (curl keeps this callback with the
+ * connection, hence the sender, not the request, as its argument). */
+static int close_socket_cb(void *clientp, curl_socket_t fd)
+{
+    http_sender *s = clientp;
+    sock_ctx *c = sock_lookup(s, fd);
+    if (c)
+        sock_close(c);
+    return close(fd);
 }
 
 static size_t write_cb(char *data, size_t size, size_t nmemb, void *userp)
@@ -408,6 +603,7 @@ static size_t header_cb(char *data, size_t size, size_t nitems, void *userp)
     if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
         /* A new response (after a 1xx): forget headers of the previous one. */
         r->have_retry_after = false;
+        r->saw_response = true;
     } else if (n > nlen && strncasecmp(data, name, nlen) == 0) {
         const char *v = data + nlen;
         const char *end = data + n;
@@ -441,6 +637,7 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
     }
     s->loop = loop;
     pgp_list_init(&s->reqs);
+    pgp_list_init(&s->idle);
     pgp_list_init(&s->socks);
     s->o = *o;
     if (o->allow)
@@ -448,6 +645,9 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
     s->o.allow = &s->allow;
     if (s->o.excerpt_bytes > s->o.max_response_bytes)
         s->o.excerpt_bytes = s->o.max_response_bytes;
+    s->pool_max = o->max_connections > 0 && (size_t)o->max_connections < REQ_POOL_MAX
+                      ? (size_t)o->max_connections
+                      : REQ_POOL_MAX;
 
     s->multi = curl_multi_init();
     if (!s->multi)
@@ -461,6 +661,11 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
         curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, o->max_host_connections) !=
             CURLM_OK ||
         curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX) != CURLM_OK)
+        goto fail;
+    /* curl's default keeps 4 idle connections per transfer in flight: when the load dips, the
+     * rest are closed, and reopened moments later. Keep as many as we may open. */
+    if (o->max_connections > 0 &&
+        curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, o->max_connections) != CURLM_OK)
         goto fail;
     if (uv_timer_init(loop, &s->timer) != 0)
         goto fail;
@@ -502,105 +707,18 @@ static bool header_safe(const char *v)
     return true;
 }
 
-static int append_header(struct curl_slist **list, const char *h)
-{
-    struct curl_slist *n = curl_slist_append(*list, h);
-    if (!n)
-        return -ENOMEM;
-    *list = n;
-    return 0;
-}
-
-/* Builds the Standard Webhooks headers onto r->headers. */
-static int build_headers(http_req *r, const http_request *req)
-{
-    char line[256];
-    int rc = append_header(&r->headers, "content-type: application/json");
-    if (rc < 0)
-        return rc;
-    snprintf(line, sizeof line, "webhook-id: %s", req->webhook_id);
-    if ((rc = append_header(&r->headers, line)) < 0)
-        return rc;
-    snprintf(line, sizeof line, "webhook-timestamp: %lld", (long long)req->timestamp_s);
-    if ((rc = append_header(&r->headers, line)) < 0)
-        return rc;
-
-    static const char prefix[] = "webhook-signature: ";
-    size_t cap = sizeof prefix + req->n_secrets * SECRET_SIGNATURE_MAX;
-    char *sigs = malloc(cap);
-    if (!sigs)
-        return -ENOMEM;
-    memcpy(sigs, prefix, sizeof prefix);
-    size_t len = sizeof prefix - 1;
-    for (size_t i = 0; i < req->n_secrets; i++) {
-        char sig[SECRET_SIGNATURE_MAX];
-        pgp_error err;
-        if (!req->secrets[i] || secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s,
-                                            r->body, req->body_len, sig, &err) != 0) {
-            free(sigs);
-            return -EINVAL;
-        }
-        size_t sl = strlen(sig);
-        if (i > 0)
-            sigs[len++] = ' ';
-        memcpy(sigs + len, sig, sl + 1);
-        len += sl;
-    }
-    rc = append_header(&r->headers, sigs);
-    free(sigs);
-    if (rc < 0)
-        return rc;
-    /* No "Expect: 100-continue" round trip for larger bodies. */
-    return append_header(&r->headers, "Expect:");
-}
-
 #define SETOPT(opt, val)                                                                           \
     do {                                                                                           \
         if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
             goto fail;                                                                             \
     } while (0)
 
-int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
+/* The options every request of this object shares, set once when the object is made. */
+static int easy_setup(http_req *r)
 {
-    if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) || req->n_secrets == 0 ||
-        !req->secrets || (!req->body && req->body_len > 0) || req->total_timeout_ms <= 0 ||
-        req->connect_timeout_ms < 0)
-        return -EINVAL;
-    if (s->closing)
-        return -ESHUTDOWN;
-
-    CURL *e = NULL;
-    http_req *r = calloc(1, sizeof *r);
-    if (!r)
-        return -ENOMEM;
-    r->s = s;
-    r->cb = cb;
-    r->arg = arg;
-    int rc = -ENOMEM;
-    r->body = malloc(req->body_len ? req->body_len : 1);
-    if (!r->body)
-        goto fail_rc;
-    if (req->body_len)
-        memcpy(r->body, req->body, req->body_len);
-    if (s->o.excerpt_bytes) {
-        r->excerpt = malloc(s->o.excerpt_bytes);
-        if (!r->excerpt)
-            goto fail_rc;
-    }
-    if ((rc = build_headers(r, req)) < 0)
-        goto fail_rc;
-
-    rc = -ENOMEM;
-    e = r->easy = curl_easy_init();
-    if (!e)
-        goto fail_rc;
-    rc = -EINVAL;
+    CURL *e = r->easy;
     SETOPT(CURLOPT_PRIVATE, (void *)r);
-    SETOPT(CURLOPT_URL, req->url);
-    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-    SETOPT(CURLOPT_POSTFIELDS, r->body);
-    SETOPT(CURLOPT_HTTPHEADER, r->headers);
-    SETOPT(CURLOPT_USERAGENT, USER_AGENT);
+    SETOPT(CURLOPT_HTTPHEADER, r->hdr);
     SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -613,29 +731,202 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     SETOPT(CURLOPT_PROXY, "");
     SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
     SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
-    SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
     SETOPT(CURLOPT_NOSIGNAL, 1L);
-    /* Destinations are checked when a connection opens. After the allow-list changed, a
-     * connection opened under the old list must not be reused: for 2 s every request opens
-     * its own, then reuse is limited to connections younger than the change. */
-    if (s->allow_changed_ns) {
-        uint64_t since_s = (uv_hrtime() - s->allow_changed_ns) / 1000000000u;
-        if (since_s < 2)
-            SETOPT(CURLOPT_FRESH_CONNECT, 1L);
-        else if (since_s < 3600)
-            SETOPT(CURLOPT_MAXLIFETIME_CONN, (long)since_s);
-    }
     SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
     SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
     SETOPT(CURLOPT_OPENSOCKETDATA, (void *)r);
+    SETOPT(CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+    SETOPT(CURLOPT_CLOSESOCKETDATA, (void *)r->s);
     SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
     SETOPT(CURLOPT_WRITEDATA, (void *)r);
     SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
     SETOPT(CURLOPT_HEADERDATA, (void *)r);
     /* Not fatal: a libcurl without nghttp2 just speaks HTTP/1.1. */
     (void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    return 0;
+fail:
+    return -EINVAL;
+}
 
+/* A request object from the free list, or a new one. Per-request state is reset. */
+static http_req *req_get(http_sender *s)
+{
+    http_req *r;
+    if (!pgp_list_empty(&s->idle)) {
+        r = pgp_list_entry(s->idle.next, http_req, link);
+        pgp_list_remove(&r->link);
+        s->n_idle--;
+    } else {
+        r = calloc(1, sizeof *r + s->o.excerpt_bytes);
+        if (!r)
+            return NULL;
+        r->s = s;
+        pgp_list_init(&r->link);
+        r->hdr[HDR_CONTENT_TYPE].data = hdr_content_type;
+        r->hdr[HDR_USER_AGENT].data = hdr_user_agent;
+        r->hdr[HDR_EXPECT].data = hdr_expect;
+        for (int i = 0; i < HDR_COUNT - 1; i++)
+            r->hdr[i].next = &r->hdr[i + 1];
+        r->hdr[HDR_EXPECT].next = NULL;
+        r->easy = curl_easy_init();
+        if (!r->easy || easy_setup(r) != 0) {
+            req_destroy(r);
+            return NULL;
+        }
+    }
+    r->excerpt_len = 0;
+    r->received = 0;
+    r->truncated = false;
+    r->saw_response = false;
+    r->have_retry_after = false;
+    r->connects_allowed = 0;
+    r->refused[0] = '\0';
+    r->errbuf[0] = '\0';
+    r->error[0] = '\0';
+    return r;
+}
+
+/* THE BODY COPY, in this one place: the body is copied because http_request.body is borrowed
+ * only for the duration of http_send(). Making it borrowed until the done callback turns this
+ * into `r->body = req->body` (and body_copy goes away). */
+static int req_set_body(http_req *r, const http_request *req)
+{
+    size_t need = req->body_len ? req->body_len : 1;
+    if (need > r->body_copy_cap) {
+        size_t cap = 256;
+        while (cap < need)
+            cap *= 2;
+        free(r->body_copy);
+        r->body_copy_cap = 0;
+        r->body_copy = malloc(cap);
+        if (!r->body_copy)
+            return -ENOMEM;
+        r->body_copy_cap = cap;
+    }
+    if (req->body_len)
+        memcpy(r->body_copy, req->body, req->body_len);
+    r->body = r->body_copy;
+    return 0;
+}
+
+/* Writes v in decimal (no NUL) and returns the length, at most 20 (snprintf costs more than
+ * the rest of the header lines together). */
+static size_t put_decimal(char *p, int64_t v)
+{
+    char tmp[20];
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t len = 0;
+    if (v < 0)
+        p[len++] = '-';
+    while (n)
+        p[len++] = tmp[--n];
+    return len;
+}
+
+/* Fills the varying Standard Webhooks header lines (webhook-id, webhook-timestamp,
+ * webhook-signature) into r->hbuf, which r's fixed header nodes point into. */
+static int build_headers(http_req *r, const http_request *req)
+{
+    static const char id_prefix[] = "webhook-id: ";
+    static const char ts_prefix[] = "webhook-timestamp: ";
+    static const char sig_prefix[] = "webhook-signature: ";
+    size_t id_len = strlen(req->webhook_id);
+    /* id line + timestamp line (a long long is at most 20 digits and a sign) + signature line
+     * ("v1,<sig>" for each secret, space separated, each shorter than SECRET_SIGNATURE_MAX) */
+    size_t need = sizeof id_prefix + id_len + sizeof "webhook-timestamp: " + 21 +
+                  sizeof sig_prefix + req->n_secrets * SECRET_SIGNATURE_MAX;
+    if (need > r->hbuf_cap) {
+        size_t cap = 512;
+        while (cap < need)
+            cap *= 2;
+        free(r->hbuf);
+        r->hbuf_cap = 0;
+        r->hbuf = malloc(cap);
+        if (!r->hbuf)
+            return -ENOMEM;
+        r->hbuf_cap = cap;
+    }
+    char *p = r->hbuf;
+    r->hdr[HDR_ID].data = p;
+    memcpy(p, id_prefix, sizeof id_prefix - 1);
+    p += sizeof id_prefix - 1;
+    memcpy(p, req->webhook_id, id_len + 1);
+    p += id_len + 1;
+
+    r->hdr[HDR_TIMESTAMP].data = p;
+    memcpy(p, ts_prefix, sizeof ts_prefix - 1);
+    p += sizeof ts_prefix - 1;
+    p += put_decimal(p, req->timestamp_s);
+    *p++ = '\0';
+
+    r->hdr[HDR_SIGNATURE].data = p;
+    memcpy(p, sig_prefix, sizeof sig_prefix - 1);
+    p += sizeof sig_prefix - 1;
+    for (size_t i = 0; i < req->n_secrets; i++) {
+        char sig[SECRET_SIGNATURE_MAX];
+        pgp_error err;
+        if (!req->secrets[i] || secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s,
+                                            r->body, req->body_len, sig, &err) != 0)
+            return -EINVAL;
+        size_t sl = strlen(sig);
+        if (i > 0)
+            *p++ = ' ';
+        memcpy(p, sig, sl);
+        p += sl;
+    }
+    *p = '\0';
+    return 0;
+}
+
+int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
+{
+    if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) || req->n_secrets == 0 ||
+        !req->secrets || (!req->body && req->body_len > 0) || req->total_timeout_ms <= 0 ||
+        req->connect_timeout_ms < 0)
+        return -EINVAL;
+    if (s->closing)
+        return -ESHUTDOWN;
+
+    http_req *r = req_get(s);
+    if (!r)
+        return -ENOMEM;
+    CURL *e = r->easy;
+    int rc;
+    if ((rc = req_set_body(r, req)) < 0 || (rc = build_headers(r, req)) < 0)
+        goto fail_rc;
+
+    rc = -EINVAL;
+    /* Only what differs between requests; easy_setup() set the rest. */
+    SETOPT(CURLOPT_URL, req->url);
+    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    SETOPT(CURLOPT_POSTFIELDS, r->body);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
+    SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
+    /* Destinations are checked when a connection opens. After the allow-list changed, a
+     * connection opened under the old list must not be reused: for 2 s every request opens
+     * its own, then reuse is limited to connections younger than the change. curl compares
+     * whole seconds of age (floored) with "> max": a connection older than the change, at
+     * t >= since_s seconds after it, has a floored age >= since_s, so since_s - 1 excludes it
+     * (since_s itself would let one opened under a second before the change through). Both
+     * options are set on every request: the easy handle keeps them from its last one. */
+    long fresh = 0, max_life = 0;
+    if (s->allow_changed_ns) {
+        uint64_t since_s = (uv_hrtime() - s->allow_changed_ns) / 1000000000u;
+        if (since_s < 2)
+            fresh = 1;
+        else
+            max_life = since_s - 1 < (uint64_t)LONG_MAX ? (long)(since_s - 1) : LONG_MAX;
+    }
+    SETOPT(CURLOPT_FRESH_CONNECT, fresh);
+    SETOPT(CURLOPT_MAXLIFETIME_CONN, max_life);
+
+    r->cb = cb;
+    r->arg = arg;
     r->start_ns = uv_hrtime();
     if (curl_multi_add_handle(s->multi, e) != CURLM_OK) {
         rc = -EIO;
@@ -648,7 +939,7 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
 fail:
     rc = -EINVAL;
 fail_rc:
-    req_free(r);
+    req_put(r);
     return rc;
 }
 
@@ -671,14 +962,19 @@ void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
         http_req *r = pgp_list_entry(s->reqs.next, http_req, link);
         curl_multi_remove_handle(s->multi, r->easy);
         http_result res = {.error_class = "aborted", .error = "sender closed"};
-        long status = 0;
-        if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK)
-            res.status = status;
+        res.status = req_status(r);
         req_finish(r, &res);
     }
-    /* May still report REMOVE for cached connections' sockets: socket_cb handles that. */
+    /* May still report REMOVE for cached connections' sockets, and closes them through
+     * close_socket_cb: both close their contexts. */
     curl_multi_cleanup(s->multi);
     s->multi = NULL;
+    while (!pgp_list_empty(&s->idle)) {
+        http_req *r = pgp_list_entry(s->idle.next, http_req, link);
+        pgp_list_remove(&r->link);
+        req_destroy(r);
+    }
+    s->n_idle = 0;
     while (!pgp_list_empty(&s->socks))
         sock_close(pgp_list_entry(s->socks.next, sock_ctx, link));
     uv_timer_stop(&s->timer);

@@ -30,7 +30,7 @@
 typedef struct http_sender http_sender;
 
 typedef struct http_sender_options {
-    long max_connections;        /* CURLMOPT_MAX_TOTAL_CONNECTIONS */
+    long max_connections;        /* CURLMOPT_MAX_TOTAL_CONNECTIONS, and idle ones kept at most */
     long max_host_connections;   /* CURLMOPT_MAX_HOST_CONNECTIONS */
     size_t max_response_bytes;   /* body bytes read at most (rest: transfer ends, not an error) */
     size_t excerpt_bytes;        /* body bytes kept for the attempt log (<= max_response_bytes) */

@@ -8,6 +8,7 @@
 #include "netcheck.h"
 #include "pgpace_version.h"
 #include "receiver.h"
+#include "tcpproxy.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -602,6 +603,78 @@ static void keep_alive_reuses_one_connection(void **state)
     free(c);
     assert_int_equal(receiver_count(fx->rcv, "/seq"), 20);
     assert_int_equal(receiver_accepted(fx->rcv), 1);
+    /* The kept connection, idle, does not keep the loop alive. */
+    assert_int_equal(uv_run(&fx->loop, UV_RUN_NOWAIT), 0);
+}
+
+/* Connection attempts that fail (curl closes those sockets without close_socket_cb, and their
+ * numbers come back for the next sockets) beside a kept, parked connection: every request gets
+ * its own answer and the kept connection is still reused. */
+static void failed_connects_beside_a_kept_connection(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8, ::1/128", 4096, 256, 8, 4);
+    char ok[256];
+    url_for(fx, "/mix", ok, sizeof ok);
+    const char *bad[] = {"http://[::1]:1/", "http://127.0.0.1:1/"};
+    for (int round = 0; round < 10; round++) {
+        outcome o[3];
+        memset(o, 0, sizeof o);
+        http_request req = base_request(ok);
+        size_t before = fx->done;
+        send_req(fx, &req, &o[0]);
+        for (size_t i = 0; i < PGP_ARRAY_LEN(bad); i++) {
+            req = base_request(bad[i]);
+            send_req(fx, &req, &o[1 + i]);
+        }
+        run_until(fx, &fx->done, before + 3, 5000);
+        if (o[0].status != 200)
+            fail_msg("round %d: %s: %s", round, o[0].error_class, o[0].error);
+        for (size_t i = 1; i < 3; i++) {
+            assert_int_equal(o[i].calls, 1);
+            if (strcmp(o[i].error_class, "connect") != 0)
+                fail_msg("round %d, %s: %s: %s", round, bad[i - 1], o[i].error_class, o[i].error);
+        }
+    }
+    assert_int_equal(receiver_count(fx->rcv, "/mix"), 10);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+}
+
+static void burst(fixture *fx, const char *url, outcome *o, size_t n)
+{
+    http_request req = base_request(url);
+    size_t before = fx->done;
+    for (size_t i = 0; i < n; i++)
+        send_req(fx, &req, &o[i]);
+    run_until(fx, &fx->done, before + n, 10000);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(o[i].status, 200);
+}
+
+/* Connections opened for a burst survive a quiet spell with one request at a time, ready for the
+ * next burst (curl by default keeps only 4 idle connections per transfer in flight: here it
+ * closed half of them). */
+static void idle_connections_are_kept_through_a_lull(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 8 };
+    new_sender(fx, "127.0.0.0/8", 4096, 256, N, N);
+    char url[256];
+    url_for(fx, "/lull", url, sizeof url);
+    outcome o[N];
+    memset(o, 0, sizeof o);
+    burst(fx, url, o, N);
+    assert_int_equal(receiver_accepted(fx->rcv), N);
+    for (size_t i = 0; i < N; i++) {
+        outcome one = {0};
+        send_and_wait(fx, url, NULL, &one, 5000);
+        assert_int_equal(one.status, 200);
+    }
+    /* Nothing was closed (the receiver may count a closed one a moment longer, never less). */
+    assert_int_equal(receiver_connections(fx->rcv), N);
+    memset(o, 0, sizeof o);
+    burst(fx, url, o, N);
+    assert_int_equal(receiver_accepted(fx->rcv), N);
 }
 
 static void many_concurrent_requests_complete(void **state)
@@ -628,6 +701,208 @@ static void many_concurrent_requests_complete(void **state)
     assert_int_equal(receiver_count(fx->rcv, "/many"), N);
     /* The per-host limit held: at most 8 connections were ever opened. */
     assert_true(receiver_accepted(fx->rcv) <= 8);
+}
+
+/* One sender carries these one after the other, so every request after the first runs on a
+ * request object (easy handle, header buffers, excerpt) its predecessor used: nothing of one may
+ * show in the next. */
+static void reused_requests_carry_nothing_over(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/busy",
+                                          .action = RECV_RESPOND,
+                                          .status = 503,
+                                          .body = "slow down",
+                                          .retry_after = "120"});
+    char busy[256], ok[256], hang[256];
+    url_for(fx, "/busy", busy, sizeof busy);
+    url_for(fx, "/ok/next", ok, sizeof ok);
+    url_for(fx, "/hang", hang, sizeof hang);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/hang", .action = RECV_HANG});
+
+    /* Two secrets, a Retry-After and an excerpt... */
+    const char *const secrets[] = {SECRET_B, SECRET_A};
+    http_request req = base_request(busy);
+    req.secrets = secrets;
+    req.n_secrets = 2;
+    outcome o1 = {0};
+    send_and_wait(fx, busy, &req, &o1, 5000);
+    assert_int_equal(o1.status, 503);
+    assert_true(o1.has_retry_after);
+    assert_string_equal(o1.excerpt, "slow down");
+
+    /* ...then one secret, a longer id, another timestamp and body, no Retry-After, a shorter
+     * excerpt. */
+    char long_id[121];
+    memset(long_id, 'i', sizeof long_id - 1);
+    memcpy(long_id, "msg_", 4);
+    long_id[sizeof long_id - 1] = '\0';
+    static const char body2[] = "{\"n\":2}";
+    req = base_request(ok);
+    req.webhook_id = long_id;
+    req.timestamp_s = TS + 7;
+    req.body = body2;
+    req.body_len = strlen(body2);
+    outcome o2 = {0};
+    send_and_wait(fx, ok, &req, &o2, 5000);
+    assert_true(o2.ok);
+    assert_int_equal(o2.status, 200);
+    assert_false(o2.has_retry_after);
+    assert_string_equal(o2.excerpt, "ok");
+    assert_int_equal(o2.excerpt_len, 2);
+
+    receiver_request rq;
+    assert_int_equal(receiver_get(fx->rcv, 1, &rq), 0);
+    assert_string_equal(rq.path, "/ok/next");
+    assert_int_equal(rq.body_len, strlen(body2));
+    assert_memory_equal(rq.body, body2, strlen(body2));
+    assert_string_equal(rq.webhook_timestamp, "1700000007");
+    /* The receiver keeps 127 bytes of the id: the start of ours, and the signature (over the
+     * whole id) verifies against what we sent. */
+    assert_int_equal(strncmp(rq.webhook_id, long_id, strlen(rq.webhook_id)), 0);
+    assert_null(strchr(rq.webhook_signature, ' '));
+    assert_true(
+        verify_one(SECRET_A, long_id, "1700000007", rq.body, rq.body_len, rq.webhook_signature));
+    free(rq.body);
+
+    /* A transfer that ended in an error leaves no error (nor status) for the next one. */
+    req = base_request(hang);
+    req.total_timeout_ms = 300;
+    outcome o3 = {0};
+    send_and_wait(fx, hang, &req, &o3, 5000);
+    assert_string_equal(o3.error_class, "timeout");
+    outcome o4 = {0};
+    send_and_wait(fx, ok, NULL, &o4, 5000);
+    assert_true(o4.ok);
+    assert_int_equal(o4.status, 200);
+    assert_string_equal(o4.error, "");
+    assert_true(o4.duration_ms < 300);
+}
+
+/* A request aborted before it ran reports no status, even on a request object whose last
+ * request got one. */
+static void aborted_reused_request_has_no_status(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/ok", url, sizeof url);
+    outcome o1 = {0};
+    send_and_wait(fx, url, NULL, &o1, 5000);
+    assert_int_equal(o1.status, 200);
+    outcome o2 = {0};
+    http_request req = base_request(url);
+    send_req(fx, &req, &o2);
+    close_sender(fx);
+    assert_int_equal(o2.calls, 1);
+    assert_string_equal(o2.error_class, "aborted");
+    assert_int_equal(o2.status, 0);
+}
+
+/* ---- allow-list changes ---- */
+
+/* A kept connection was checked against the old list: right after a change, a request opens a
+ * new connection and that one is checked against the new list. */
+static void allow_list_change_applies_to_kept_connections(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/a", url, sizeof url);
+    outcome o1 = {0};
+    send_and_wait(fx, url, NULL, &o1, 5000);
+    assert_int_equal(o1.status, 200);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+
+    http_sender_set_allow(fx->s, NULL); /* loopback refused from now on */
+    url_for(fx, "/b", url, sizeof url);
+    outcome o2 = {0};
+    send_and_wait(fx, url, NULL, &o2, 5000);
+    assert_string_equal(o2.error_class, "ssrf");
+    assert_int_equal(receiver_count(fx->rcv, "/b"), 0);
+    assert_int_equal(receiver_accepted(fx->rcv), 1);
+
+    netcheck_allow allow;
+    pgp_error err = {{0}};
+    assert_int_equal(netcheck_parse_allow("127.0.0.0/8", &allow, &err), 0);
+    http_sender_set_allow(fx->s, &allow);
+    url_for(fx, "/c", url, sizeof url);
+    outcome o3 = {0};
+    send_and_wait(fx, url, NULL, &o3, 5000);
+    assert_int_equal(o3.status, 200);
+    assert_int_equal(receiver_accepted(fx->rcv), 2);
+}
+
+static void timer_stop_cb(uv_timer_t *t)
+{
+    fixture *fx = t->data;
+    fx->probe_ready = 1;
+    uv_stop(&fx->loop);
+}
+
+/* After the first 2 s, reuse resumes for connections younger than the change, never for one
+ * opened before it: curl judges age in whole seconds, and at 2.0-3.0 s after the change a
+ * connection opened just before it is "2 s old" too. */
+static void allow_list_change_retires_older_connections_later_too(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    url_for(fx, "/a", url, sizeof url);
+    outcome o1 = {0};
+    send_and_wait(fx, url, NULL, &o1, 5000);
+    assert_int_equal(o1.status, 200);
+
+    netcheck_allow allow;
+    pgp_error err = {{0}};
+    assert_int_equal(netcheck_parse_allow("127.0.0.0/8, 10.0.0.0/8", &allow, &err), 0);
+    http_sender_set_allow(fx->s, &allow);
+    /* What is tested is the passing of time after the change: wait on the loop for it. */
+    fx->probe_ready = 0;
+    uv_timer_start(&fx->probe, timer_stop_cb, 2300, 0);
+    run_until(fx, &fx->probe_ready, 1, 5000);
+
+    url_for(fx, "/b", url, sizeof url);
+    outcome o2 = {0};
+    send_and_wait(fx, url, NULL, &o2, 5000);
+    assert_int_equal(o2.status, 200);
+    assert_int_equal(receiver_accepted(fx->rcv), 2);
+}
+
+/* ---- idle connections closed by the peer ---- */
+
+/* A kept connection the peer resets while idle: its parked watch fires and stops; the next
+ * request finds the connection dead and opens a new one. Also without the loop running in
+ * between (curl's own check before reuse). */
+static void idle_connection_reset_by_peer_is_replaced(void **state)
+{
+    fixture *fx = *state;
+    tcpproxy *px = tcpproxy_start("127.0.0.1", receiver_port(fx->rcv));
+    assert_non_null(px);
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/idle", tcpproxy_port(px));
+    for (int round = 0; round < 2; round++) {
+        outcome o1 = {0};
+        send_and_wait(fx, url, NULL, &o1, 5000);
+        assert_int_equal(o1.status, 200);
+        assert_int_equal(tcpproxy_set_mode(px, TCPPROXY_DROP), 0);
+        assert_int_equal(tcpproxy_set_mode(px, TCPPROXY_PASS), 0);
+        if (round == 0) {
+            /* Let the loop see the reset of the idle connection. */
+            for (int i = 0; i < 10; i++)
+                uv_run(&fx->loop, UV_RUN_NOWAIT);
+        }
+        outcome o2 = {0};
+        send_and_wait(fx, url, NULL, &o2, 5000);
+        if (!o2.ok)
+            fail_msg("round %d: %s: %s", round, o2.error_class, o2.error);
+        assert_int_equal(o2.status, 200);
+    }
+    assert_int_equal(tcpproxy_accepted(px), 3);
+    close_sender(fx);
+    tcpproxy_stop(px);
 }
 
 /* ---- closing ---- */
@@ -833,6 +1108,13 @@ int main(void)
         T(ssrf_checks_the_resolved_address_of_names),
         T(allow_list_opens_loopback),
         T(keep_alive_reuses_one_connection),
+        T(reused_requests_carry_nothing_over),
+        T(aborted_reused_request_has_no_status),
+        T(allow_list_change_applies_to_kept_connections),
+        T(allow_list_change_retires_older_connections_later_too),
+        T(idle_connection_reset_by_peer_is_replaced),
+        T(failed_connects_beside_a_kept_connection),
+        T(idle_connections_are_kept_through_a_lull),
         T(many_concurrent_requests_complete),
         T(close_aborts_in_flight_requests),
         T(close_before_the_loop_ran),
