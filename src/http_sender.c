@@ -106,9 +106,7 @@ struct http_req {
     struct curl_slist hdr[HDR_COUNT];
     char *hbuf; /* the varying header lines (id, timestamp, signatures), NUL-separated */
     size_t hbuf_cap;
-    const char *body; /* what curl sends (r->body_copy; see req_set_body) */
-    char *body_copy;
-    size_t body_copy_cap;
+    const char *body; /* what curl sends: the caller's, borrowed until the callback */
     size_t excerpt_len;
     size_t received;   /* response body bytes accepted (<= max_response_bytes) */
     bool truncated;    /* body exceeded max_response_bytes: transfer stopped on purpose */
@@ -194,7 +192,6 @@ static void req_destroy(http_req *r)
     if (r->easy)
         curl_easy_cleanup(r->easy);
     free(r->hbuf);
-    free(r->body_copy);
     free(r);
 }
 
@@ -206,11 +203,6 @@ static void req_put(http_req *r)
     if (s->closing || s->n_idle >= s->pool_max) {
         req_destroy(r);
         return;
-    }
-    if (r->body_copy_cap > REQ_KEEP_BUF_MAX) {
-        free(r->body_copy);
-        r->body_copy = NULL;
-        r->body_copy_cap = 0;
     }
     if (r->hbuf_cap > REQ_KEEP_BUF_MAX) {
         free(r->hbuf);
@@ -786,29 +778,6 @@ static http_req *req_get(http_sender *s)
     return r;
 }
 
-/* THE BODY COPY, in this one place: the body is copied because http_request.body is borrowed
- * only for the duration of http_send(). Making it borrowed until the done callback turns this
- * into `r->body = req->body` (and body_copy goes away). */
-static int req_set_body(http_req *r, const http_request *req)
-{
-    size_t need = req->body_len ? req->body_len : 1;
-    if (need > r->body_copy_cap) {
-        size_t cap = 256;
-        while (cap < need)
-            cap *= 2;
-        free(r->body_copy);
-        r->body_copy_cap = 0;
-        r->body_copy = malloc(cap);
-        if (!r->body_copy)
-            return -ENOMEM;
-        r->body_copy_cap = cap;
-    }
-    if (req->body_len)
-        memcpy(r->body_copy, req->body, req->body_len);
-    r->body = r->body_copy;
-    return 0;
-}
-
 /* Writes v in decimal (no NUL) and returns the length, at most 20 (snprintf costs more than
  * the rest of the header lines together). */
 static size_t put_decimal(char *p, int64_t v)
@@ -897,7 +866,11 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
         return -ENOMEM;
     CURL *e = r->easy;
     int rc;
-    if ((rc = req_set_body(r, req)) < 0 || (rc = build_headers(r, req)) < 0)
+    /* Not copied: the caller keeps the body until the callback (a dispatcher's delivery holds
+     * the claim's result it points into). An empty body is sent from "": with a NULL
+     * POSTFIELDS curl would read the body from a callback instead. */
+    r->body = req->body_len ? req->body : "";
+    if ((rc = build_headers(r, req)) < 0)
         goto fail_rc;
 
     rc = -EINVAL;

@@ -39,7 +39,8 @@ typedef struct http_sender_options {
 
 typedef struct http_request {
     const char *url;
-    const char *body; /* JSON text as stored (copied) */
+    const char *body; /* JSON text as stored: not copied, so it must stay valid (and unchanged)
+                         until the done callback runs (or http_send fails) */
     size_t body_len;
     const char *webhook_id;     /* stable across retries of one item */
     int64_t timestamp_s;        /* webhook-timestamp (epoch seconds) */
