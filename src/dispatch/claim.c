@@ -559,7 +559,8 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
     } else if (c->mode == MODE_SPACED) {
         /* How many conform now; tat itself moves only by what the claim really got. */
         int64_t probe = c->tat;
-        want = gcra_take(&probe, now + LOOKAHEAD_US, c->period_us, c->burst, c->burst);
+        want =
+            gcra_take(&probe, now + LOOKAHEAD_US + COALESCE_US, c->period_us, c->burst, c->burst);
         *base = c->tat == GCRA_TAT_NONE || c->tat < now ? now : c->tat;
     } else {
         want = d->cfg.claim_batch_max;
@@ -586,7 +587,7 @@ static void run_claim_round(dispatcher *d)
     int64_t now = now_us();
     int64_t tick = batch_tick_at(&d->cfg, now);
     int64_t ids[ROUND_MAX_CUSTOMERS];
-    size_t n_ids = sched_heap_pop_due(&d->heap, now, ids, ROUND_MAX_CUSTOMERS);
+    size_t n_ids = sched_heap_pop_due(&d->heap, now + COALESCE_US, ids, ROUND_MAX_CUSTOMERS);
     if (n_ids == 0) {
         claim_arm(d);
         return;
@@ -608,6 +609,12 @@ static void run_claim_round(dispatcher *d)
          * follow from its result, which reschedules them). */
         if (c->round_slot >= 0 && c->mode != MODE_UNLIMITED)
             continue;
+        /* Only spaced customers are taken before they are due (COALESCE_US). */
+        int64_t due;
+        if (c->mode != MODE_SPACED && customer_due_at(c, tick, &due) && due > now) {
+            customer_schedule(d, c);
+            continue;
+        }
         int64_t base;
         int demand = round_demand(d, c, now, tick, &base);
         if (demand < 0)
