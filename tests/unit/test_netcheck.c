@@ -215,7 +215,7 @@ static netcheck_allow parse_ok(const char *list)
     pgp_error err = {{0}};
     int rc = netcheck_parse_allow(list, &a, &err);
     if (rc != 0)
-        fail_msg("\"%s\" did not parse: %s", list, err.msg);
+        fail_msg("\"%s\" did not parse: %s", list ? list : "(null)", err.msg);
     return a;
 }
 
