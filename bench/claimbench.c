@@ -225,8 +225,9 @@ typedef struct shape {
 
 static void shape_add(char ***v, int *n, const char *line)
 {
-    char *dup = strdup(line);
-    for (char *tok = strtok(dup, " \t\r\n,"); tok; tok = strtok(NULL, " \t\r\n,")) {
+    char *dup = strdup(line), *save = NULL; /* strtok_r: the workers parse at the same time */
+    for (char *tok = strtok_r(dup, " \t\r\n,", &save); tok;
+         tok = strtok_r(NULL, " \t\r\n,", &save)) {
         *v = realloc(*v, sizeof **v * (size_t)(*n + 1));
         if (!*v)
             die("out of memory");
