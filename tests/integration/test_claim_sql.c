@@ -1,9 +1,11 @@
-/* test_claim_sql.c - the claim statements at SQL level.
+/* test_claim_sql.c - the claim + ack statements at SQL level.
  * - claim_statement() sends the lean run_claim_unlimited.sql only for rounds it covers (no
  *   tick, no spaced customer, no carrier, one pair per customer), and for such a round it
  *   returns the same rows as run_claim.sql and leaves the queue the same: leases, token,
  *   claimed_by, attempts, the stale flag, the order, and the next future item of a pair that
- *   came back short. */
+ *   came back short.
+ * - run_finalize_success.sql deletes the items still held under their token, logs one attempt
+ *   each with its own fields, and reports (and leaves alone) the others. */
 #include "testlib.h"
 
 #include "dispatch/internal.h"
@@ -224,11 +226,95 @@ static void lean_statement_claims_as_run_claim(void **state)
     free(lean);
 }
 
+/* Runs run_finalize_success.sql; returns the ids it reports, comma-separated. */
+static char *finalize_success(PGconn *conn, const char *const params[6])
+{
+    PGresult *res = PQexecParams(conn, sql_q_run_finalize_success, SQL_RUN_FINALIZE_SUCCESS_NPARAMS,
+                                 NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("run_finalize_success.sql failed: %s", PQresultErrorMessage(res));
+    char out[256] = "";
+    size_t n = 0;
+    for (int r = 0; r < PQntuples(res) && n < sizeof out - 24; r++)
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%s", r ? "," : "",
+                              PQgetvalue(res, r, SQL_RUN_FINALIZE_SUCCESS_C_ITEM_ID));
+    PQclear(res);
+    char *s = strdup(out);
+    assert_non_null(s);
+    return s;
+}
+
+static void success_deletes_what_it_owns_and_reports_the_rest(void **state)
+{
+    tl_db *db = *state;
+    PGconn *conn = db->conn;
+    tl_exec(conn, "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, "
+                  "signing_secrets) VALUES ('x', 'unlimited', 1, 'http://127.0.0.1:9/x', "
+                  "ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'])");
+    tl_exec(conn, "SELECT pgpace.enqueue('x', jsonb_build_object('g', g)) "
+                  "FROM generate_series(1, 4) g");
+    /* Items 1-3 held under token 7 (item 2 on its second attempt), item 4 by another claimer. */
+    tl_exec(conn, "UPDATE pgpace.queue SET claim_token = CASE WHEN item_id = (SELECT max(item_id) "
+                  "FROM pgpace.queue) THEN 8 ELSE 7 END, claimed_by = 'test', "
+                  "claimed_at = now(), next_action_at = now() + interval '1 min', attempt = 1");
+    char *ids = tl_query_str(conn, "SELECT array_agg(item_id ORDER BY item_id)::text FROM "
+                                   "pgpace.queue");
+    long long i1 = tl_query_int(conn, "SELECT min(item_id) FROM pgpace.queue");
+    long long i4 = tl_query_int(conn, "SELECT max(item_id) FROM pgpace.queue");
+    tl_exec(conn, "UPDATE pgpace.queue SET attempt = 2 WHERE item_id = %lld + 1", i1);
+    char *before4 = tl_query_str(
+        conn, "SELECT row_to_json(q)::text FROM pgpace.queue q WHERE item_id = %lld", i4);
+
+    const char *p[SQL_RUN_FINALIZE_SUCCESS_NPARAMS] = {
+        [SQL_RUN_FINALIZE_SUCCESS_P_ITEM] = ids,
+        [SQL_RUN_FINALIZE_SUCCESS_P_TOKEN] = "{7,7,7,7}",
+        [SQL_RUN_FINALIZE_SUCCESS_P_HTTP_STATUS] = "{200,201,204,200}",
+        [SQL_RUN_FINALIZE_SUCCESS_P_STARTED_US] =
+            "{1764000000000001,1764000000000002,1764000000000003,1764000000000004}",
+        [SQL_RUN_FINALIZE_SUCCESS_P_DURATION_MS] = "{1.5,2.5,3.5,4.5}",
+        [SQL_RUN_FINALIZE_SUCCESS_P_EXCERPT] = "{NULL,ok,NULL,NULL}",
+    };
+    char *lost = finalize_success(conn, p);
+    char want[32];
+    snprintf(want, sizeof want, "%lld", i4);
+    assert_string_equal(lost, want);
+    free(lost);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue"), 1);
+    char *after4 = tl_query_str(
+        conn, "SELECT row_to_json(q)::text FROM pgpace.queue q WHERE item_id = %lld", i4);
+    assert_string_equal(after4, before4);
+    char *log = tl_query_str(
+        conn,
+        "SELECT string_agg(concat_ws(':', item_id - %lld, attempt, http_status, "
+        "(extract(epoch FROM started_at) * 1000000)::bigint - 1764000000000000, "
+        "duration_ms, outcome, coalesce(response_excerpt, '-')), ' ' ORDER BY item_id) "
+        "FROM pgpace.delivery_attempt",
+        i1);
+    assert_string_equal(log, "0:1:200:1:1.5:success:- 1:2:201:2:2.5:success:ok "
+                             "2:1:204:3:3.5:success:-");
+    free(log);
+
+    /* Again with item 4's own token: all owned, nothing reported. */
+    char one[32];
+    snprintf(one, sizeof one, "{%lld}", i4);
+    const char *q[SQL_RUN_FINALIZE_SUCCESS_NPARAMS] = {one, "{8}", "{200}", "{1}", "{1}", "{NULL}"};
+    lost = finalize_success(conn, q);
+    assert_string_equal(lost, "");
+    free(lost);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue"), 0);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.delivery_attempt"), 4);
+    free(after4);
+    free(before4);
+    free(ids);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lean_statement_only_for_plain_rounds),
         cmocka_unit_test_setup_teardown(lean_statement_claims_as_run_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(success_deletes_what_it_owns_and_reports_the_rest, setup,
+                                        teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
