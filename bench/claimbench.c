@@ -9,7 +9,9 @@
  *
  *   claimbench unlimited CONNINFO CLAIM_SQL SUCCESS_SQL --customers 1,2 --batch N --seconds S
  *       One thread and connection per customer; each loops in pipeline mode: claim N items of
- *       its customer (unlimited mode), finalize the previous round's items as success
+ *       its customer (unlimited mode; given run_claim.sql, the statement the dispatcher sends
+ *       for such a round instead, run_claim_unlimited.sql beside it: see claim_statement() in
+ *       src/dispatch/rows.c), finalize the previous round's items as success
  *       (SUCCESS_SQL: sql/queries/run_finalize_success.sql, which the dispatcher sends when a
  *       batch holds only successes) in the same pipeline.
  *       Prints "items <n> seconds <s> items_per_s <r> rounds <k> dry <0|1>".
@@ -17,6 +19,7 @@
  *              --customers LIST --rounds R [--limit N] [--carriers c0,c1,..] [--budget B]
  *       R claim rounds, each timed alone (autocommit, as the dispatcher), then released with
  *       the finalize statement's 'release' outcome (untimed) so every round sees the same data.
+ *       nocarriers is a round of unlimited customers: sent as in the unlimited workload.
  *       Prints one line per round: "round <i> ms <latency> items <claimed>".
  *   claimbench naive-delay CONNINFO --seconds S --max N
  *       The naive delay claim repeated (one item per statement) for S seconds or N statements,
@@ -469,12 +472,32 @@ static void *unlimited_thread(void *arg)
     return NULL;
 }
 
+/* The statement the dispatcher sends for a round of unlimited customers: run_claim.sql names
+ * run_claim_unlimited.sql beside it (claim_statement() in src/dispatch/rows.c); any other file
+ * is sent as it is. */
+static char *unlimited_claim_path(const char *claim_path)
+{
+    const char *base = strrchr(claim_path, '/');
+    base = base ? base + 1 : claim_path;
+    if (strcmp(base, "run_claim.sql") != 0)
+        return strdup(claim_path);
+    size_t dir = (size_t)(base - claim_path);
+    char *lean = malloc(dir + sizeof "run_claim_unlimited.sql");
+    if (!lean)
+        die("out of memory");
+    memcpy(lean, claim_path, dir);
+    strcpy(lean + dir, "run_claim_unlimited.sql");
+    return lean;
+}
+
 static int cmd_unlimited(int argc, char **argv)
 {
     if (argc < 5)
         die("usage: unlimited CONNINFO CLAIM_SQL SUCCESS_SQL --customers L --batch N --seconds S");
     const char *conninfo = argv[2];
-    char *claim_sql = read_file(argv[3]), *success_sql = read_file(argv[4]);
+    char *claim_path = unlimited_claim_path(argv[3]);
+    char *claim_sql = read_file(claim_path), *success_sql = read_file(argv[4]);
+    free(claim_path);
     long *ids = NULL;
     int nids = 0, batch = 100;
     double seconds = 5;
@@ -527,7 +550,7 @@ static int cmd_round(int argc, char **argv)
     if (argc < 5)
         die("usage: round CONNINFO CLAIM_SQL FINALIZE_SQL --mode M --customers L --rounds R");
     const char *conninfo = argv[2];
-    char *claim_sql = read_file(argv[3]), *finalize_sql = read_file(argv[4]);
+    char *finalize_sql = read_file(argv[4]);
     const char *mode = "spaced";
     long *ids = NULL;
     int nids = 0, rounds = 10, limit = 1, budget = 100, ncarriers = 0;
@@ -550,6 +573,10 @@ static int cmd_round(int argc, char **argv)
     }
     bool spaced = !strcmp(mode, "spaced"), batch = !strcmp(mode, "batch");
     bool with_carriers = !strcmp(mode, "carriers");
+    char *claim_path =
+        !strcmp(mode, "nocarriers") ? unlimited_claim_path(argv[3]) : strdup(argv[3]);
+    char *claim_sql = read_file(claim_path);
+    free(claim_path);
     PGconn *c = connect_db(conninfo);
     shape sh = shape_of(claim_sql);
     prepare(c, "claim", claim_sql, sh.nparams);
