@@ -9,7 +9,9 @@
  *
  *   claimbench unlimited CONNINFO CLAIM_SQL SUCCESS_SQL --customers 1,2 --batch N --seconds S
  *       One thread and connection per customer; each loops in pipeline mode: claim N items of
- *       its customer (unlimited mode), finalize the previous round's items as success
+ *       its customer (unlimited mode; given run_claim.sql, the statement the dispatcher sends
+ *       for such a round instead, run_claim_unlimited.sql beside it: see claim_statement() in
+ *       src/dispatch/rows.c), finalize the previous round's items as success
  *       (SUCCESS_SQL: sql/queries/run_finalize_success.sql, which the dispatcher sends when a
  *       batch holds only successes) in the same pipeline.
  *       Prints "items <n> seconds <s> items_per_s <r> rounds <k> dry <0|1>".
@@ -17,6 +19,7 @@
  *              --customers LIST --rounds R [--limit N] [--carriers c0,c1,..] [--budget B]
  *       R claim rounds, each timed alone (autocommit, as the dispatcher), then released with
  *       the finalize statement's 'release' outcome (untimed) so every round sees the same data.
+ *       nocarriers is a round of unlimited customers: sent as in the unlimited workload.
  *       Prints one line per round: "round <i> ms <latency> items <claimed>".
  *   claimbench naive-delay CONNINFO --seconds S --max N
  *       The naive delay claim repeated (one item per statement) for S seconds or N statements,
@@ -212,6 +215,79 @@ static int parse_ids(const char *s, long **out)
     return n;
 }
 
+/* ---- a query's shape ----------------------------------------------------------------------- */
+
+/* The names of a query's parameters and columns, from its "-- @params:" and "-- @columns:"
+ * lines (see src/tools/embed_sql.c), so that the driver binds by name, as the dispatcher does
+ * through SQL_<NAME>_P_*, and a parameter added to the query stops the driver instead of
+ * shifting every value after it. */
+typedef struct shape {
+    char **params, **columns;
+    int nparams, ncolumns;
+} shape;
+
+static void shape_add(char ***v, int *n, const char *line)
+{
+    char *dup = strdup(line), *save = NULL; /* strtok_r: the workers parse at the same time */
+    for (char *tok = strtok_r(dup, " \t\r\n,", &save); tok;
+         tok = strtok_r(NULL, " \t\r\n,", &save)) {
+        *v = realloc(*v, sizeof **v * (size_t)(*n + 1));
+        if (!*v)
+            die("out of memory");
+        (*v)[(*n)++] = strdup(tok);
+    }
+    free(dup);
+}
+
+static shape shape_of(const char *sql)
+{
+    shape sh = {0};
+    for (const char *line = sql; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[1024];
+        if (len >= sizeof buf)
+            len = sizeof buf - 1;
+        memcpy(buf, line, len);
+        buf[len] = 0;
+        if (!strncmp(buf, "-- @params:", 11))
+            shape_add(&sh.params, &sh.nparams, buf + 11);
+        else if (!strncmp(buf, "-- @columns:", 12))
+            shape_add(&sh.columns, &sh.ncolumns, buf + 12);
+        line = nl ? nl + 1 : line + len;
+    }
+    if (sh.nparams == 0 || sh.ncolumns == 0)
+        die("the query declares no @params / @columns");
+    return sh;
+}
+
+static int shape_column(const shape *sh, const char *name)
+{
+    for (int i = 0; i < sh->ncolumns; i++)
+        if (!strcmp(sh->columns[i], name))
+            return i;
+    die("the query has no column %s", name);
+    return -1;
+}
+
+/* A named value the driver knows; a query's parameters are looked up among them. */
+typedef struct named {
+    const char *name, *value; /* value NULL: SQL NULL */
+} named;
+
+/* Fills p[] (sh->nparams entries) from `known`; a parameter the driver does not know is fatal. */
+static void shape_bind(const shape *sh, const named *known, size_t nknown, const char **p)
+{
+    for (int i = 0; i < sh->nparams; i++) {
+        size_t k = 0;
+        while (k < nknown && strcmp(known[k].name, sh->params[i]) != 0)
+            k++;
+        if (k == nknown)
+            die("the query has a parameter the driver does not know: %s", sh->params[i]);
+        p[i] = known[k].value;
+    }
+}
+
 /* ---- finalize ------------------------------------------------------------------------------ */
 
 typedef struct claimed {
@@ -254,19 +330,53 @@ static void finalize_params(const claimed *c, const char *outcome, sb a[10], con
         p[k] = sb_close(&a[k]);
 }
 
-/* run_finalize_success.sql's 6 array parameters: item, token, status, start, duration, excerpt. */
+/* Appends "{" or "," then the n bytes of s. */
+static void sb_elem_raw(sb *b, const char *s, size_t n)
+{
+    if (b->len + n + 2 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->len + n + 2)
+            cap *= 2;
+        b->s = realloc(b->s, cap);
+        if (!b->s)
+            die("out of memory");
+        b->cap = cap;
+    }
+    b->s[b->len] = b->len ? ',' : '{';
+    b->len++;
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+/* Appends "{" or "," then v in decimal. */
+static void sb_elem_i64(sb *b, int64_t v)
+{
+    char tmp[24], *e = tmp + sizeof tmp, *q = e;
+    uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+    do
+        *--q = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--q = '-';
+    sb_elem_raw(b, q, (size_t)(e - q));
+}
+
+/* run_finalize_success.sql's 6 array parameters: item, token, status, start, duration, excerpt.
+ * Formatted without printf: this runs for every item, and the driver's CPU is taken from the
+ * server's on a small machine (pgbench's client formats nothing: it passes the ids it read). */
 static void success_params(const claimed *c, sb a[6], const char *p[6])
 {
     for (int k = 0; k < 6; k++)
         sb_reset(&a[k]);
     int64_t t = now_us();
     for (int i = 0; i < c->n; i++) {
-        sb_elem(&a[0], "%ld", c->ids[i]);
-        sb_elem(&a[1], "%ld", c->tokens[i]);
-        sb_elem(&a[2], "200");
-        sb_elem(&a[3], "%lld", (long long)t);
-        sb_elem(&a[4], "1.000");
-        sb_elem(&a[5], "NULL");
+        sb_elem_i64(&a[0], c->ids[i]);
+        sb_elem_i64(&a[1], c->tokens[i]);
+        sb_elem_raw(&a[2], "200", 3);
+        sb_elem_i64(&a[3], t);
+        sb_elem_raw(&a[4], "1.000", 5);
+        sb_elem_raw(&a[5], "NULL", 4);
     }
     for (int k = 0; k < 6; k++)
         p[k] = sb_close(&a[k]);
@@ -314,14 +424,36 @@ static void *unlimited_thread(void *arg)
 {
     worker *w = arg;
     PGconn *c = connect_db(w->conninfo);
-    prepare(c, "claim", w->claim_sql, 16);
+    shape sh = shape_of(w->claim_sql);
+    prepare(c, "claim", w->claim_sql, sh.nparams);
     prepare(c, "success", w->success_sql, 6);
+    int col_kind = shape_column(&sh, "kind"), col_item = shape_column(&sh, "item_id");
+    const char **p = calloc((size_t)sh.nparams, sizeof *p);
     if (PQenterPipelineMode(c) != 1)
         die("pipeline mode");
     char cust[32], n[16], tokbuf[32], claimed_by[32];
     snprintf(cust, sizeof cust, "{%ld}", w->customer);
     snprintf(n, sizeof n, "{%d}", w->batch);
     snprintf(claimed_by, sizeof claimed_by, "claimbench:%d", w->index);
+    /* What the dispatcher sends for a round of one unlimited customer without carriers. */
+    const named known[] = {{"pair_customer", cust},
+                           {"pair_carrier", "{\"\"}"},
+                           {"pair_limit", n},
+                           {"pair_in_flight", "{0}"},
+                           {"customer", cust},
+                           {"customer_limit", n},
+                           {"carrier", "{}"},
+                           {"carrier_budget", "{}"},
+                           {"default_carrier_budget", "100"},
+                           {"lease_s", "60"},
+                           {"token", tokbuf},
+                           {"claimed_by", claimed_by},
+                           {"fr_customer", "{}"},
+                           {"fr_base", "{}"},
+                           {"fr_period", "{}"},
+                           {"fr_credit", "{}"},
+                           {"tick", NULL}};
+    shape_bind(&sh, known, sizeof known / sizeof known[0], p);
     sb fa[6] = {{0}};
     const char *fp[6];
     claimed prev = {0}, cur = {0};
@@ -333,9 +465,7 @@ static void *unlimited_thread(void *arg)
         bool last = mono_s() >= deadline;
         if (!last) {
             snprintf(tokbuf, sizeof tokbuf, "%ld", ++token);
-            const char *p[16] = {cust, "{\"\"}", n,          cust, n,    "{}", "{}", "100",
-                                 "60", tokbuf,   claimed_by, "{}", "{}", "{}", "{}", NULL};
-            pipe_send(c, "claim", 16, p);
+            pipe_send(c, "claim", sh.nparams, p); /* p[] points at tokbuf */
         }
         if (have_prev) {
             success_params(&prev, fa, fp);
@@ -349,8 +479,8 @@ static void *unlimited_thread(void *arg)
         if (!last) {
             PGresult *r = pipe_result(c);
             for (int i = 0; i < PQntuples(r); i++)
-                if (PQgetvalue(r, i, 0)[0] == 'i')
-                    claimed_add(&cur, atol(PQgetvalue(r, i, 1)), token);
+                if (PQgetvalue(r, i, col_kind)[0] == 'i')
+                    claimed_add(&cur, atol(PQgetvalue(r, i, col_item)), token);
             PQclear(r);
             if (cur.n < w->batch)
                 w->dry = true;
@@ -371,8 +501,27 @@ static void *unlimited_thread(void *arg)
             break; /* done, or the queue ran dry */
     }
     w->elapsed = mono_s() - start;
+    free(p);
     PQfinish(c);
     return NULL;
+}
+
+/* The statement the dispatcher sends for a round of unlimited customers: run_claim.sql names
+ * run_claim_unlimited.sql beside it (claim_statement() in src/dispatch/rows.c); any other file
+ * is sent as it is. */
+static char *unlimited_claim_path(const char *claim_path)
+{
+    const char *base = strrchr(claim_path, '/');
+    base = base ? base + 1 : claim_path;
+    if (strcmp(base, "run_claim.sql") != 0)
+        return strdup(claim_path);
+    size_t dir = (size_t)(base - claim_path);
+    char *lean = malloc(dir + sizeof "run_claim_unlimited.sql");
+    if (!lean)
+        die("out of memory");
+    memcpy(lean, claim_path, dir);
+    strcpy(lean + dir, "run_claim_unlimited.sql");
+    return lean;
 }
 
 static int cmd_unlimited(int argc, char **argv)
@@ -380,7 +529,9 @@ static int cmd_unlimited(int argc, char **argv)
     if (argc < 5)
         die("usage: unlimited CONNINFO CLAIM_SQL SUCCESS_SQL --customers L --batch N --seconds S");
     const char *conninfo = argv[2];
-    char *claim_sql = read_file(argv[3]), *success_sql = read_file(argv[4]);
+    char *claim_path = unlimited_claim_path(argv[3]);
+    char *claim_sql = read_file(claim_path), *success_sql = read_file(argv[4]);
+    free(claim_path);
     long *ids = NULL;
     int nids = 0, batch = 100;
     double seconds = 5;
@@ -433,7 +584,7 @@ static int cmd_round(int argc, char **argv)
     if (argc < 5)
         die("usage: round CONNINFO CLAIM_SQL FINALIZE_SQL --mode M --customers L --rounds R");
     const char *conninfo = argv[2];
-    char *claim_sql = read_file(argv[3]), *finalize_sql = read_file(argv[4]);
+    char *finalize_sql = read_file(argv[4]);
     const char *mode = "spaced";
     long *ids = NULL;
     int nids = 0, rounds = 10, limit = 1, budget = 100, ncarriers = 0;
@@ -456,73 +607,85 @@ static int cmd_round(int argc, char **argv)
     }
     bool spaced = !strcmp(mode, "spaced"), batch = !strcmp(mode, "batch");
     bool with_carriers = !strcmp(mode, "carriers");
+    char *claim_path =
+        !strcmp(mode, "nocarriers") ? unlimited_claim_path(argv[3]) : strdup(argv[3]);
+    char *claim_sql = read_file(claim_path);
+    free(claim_path);
     PGconn *c = connect_db(conninfo);
-    prepare(c, "claim", claim_sql, 16);
+    shape sh = shape_of(claim_sql);
+    prepare(c, "claim", claim_sql, sh.nparams);
     prepare(c, "finalize", finalize_sql, 10);
-    sb a[16] = {{0}}, fa[10] = {{0}};
+    int col_kind = shape_column(&sh, "kind"), col_item = shape_column(&sh, "item_id");
+    const char **p = calloc((size_t)sh.nparams, sizeof *p);
+    enum { PC, PK, PL, PF, CU, CL, CA, CB, FC, FB, FP, FK, NA };
+    sb a[NA] = {{0}}, fa[10] = {{0}};
     const char *fp[10];
     long token = now_us();
     long tick = now_us() / 1000; /* increasing across runs: a tick is claimed once */
     for (int r = 0; r < rounds; r++) {
-        for (int k = 0; k < 16; k++)
+        for (int k = 0; k < NA; k++)
             sb_reset(&a[k]);
         int64_t base = now_us();
         for (int i = 0; i < nids; i++) {
             if (with_carriers) {
                 /* The dispatcher asks each (customer, carrier) pair for min(limit, budget). */
                 for (int k = 0; k < ncarriers; k++) {
-                    sb_elem(&a[0], "%ld", ids[i]);
-                    sb_elem(&a[1], "\"%s\"", carriers[k]);
-                    sb_elem(&a[2], "%d", limit < budget ? limit : budget);
+                    sb_elem(&a[PC], "%ld", ids[i]);
+                    sb_elem(&a[PK], "\"%s\"", carriers[k]);
+                    sb_elem(&a[PL], "%d", limit < budget ? limit : budget);
+                    sb_elem(&a[PF], "0");
                 }
             } else {
-                sb_elem(&a[0], "%ld", ids[i]);
-                sb_elem(&a[1], "\"\"");
-                sb_elem(&a[2], "%d", limit);
+                sb_elem(&a[PC], "%ld", ids[i]);
+                sb_elem(&a[PK], "\"\"");
+                sb_elem(&a[PL], "%d", limit);
+                sb_elem(&a[PF], "0");
             }
-            sb_elem(&a[3], "%ld", ids[i]);
-            sb_elem(&a[4], "%d", limit);
+            sb_elem(&a[CU], "%ld", ids[i]);
+            sb_elem(&a[CL], "%d", limit);
             if (spaced || batch) {
-                sb_elem(&a[11], "%ld", ids[i]);
+                sb_elem(&a[FC], "%ld", ids[i]);
                 if (spaced)
-                    sb_elem(&a[12], "%lld", (long long)base);
+                    sb_elem(&a[FB], "%lld", (long long)base);
                 else
-                    sb_elem(&a[12], "NULL");
-                sb_elem(&a[13], spaced ? "1000000" : "NULL"); /* 60/min */
-                sb_elem(&a[14], spaced ? "NULL" : "0");
+                    sb_elem(&a[FB], "NULL");
+                sb_elem(&a[FP], spaced ? "1000000" : "NULL"); /* 60/min */
+                sb_elem(&a[FK], spaced ? "NULL" : "0");
             }
         }
         for (int k = 0; k < ncarriers && with_carriers; k++) {
-            sb_elem(&a[5], "\"%s\"", carriers[k]);
-            sb_elem(&a[6], "%d", budget);
+            sb_elem(&a[CA], "\"%s\"", carriers[k]);
+            sb_elem(&a[CB], "%d", budget);
         }
         char budget_s[16], tok_s[32], tick_s[32];
         snprintf(budget_s, sizeof budget_s, "%d", budget);
         snprintf(tok_s, sizeof tok_s, "%ld", ++token);
         snprintf(tick_s, sizeof tick_s, "%ld", ++tick);
-        const char *p[16] = {sb_close(&a[0]),
-                             sb_close(&a[1]),
-                             sb_close(&a[2]),
-                             sb_close(&a[3]),
-                             sb_close(&a[4]),
-                             sb_close(&a[5]),
-                             sb_close(&a[6]),
-                             budget_s,
-                             "60",
-                             tok_s,
-                             "claimbench",
-                             sb_close(&a[11]),
-                             sb_close(&a[12]),
-                             sb_close(&a[13]),
-                             sb_close(&a[14]),
-                             batch ? tick_s : NULL};
+        const named known[] = {{"pair_customer", sb_close(&a[PC])},
+                               {"pair_carrier", sb_close(&a[PK])},
+                               {"pair_limit", sb_close(&a[PL])},
+                               {"pair_in_flight", sb_close(&a[PF])},
+                               {"customer", sb_close(&a[CU])},
+                               {"customer_limit", sb_close(&a[CL])},
+                               {"carrier", sb_close(&a[CA])},
+                               {"carrier_budget", sb_close(&a[CB])},
+                               {"default_carrier_budget", budget_s},
+                               {"lease_s", "60"},
+                               {"token", tok_s},
+                               {"claimed_by", "claimbench"},
+                               {"fr_customer", sb_close(&a[FC])},
+                               {"fr_base", sb_close(&a[FB])},
+                               {"fr_period", sb_close(&a[FP])},
+                               {"fr_credit", sb_close(&a[FK])},
+                               {"tick", batch ? tick_s : NULL}};
+        shape_bind(&sh, known, sizeof known / sizeof known[0], p);
         double t0 = mono_s();
-        PGresult *res = exec_prepared(c, "claim", 16, p, PGRES_TUPLES_OK);
+        PGresult *res = exec_prepared(c, "claim", sh.nparams, p, PGRES_TUPLES_OK);
         double ms = (mono_s() - t0) * 1000;
         claimed got = {0};
         for (int i = 0; i < PQntuples(res); i++)
-            if (PQgetvalue(res, i, 0)[0] == 'i')
-                claimed_add(&got, atol(PQgetvalue(res, i, 1)), token);
+            if (PQgetvalue(res, i, col_kind)[0] == 'i')
+                claimed_add(&got, atol(PQgetvalue(res, i, col_item)), token);
         PQclear(res);
         printf("round %d ms %.3f items %d\n", r, ms, got.n);
         fflush(stdout);
@@ -533,6 +696,7 @@ static int cmd_round(int argc, char **argv)
         free(got.ids);
         free(got.tokens);
     }
+    free(p);
     PQfinish(c);
     return 0;
 }

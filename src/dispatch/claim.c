@@ -355,8 +355,10 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
     if (!ok)
         LOG_ERROR("out_of_memory", LOG_S("where", "claim parameters"));
     r->sent_ns = uv_hrtime();
-    if (ok && pgconn_query_prepared(d->db, sql_q_run_claim, SQL_RUN_CLAIM_NPARAMS, params,
-                                    on_claim_result, r) == 0) {
+    claim_stmt st; /* run_claim.sql, or its lean form for a round of unlimited customers */
+    claim_statement(params, &st);
+    if (ok &&
+        pgconn_query_prepared(d->db, st.sql, st.nparams, st.params, on_claim_result, r) == 0) {
         if (d->n_claims > 0)
             metrics_counter_add(d->obs.m, d->obs.claims_pipelined, NULL, 1);
         d->claims[d->n_claims++] = r;

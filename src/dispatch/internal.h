@@ -453,6 +453,20 @@ typedef struct carrier_row {
  * query would otherwise read the wrong fields); logs the mismatch. */
 bool rows_shape_ok(const PGresult *res, int ncols, const char *what);
 
+/* The statement a claim round sends, chosen from its run_claim.sql parameters. */
+typedef struct claim_stmt {
+    const char *sql;
+    int nparams;
+    const char *const *params; /* `full`, or `lean` below */
+    const char *lean[SQL_RUN_CLAIM_UNLIMITED_NPARAMS];
+} claim_stmt;
+
+/* run_claim_unlimited.sql, with its parameters taken from `full`, when the round uses none of
+ * run_claim.sql's frontier, tick or carriers and lists one pair per customer with the
+ * customer's limit (a round of unlimited customers); run_claim.sql with `full` otherwise. Both
+ * return the same columns, which claim_row_parse reads. out->params points at `full` or into
+ * `out`. Pure. */
+void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], claim_stmt *out);
 void claim_row_parse(const PGresult *res, int r, claim_row *out);
 void customer_row_parse(const PGresult *res, int r, customer_row *out);
 void frontier_row_parse(const PGresult *res, int r, frontier_row *out);

@@ -61,6 +61,64 @@ static bool row_null(const PGresult *res, int r, int col)
     return PQgetisnull(res, r, col) != 0;
 }
 
+/* claim_row_parse reads both claim statements' rows by run_claim.sql's positions. */
+#define SAME_COLUMN(c) ((int)SQL_RUN_CLAIM_C_##c == (int)SQL_RUN_CLAIM_UNLIMITED_C_##c)
+_Static_assert((int)SQL_RUN_CLAIM_NCOLS == (int)SQL_RUN_CLAIM_UNLIMITED_NCOLS &&
+                   SAME_COLUMN(KIND) && SAME_COLUMN(ITEM_ID) && SAME_COLUMN(CUSTOMER_ID) &&
+                   SAME_COLUMN(CARRIER) && SAME_COLUMN(ATTEMPT) && SAME_COLUMN(MAX_ATTEMPTS) &&
+                   SAME_COLUMN(STALE) && SAME_COLUMN(PAYLOAD) && SAME_COLUMN(CREATED_US) &&
+                   SAME_COLUMN(NEXT_US),
+               "run_claim_unlimited.sql must return run_claim.sql's columns in the same places");
+#undef SAME_COLUMN
+
+static bool same_text(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+/* Whether a text[] literal lists only empty strings (as strbuf_array_text writes them). */
+static bool only_empty_strings(const char *a)
+{
+    if (!a || *a++ != '{')
+        return false;
+    if (*a == '}')
+        return a[1] == '\0';
+    for (;;) {
+        if (a[0] != '"' || a[1] != '"')
+            return false;
+        a += 2;
+        if (*a == '}')
+            return a[1] == '\0';
+        if (*a++ != ',')
+            return false;
+    }
+}
+
+void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], claim_stmt *out)
+{
+    /* No tick, no frontier row (no spaced customer), no carrier among the pairs, and the pairs
+     * are the customers with their limits: then run_claim.sql's customer join, tick guard,
+     * carrier rankings and turns and frontier upsert all change nothing. */
+    bool lean = !full[SQL_RUN_CLAIM_P_TICK] && same_text(full[SQL_RUN_CLAIM_P_FR_CUSTOMER], "{}") &&
+                same_text(full[SQL_RUN_CLAIM_P_CARRIER], "{}") &&
+                only_empty_strings(full[SQL_RUN_CLAIM_P_PAIR_CARRIER]) &&
+                same_text(full[SQL_RUN_CLAIM_P_PAIR_CUSTOMER], full[SQL_RUN_CLAIM_P_CUSTOMER]) &&
+                same_text(full[SQL_RUN_CLAIM_P_PAIR_LIMIT], full[SQL_RUN_CLAIM_P_CUSTOMER_LIMIT]);
+    if (!lean) {
+        *out =
+            (claim_stmt){.sql = sql_q_run_claim, .nparams = SQL_RUN_CLAIM_NPARAMS, .params = full};
+        return;
+    }
+    *out =
+        (claim_stmt){.sql = sql_q_run_claim_unlimited, .nparams = SQL_RUN_CLAIM_UNLIMITED_NPARAMS};
+    out->lean[SQL_RUN_CLAIM_UNLIMITED_P_PAIR_CUSTOMER] = full[SQL_RUN_CLAIM_P_PAIR_CUSTOMER];
+    out->lean[SQL_RUN_CLAIM_UNLIMITED_P_PAIR_LIMIT] = full[SQL_RUN_CLAIM_P_PAIR_LIMIT];
+    out->lean[SQL_RUN_CLAIM_UNLIMITED_P_LEASE_S] = full[SQL_RUN_CLAIM_P_LEASE_S];
+    out->lean[SQL_RUN_CLAIM_UNLIMITED_P_TOKEN] = full[SQL_RUN_CLAIM_P_TOKEN];
+    out->lean[SQL_RUN_CLAIM_UNLIMITED_P_CLAIMED_BY] = full[SQL_RUN_CLAIM_P_CLAIMED_BY];
+    out->params = out->lean;
+}
+
 void claim_row_parse(const PGresult *res, int r, claim_row *out)
 {
     *out = (claim_row){.customer_id = row_i64(res, r, SQL_RUN_CLAIM_C_CUSTOMER_ID),
