@@ -51,6 +51,7 @@ SQL
     ids=$(seq -s, 1 1000)
     carriers=$(printf '"",%.0s' $(seq 1 1000)); carriers=${carriers%,}
     ones=$(printf '1,%.0s' $(seq 1 1000)); ones=${ones%,}
+    zeros=$(printf '0,%.0s' $(seq 1 1000)); zeros=${zeros%,}
     nulls=$(printf 'NULL,%.0s' $(seq 1 1000)); nulls=${nulls%,}
     bases=$(printf '%s,%.0s' "$(date +%s)000000" $(seq 1 1000)); bases=${bases%,}
     periods=$(printf '1000000,%.0s' $(seq 1 1000)); periods=${periods%,}
@@ -61,7 +62,7 @@ SET LOCAL jit = off; -- as the dispatcher's session (sql/queries/run_session.sql
 PREPARE claim AS $sql;
 EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING ON)
 EXECUTE claim('{$ids}', '{$carriers}', '{$ones}', '{$ids}', '{$ones}', '{}', '{}', 100, 60, 42,
-              'explain', '{$ids}', '{$bases}', '{$periods}', '{$nulls}', NULL);
+              'explain', '{$ids}', '{$bases}', '{$periods}', '{$nulls}', NULL, '{$zeros}');
 ROLLBACK;
 SQL
 )
