@@ -1,6 +1,7 @@
 /* strbuf.c - growable string buffer. */
 #include "strbuf.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,35 @@ void strbuf_printf(strbuf *sb, const char *fmt, ...)
     vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     sb->len += (size_t)n;
+}
+
+void strbuf_put_i64(strbuf *sb, int64_t v)
+{
+    char buf[24];
+    size_t i = sizeof buf;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        buf[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[--i] = '-';
+    strbuf_append(sb, buf + i, sizeof buf - i);
+}
+
+void strbuf_put_fixed3(strbuf *sb, double v)
+{
+    double scaled = v * 1000.0;
+    if (!(scaled > -9.2e18 && scaled < 9.2e18))
+        scaled = 0; /* NaN, infinities, beyond int64 */
+    int64_t milli = llround(scaled);
+    uint64_t u = milli < 0 ? (uint64_t)0 - (uint64_t)milli : (uint64_t)milli;
+    if (milli < 0)
+        strbuf_append(sb, "-", 1);
+    strbuf_put_i64(sb, (int64_t)(u / 1000));
+    char frac[4] = {'.', (char)('0' + u / 100 % 10), (char)('0' + u / 10 % 10),
+                    (char)('0' + u % 10)};
+    strbuf_append(sb, frac, sizeof frac);
 }
 
 void strbuf_array_text(strbuf *sb, const char *s)

@@ -236,10 +236,10 @@ static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c,
             continue; /* held back; its items stay due and go first when the carrier has room */
         if (cs && hmap_put(touched, pr->carrier, strlen(pr->carrier), cs) != 0)
             continue;
-        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_CUSTOMER), "%" PRId64, c->id);
+        strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_PAIR_CUSTOMER), c->id);
         strbuf_array_text(arr(p, SQL_RUN_CLAIM_P_PAIR_CARRIER), pr->carrier);
-        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_LIMIT), "%d", n < budget ? n : budget);
-        strbuf_printf(arr(p, SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT), "%d", pr->in_flight);
+        strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_PAIR_LIMIT), n < budget ? n : budget);
+        strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT), pr->in_flight);
         added++;
     }
     return added;
@@ -249,8 +249,8 @@ static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c,
 static void add_customer(claim_round *r, claim_params *p, customer *c, int n, int64_t base,
                          double credit, int allowed)
 {
-    strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CUSTOMER), "%" PRId64, c->id);
-    strbuf_printf(arr(p, SQL_RUN_CLAIM_P_CUSTOMER_LIMIT), "%d", n);
+    strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_CUSTOMER), c->id);
+    strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_CUSTOMER_LIMIT), n);
     if (r->tick >= 0 || c->mode == MODE_SPACED) {
         strbuf_printf(arr(p, SQL_RUN_CLAIM_P_FR_CUSTOMER), "%" PRId64, c->id);
         if (r->tick >= 0) {

@@ -95,19 +95,18 @@ static bool send_finalize(dispatcher *d, size_t take)
         final_entry *e = &d->pending.v[i];
         for (size_t k = 0; k < PGP_ARRAY_LEN(a); k++)
             array_sep(&a[k]);
-        strbuf_printf(&a[SQL_RUN_FINALIZE_P_ITEM], "%" PRId64, e->item_id);
-        strbuf_printf(&a[SQL_RUN_FINALIZE_P_TOKEN], "%" PRId64, e->token);
+        strbuf_put_i64(&a[SQL_RUN_FINALIZE_P_ITEM], e->item_id);
+        strbuf_put_i64(&a[SQL_RUN_FINALIZE_P_TOKEN], e->token);
         strbuf_puts(&a[SQL_RUN_FINALIZE_P_OUTCOME], outcome_name(e->outcome));
-        strbuf_printf(&a[SQL_RUN_FINALIZE_P_DELAY_MS], "%" PRId64, e->delay_ms);
+        strbuf_put_i64(&a[SQL_RUN_FINALIZE_P_DELAY_MS], e->delay_ms);
         if (e->http_status)
-            strbuf_printf(&a[SQL_RUN_FINALIZE_P_HTTP_STATUS], "%d", e->http_status);
+            strbuf_put_i64(&a[SQL_RUN_FINALIZE_P_HTTP_STATUS], e->http_status);
         else
             strbuf_puts(&a[SQL_RUN_FINALIZE_P_HTTP_STATUS], "NULL");
         array_text_or_null(&a[SQL_RUN_FINALIZE_P_ERROR_CLASS], e->error_class);
         array_text_or_null(&a[SQL_RUN_FINALIZE_P_ERROR], e->error);
-        strbuf_printf(&a[SQL_RUN_FINALIZE_P_STARTED_US], "%" PRId64,
-                      e->started_us ? e->started_us : now_us());
-        strbuf_printf(&a[SQL_RUN_FINALIZE_P_DURATION_MS], "%.3f", e->duration_ms);
+        strbuf_put_i64(&a[SQL_RUN_FINALIZE_P_STARTED_US], e->started_us ? e->started_us : now_us());
+        strbuf_put_fixed3(&a[SQL_RUN_FINALIZE_P_DURATION_MS], e->duration_ms);
         array_text_or_null(&a[SQL_RUN_FINALIZE_P_EXCERPT], e->excerpt);
     }
     const char *p[SQL_RUN_FINALIZE_NPARAMS];
