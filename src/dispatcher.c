@@ -325,12 +325,13 @@ void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg)
     (void)!sdnotify_send("STOPPING=1");
     LOG_INFO("shutting_down", LOG_S("instance", d->instance), LOG_I("in_flight", d->in_flight),
              LOG_I("drain_timeout_ms", d->cfg.drain_timeout_ms));
-    /* Items claimed ahead are not sent now: they go back to the queue for the next leader. */
-    window_give_back_all(d, "shutting down");
     static const int idle[] = {TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP, TIMER_STANDBY, TIMER_RETRY};
     for (size_t i = 0; i < PGP_ARRAY_LEN(idle); i++)
         uv_timer_stop(&d->timers[idle[i]]);
     uv_timer_start(&d->timers[TIMER_DRAIN], on_drain_timeout, (uint64_t)d->cfg.drain_timeout_ms, 0);
     throttle_flush(d);
+    /* Items claimed ahead are not sent now: they go back to the queue for the next leader
+     * (last: with nothing else left, giving them back may already close everything). */
+    window_give_back_all(d, "shutting down");
     dispatcher_maybe_finish(d);
 }

@@ -63,12 +63,15 @@ static void deliver(pgconn *c, entry *e, PGresult *res)
     if (!e->internal) {
         assert(c->npending > 0);
         c->npending--;
+        /* Per callback: one may close the connection, which delivers the other entries in a
+         * nested call before this one has looked at its own flag. */
+        bool outer = c->result_kept;
         c->result_kept = false;
         if (e->cb)
             e->cb(c, res, e->arg);
         if (c->result_kept)
             res = NULL; /* now the callback's to PQclear */
-        c->result_kept = false;
+        c->result_kept = outer;
     }
     PQclear(res);
     free(e);

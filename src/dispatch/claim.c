@@ -38,7 +38,8 @@ void claim_on_timer(uv_timer_t *t)
 void claim_arm(dispatcher *d)
 {
     uv_timer_t *t = &d->timers[TIMER_CLAIM];
-    if (!is_leading(d) || d->n_claims >= CLAIM_PIPELINE)
+    /* A batch tick waits for the claims in flight: no new round until it ran. */
+    if (!is_leading(d) || d->n_claims >= CLAIM_PIPELINE || d->tick_queued >= 0)
         return;
     int64_t id, due;
     /* At max_in_flight the next delivery to complete re-arms. */
@@ -283,8 +284,10 @@ static void round_hold_apply(dispatcher *d, claim_round *r, int sign)
     d->claiming += sign * r->asked_total;
     for (size_t k = 0; k < r->n; k++) {
         customer *c = customer_get(d, r->ids[k]);
-        if (c)
+        if (c) {
             c->claiming += sign * r->asked[k];
+            c->rounds_in += sign;
+        }
     }
     for (size_t i = 0; i < r->n_holds; i++) {
         round_hold *h = &r->holds[i];
@@ -584,7 +587,7 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
 
 static void run_claim_round(dispatcher *d)
 {
-    if (!is_leading(d) || d->n_claims >= CLAIM_PIPELINE)
+    if (!is_leading(d) || d->n_claims >= CLAIM_PIPELINE || d->tick_queued >= 0)
         return;
     int64_t now = now_us();
     int64_t tick = batch_tick_at(&d->cfg, now);
@@ -609,7 +612,7 @@ static void run_claim_round(dispatcher *d)
             continue;
         /* Spaced and batch customers are in one round at a time (their slots and allowance
          * follow from its result, which reschedules them). */
-        if (c->round_slot >= 0 && c->mode != MODE_UNLIMITED)
+        if (c->rounds_in > 0 && c->mode != MODE_UNLIMITED)
             continue;
         /* Only spaced customers are taken before they are due (COALESCE_US). */
         int64_t due;
@@ -848,6 +851,11 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
             break;
         }
     round_hold_apply(d, r, -1);
+    /* The connections it held are free again: its hosts' windows may use them (on success the
+     * items taken below drain them too). */
+    for (size_t i = 0; i < r->n_holds; i++)
+        if (r->holds[i].host && r->holds[i].host->windowed > 0)
+            window_drain(d, r->holds[i].host);
     int64_t now = now_us();
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK &&
               rows_shape_ok(res, SQL_RUN_CLAIM_NCOLS, "claim");

@@ -197,8 +197,9 @@ typedef struct customer {
     host_state *host;                           /* owned by dispatcher.hosts */
     breaker breaker;
     int in_flight;
-    int claiming; /* items asked of the claims in flight */
-    int64_t tat;  /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
+    int claiming;  /* items asked of the claims in flight */
+    int rounds_in; /* claims in flight it is in (more than one only for an unlimited customer) */
+    int64_t tat;   /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
     double credit;
     int64_t last_tick;
     bool have_tick;

@@ -397,12 +397,13 @@ int batch_owed(const customer *c, int64_t tick)
 
 bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
 {
-    bool eligible = !c->paused && !c->waiting && c->n_pairs > 0 &&
-                    (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
-                    !(c->max_in_flight > 0 && c->in_flight + c->claiming >= c->max_in_flight) &&
-                    !(c->mode == MODE_UNLIMITED && c->pace.cap > 0 &&
-                      c->in_flight + c->claiming >= c->pace.cap) &&
-                    !(c->breaker.state == BREAKER_HALF_OPEN && c->breaker.probe_in_flight);
+    bool eligible =
+        !c->paused && !c->waiting && c->n_pairs > 0 &&
+        (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
+        !(c->max_in_flight > 0 && c->in_flight + c->claiming >= c->max_in_flight) &&
+        !(c->mode == MODE_UNLIMITED && c->pace.cap > 0 &&
+          c->in_flight + c->claiming >= c->pace.cap) &&
+        !(c->breaker.state == BREAKER_HALF_OPEN && (c->breaker.probe_in_flight || c->claiming > 0));
     if (!eligible)
         return false;
     int64_t at = PAIR_IDLE;

@@ -196,7 +196,13 @@ void window_drain(dispatcher *d, host_state *h)
         return; /* a window outlives neither the leadership nor the service (given back) */
     int64_t now = now_us();
     while (h->n_wq > 0) {
-        share_pool p = host_pool(d, h, (int)h->n_wq, now);
+        /* However many work-queue customers have items here, the host's spaced customers keep
+         * their connections: the drain refills a freed connection before any claim round could
+         * give it to them. */
+        int n_open = (int)h->n_wq, most = d->cfg.max_host_connections - h->spaced_active;
+        if (n_open > most)
+            n_open = most > 1 ? most : 1;
+        share_pool p = host_pool(d, h, n_open, now);
         if (p.open_room <= 0)
             return;
         /* The queue whose customer has the fewest requests out per unit of weight, and fewer

@@ -4,6 +4,7 @@
  * - a spaced customer keeps at least 95 % of its rate beside three flooding unlimited customers
  *   on one host that is slow for one request in 20 and fails one in four, with its first send
  *   within a second of start-up;
+ * - it keeps its rate beside more flooding work-queue tenants than the host has connections;
  * - a tenant whose receiver is slow holds at most its share of the host's connections, and of the
  *   dispatcher's in-flight room when it is on a host of its own;
  * - a newly due tenant is served within about one request time of the slowest request, however
@@ -155,6 +156,40 @@ static void slow_tenant_holds_at_most_its_share(void **state)
     assert_true(fast_n > 10 * slow_n);
 }
 
+/* More work-queue tenants than the host has connections, and a spaced one: the window's drain
+ * refills each freed connection at once, yet the spaced customer keeps its rate (its connection
+ * is kept from the drain as from the claims). */
+static void spaced_keeps_its_rate_beside_more_tenants_than_connections(void **state)
+{
+    fx *f = *state;
+    answer_after(f->recv, "/c/u", 5);
+    for (int i = 0; i < 6; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "u%d", i);
+        fx_customer(f, name, TL_ARGV("--mode", "unlimited", "--rate", "60"));
+        fx_enqueue_many(f, name, 3000);
+    }
+    fx_customer(f, "s", TL_ARGV("--mode", "spaced", "--rate", "600"));
+    fx_enqueue_many(f, "s", 200);
+    fx_run(f, "delivery.max_host_connections = 4\n");
+    /* 6 s at 600/min once it started: 60 requests. */
+    assert_true(receiver_wait(f->recv, "/c/s", 1, 10000) >= 1);
+    size_t n_s = 0;
+    int64_t *s0 = arrivals(f->recv, "/c/s", &n_s);
+    int64_t first = s0[0];
+    free(s0);
+    receiver_wait(f->recv, "/c/s", 61, 9000);
+    int64_t *s = arrivals(f->recv, "/c/s", &n_s);
+    size_t sent = count_between(s, n_s, first, first + 6000000);
+    free(s);
+    size_t n_u = receiver_count(f->recv, "/c/u");
+    print_message("# spaced beside 6 unlimited tenants on 4 connections: %zu requests in 6 s "
+                  "(configured 60); unlimited %zu\n",
+                  sent, n_u);
+    assert_true(sent >= 54);
+    assert_true(n_u > 100);
+}
+
 typedef struct first_arrival {
     receiver *r;
     const char *prefix;
@@ -290,6 +325,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(spaced_keeps_its_rate_beside_a_flood_on_a_slow_host,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(slow_tenant_holds_at_most_its_share, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(spaced_keeps_its_rate_beside_more_tenants_than_connections,
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(slow_tenant_holds_at_most_its_share_of_in_flight_room,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(newly_due_customer_is_served_at_the_next_free_connection,
