@@ -132,6 +132,7 @@ static void random_divisions_stay_within_bounds(void **state)
         for (int p = 0; p < 3; p++) {
             pools[p].room = rand() % 20;
             pools[p].open_room = pools[p].room - rand() % (pools[p].room + 1);
+            pools[p].ahead = rand() % 3 == 0 ? rand() % 10 : 0; /* a claim-ahead window's room */
             before[p] = pools[p];
         }
         for (size_t i = 0; i < n; i++)
@@ -140,26 +141,36 @@ static void random_divisions_stay_within_bounds(void **state)
         int total = rand() % 60;
         int given = divide(v, n, pools, total, (uint64_t)round);
         assert_true(given >= 0 && given <= total);
-        int sum = 0, per_pool[3] = {0};
+        int sum = 0, per_pool[3] = {0}, spaced_per_pool[3] = {0};
         for (size_t i = 0; i < n; i++) {
             assert_true(v[i].grant >= 0);
             assert_true(v[i].grant <= (v[i].demand > 0 ? v[i].demand : 0));
             sum += v[i].grant;
-            if (v[i].pool >= 0)
+            if (v[i].pool >= 0) {
                 per_pool[v[i].pool] += v[i].grant;
+                if (!v[i].open_only)
+                    spaced_per_pool[v[i].pool] += v[i].grant;
+            }
         }
         assert_int_equal(sum, given);
         for (int p = 0; p < 3; p++) {
-            assert_true(per_pool[p] <= before[p].room);
-            assert_int_equal(pools[p].room, before[p].room - per_pool[p]);
+            /* The window's room is extra, and only work-queue claimants take it: spaced ones
+             * never get more than the connections free now. */
+            assert_true(per_pool[p] <= before[p].room + before[p].ahead);
+            assert_true(spaced_per_pool[p] <= before[p].room);
+            assert_int_equal(pools[p].room + pools[p].ahead,
+                             before[p].room + before[p].ahead - per_pool[p]);
+            assert_true(pools[p].ahead >= 0 && pools[p].ahead <= before[p].ahead);
         }
         /* Work conserving: when something was left, every claimant that got less than it wanted
          * was stopped by its host. */
         if (given < total)
             for (size_t i = 0; i < n; i++)
                 if (v[i].grant < v[i].demand)
-                    assert_true(v[i].pool >= 0 && (v[i].open_only ? pools[v[i].pool].open_room
-                                                                  : pools[v[i].pool].room) <= 0);
+                    assert_true(v[i].pool >= 0 &&
+                                (v[i].open_only ? pools[v[i].pool].open_room <= 0 &&
+                                                      pools[v[i].pool].ahead <= 0
+                                                : pools[v[i].pool].room <= 0));
     }
 }
 
