@@ -329,7 +329,8 @@ static void test_unknown_key(void **state)
                  "t.ini:2: [dispatcher] unknown key 'lease' (known keys: instance_name, "
                  "lease_seconds, standby_retry_ms, batch_tick_ms, backstop_scan_ms, "
                  "claim_batch_max, max_in_flight, claim_ahead, claim_ahead_ms, "
-                 "carrier_max_per_round, carrier_max_in_flight, drain_timeout_ms, retry_base_ms, retry_cap_ms, reconnect_max_ms, "
+                 "carrier_max_per_round, carrier_max_in_flight, drain_timeout_ms, retry_base_ms, "
+                 "retry_cap_ms, reconnect_max_ms, "
                  "keepalive_idle_s)");
     /* A key of another section is unknown here. */
     expect_error("[database]\nlease_seconds = 5\n",
