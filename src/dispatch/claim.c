@@ -851,14 +851,10 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
             break;
         }
     round_hold_apply(d, r, -1);
-    /* The connections it held are free again: its hosts' windows may use them (on success the
-     * items taken below drain them too). */
-    for (size_t i = 0; i < r->n_holds; i++)
-        if (r->holds[i].host && r->holds[i].host->windowed > 0)
-            window_drain(d, r->holds[i].host);
     int64_t now = now_us();
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK &&
               rows_shape_ok(res, SQL_RUN_CLAIM_NCOLS, "claim");
+    bool took = false;
     if (!ok && res)
         LOG_ERROR("claim_failed", LOG_S("sqlstate", PQresultErrorField(res, PG_DIAG_SQLSTATE)),
                   LOG_S("error", PQresultErrorMessage(res)), LOG_I("retry_in_ms", ERROR_RETRY_MS));
@@ -869,15 +865,21 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
                                   (double)(uv_hrtime() - r->sent_ns) / 1e9);
         /* Deliveries send their bodies from the result: it is kept while they reference it. */
         claim_result *cr = malloc(sizeof *cr);
+        took = cr != NULL;
         if (cr) {
             pgconn_keep_result(conn);
             *cr = (claim_result){.res = res, .refs = 1};
-            take_rows(d, r, cr, now);
+            take_rows(d, r, cr, now); /* drains the windows of its customers' hosts */
             claim_result_unref(cr);
         } else {
             LOG_ERROR("out_of_memory", LOG_S("where", "claim result"));
         }
     }
+    /* Nothing taken: the connections it held are free again for its hosts' windows. */
+    if (!ok || !took)
+        for (size_t i = 0; i < r->n_holds; i++)
+            if (r->holds[i].host && r->holds[i].host->windowed > 0)
+                window_drain(d, r->holds[i].host);
     for (size_t k = 0; k < r->n; k++) {
         customer *c = customer_get(d, r->ids[k]);
         if (!c)

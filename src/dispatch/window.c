@@ -19,7 +19,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 typedef struct window_queue {
     int64_t customer_id;
