@@ -1,4 +1,4 @@
-/* cli_customer.c - `pgpace customer set|get|list|pause|resume|delete`. */
+/* cli_customer.c - `pgpace customer set|get|list|pause|resume|enable|delete`. */
 #include "cli.h"
 #include "secret.h"
 #include "sql_embed.h"
@@ -16,6 +16,8 @@ static const char customer_usage[] =
     "  list\n"
     "  pause NAME             stop dispatching its items (they wait; nothing is dropped)\n"
     "  resume NAME\n"
+    "  enable NAME            re-enable a customer health disabled (every delivery failed for\n"
+    "                         [health] disable_after): its items are sent again\n"
     "  delete NAME [--force]  refuses while items are pending, unless --force drops them\n"
     "\n"
     "Run 'pgpace customer set --help' for the settings.\n";
@@ -405,6 +407,32 @@ static int customer_pause(cli_ctx *ctx, int argc, char **argv, bool pause)
     return CLI_OK;
 }
 
+static int customer_enable(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: pgpace customer enable NAME\n\n"
+        "Re-enables a customer that health disabled ([health] disable_after): its items are\n"
+        "claimed again at once and its breaker starts closed. An `enabled` event is recorded.\n"
+        "A customer that is also paused stays paused until `pgpace customer resume`.\n";
+    int flags = 0;
+    const char *name = NULL;
+    int rc = parse_name_and_flags(ctx, argc, argv, usage, NULL, &flags, &name);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    int status = cli_connect(ctx);
+    if (status != CLI_OK)
+        return status;
+    const char *params[] = {[SQL_CUSTOMER_ENABLE_P_NAME] = name};
+    PGresult *res = cli_query(ctx, sql_q_customer_enable, 1, params);
+    if (!res)
+        return CLI_FAILED;
+    bool enabled = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    printf(enabled ? "enabled customer %s\n" : "customer %s was not disabled; nothing changed\n",
+           name);
+    return CLI_OK;
+}
+
 static int customer_delete(cli_ctx *ctx, int argc, char **argv)
 {
     static const struct option extra[] = {{"force", no_argument, NULL, OPT_FORCE},
@@ -450,9 +478,11 @@ int cli_customer(cli_ctx *ctx, int argc, char **argv)
         return customer_pause(ctx, argc, argv, true);
     if (strcmp(sub, "resume") == 0)
         return customer_pause(ctx, argc, argv, false);
+    if (strcmp(sub, "enable") == 0)
+        return customer_enable(ctx, argc, argv);
     if (strcmp(sub, "delete") == 0)
         return customer_delete(ctx, argc, argv);
     ctx->command = "customer";
-    return cli_usage_error(ctx, "unknown subcommand '%s' (set, get, list, pause, resume, delete)",
-                           sub);
+    return cli_usage_error(
+        ctx, "unknown subcommand '%s' (set, get, list, pause, resume, enable, delete)", sub);
 }

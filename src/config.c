@@ -1,16 +1,26 @@
 /* config.c - the key table, INI loading over defaults with file:line errors, and the dump. */
 #include "config.h"
 #include "netcheck.h"
+#include "secret.h"
 #include "validate.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-typedef enum key_type { KEY_STRING, KEY_INT, KEY_BOOL, KEY_ENUM, KEY_DOUBLE } key_type;
+/* KEY_DURATION: a long long of milliseconds, written with a unit (250ms, 90s, 15m, 2h, 5d). */
+typedef enum key_type {
+    KEY_STRING,
+    KEY_INT,
+    KEY_BOOL,
+    KEY_ENUM,
+    KEY_DOUBLE,
+    KEY_DURATION
+} key_type;
 
 typedef struct config_key {
     const char *section;
@@ -61,6 +71,11 @@ static const char *const format_names[] = {"logfmt", "json", NULL};
 #define ENUM(sec, key, field, def, names, help)                                                    \
     {                                                                                              \
         sec, key, KEY_ENUM, offsetof(pgp_config, field), 0, def, 0, 0, names, NULL, help           \
+    }
+/* A duration key (KEY_DURATION): def as written ("5d"), lo and hi in ms. */
+#define DURATION(sec, name, key, def, lo, hi, help)                                                \
+    {                                                                                              \
+        sec, name, KEY_DURATION, offsetof(pgp_config, key), 0, def, lo, hi, NULL, NULL, help       \
     }
 /* A double key; range: the address of its double_range. */
 #define DOUBLE(sec, key, def, range, help)                                                         \
@@ -116,6 +131,18 @@ static const config_key keys[] = {
     DOUBLE("delivery", throttle_floor, 0.05, &config_throttle_floor_range,
            "lowest effective rate, as a fraction of rate_per_minute"),
 
+    DURATION("health", "disable_after", disable_after_ms, "5d", 0, 3650LL * 86400000,
+             "every delivery failed this long (and disable_min_attempts): disabled; 0: never"),
+    INT("health", disable_min_attempts, 20, 1, 1000000,
+        "failed attempts needed as well before a customer is disabled"),
+    DURATION("health", "breaker_event_after", breaker_event_after_ms, "15m", 0, 30LL * 86400000,
+             "breaker open this long: a breaker_open event; 0: none"),
+    DURATION("health", "check_interval", health_check_ms, "1m", 100, 3600000,
+             "how often the leader checks customers' health"),
+    STR("health", operator_webhook_url, "", "lifecycle events are posted here; empty: none"),
+    STR("health", operator_webhook_secret, "",
+        "whsec_ secret signing the operator webhook (required with the URL)"),
+
     ENUM("log", "level", log_level, "info", level_names, "debug, info, warn or error"),
     ENUM("log", "format", log_format, "logfmt", format_names, "logfmt or json"),
     STRN("http", "listen", http_listen, "127.0.0.1:9187",
@@ -152,6 +179,54 @@ static bool parse_bool(const char *s, bool *out)
         }
     }
     return false;
+}
+
+/* "90s" -> 90000. A number without a unit is refused: "5" could mean any of them. */
+static bool parse_duration_ms(const char *s, long long *out)
+{
+    static const struct {
+        const char *unit;
+        long long ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    if (strcmp(s, "0") == 0) {
+        *out = 0;
+        return true;
+    }
+    if (!isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    long long n = strtoll(s, &end, 10);
+    if (errno || end == s)
+        return false;
+    for (size_t i = 0; i < PGP_ARRAY_LEN(units); i++) {
+        if (strcmp(end, units[i].unit) != 0)
+            continue;
+        if (n > LLONG_MAX / units[i].ms)
+            return false;
+        *out = n * units[i].ms;
+        return true;
+    }
+    return false;
+}
+
+/* 432000000 -> "5d": the largest unit that divides it. */
+static void format_duration_ms(char *buf, size_t n, long long ms)
+{
+    static const struct {
+        const char *unit;
+        long long ms;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    if (ms == 0) {
+        snprintf(buf, n, "0");
+        return;
+    }
+    for (size_t i = 0; i < PGP_ARRAY_LEN(units); i++)
+        if (ms % units[i].ms == 0) {
+            snprintf(buf, n, "%lld%s", ms / units[i].ms, units[i].unit);
+            return;
+        }
+    snprintf(buf, n, "%lldms", ms);
 }
 
 static void join_choices(char *buf, size_t n, const char *const *choices)
@@ -199,6 +274,21 @@ static int set_value(pgp_config *cfg, const config_key *k, const char *value, pg
             return pgp_error_set(err, -EINVAL, "expected a number %s, got '%s'", words, value);
         }
         memcpy(field(cfg, k), &d, sizeof d);
+        return 0;
+    }
+    case KEY_DURATION: {
+        long long ms;
+        if (!parse_duration_ms(value, &ms) || ms < k->min || ms > k->max) {
+            char lo[32], hi[32];
+            format_duration_ms(lo, sizeof lo, k->min);
+            format_duration_ms(hi, sizeof hi, k->max);
+            return pgp_error_set(
+                err, -EINVAL,
+                "expected a duration with a unit (ms, s, m, h, d) from %s to %s%s, "
+                "got '%s'",
+                lo, hi, k->min == 0 ? " (0: off)" : "", value);
+        }
+        memcpy(field(cfg, k), &ms, sizeof ms);
         return 0;
     }
     case KEY_ENUM:
@@ -454,6 +544,31 @@ static int check_order(parse_state *st, const char *section, const char *lo, con
                 hi, vb);
 }
 
+/* The operator webhook needs a valid URL and a secret to sign with; a secret alone is a
+ * mistake too (it would silently do nothing). */
+static int check_operator_webhook(parse_state *st)
+{
+    size_t iu = key_index("health", "operator_webhook_url");
+    size_t is = key_index("health", "operator_webhook_secret");
+    const char *url = st->cfg.operator_webhook_url, *secret = st->cfg.operator_webhook_secret;
+    pgp_error reason;
+    if (*url && validate_url("operator_webhook_url", url, &reason) < 0)
+        return fail(st, st->seen[iu], -EINVAL, "[health] %s", reason.msg);
+    if (*url && !*secret)
+        return fail(st, st->seen[iu], -EINVAL,
+                    "[health] operator_webhook_url needs operator_webhook_secret (a whsec_ "
+                    "secret to sign the events with)");
+    if (*secret && !*url)
+        return fail(st, st->seen[is], -EINVAL,
+                    "[health] operator_webhook_secret is set but operator_webhook_url is not");
+    char sig[SECRET_SIGNATURE_MAX];
+    if (*secret && secret_sign(secret, "check", 0, "", 0, sig, &reason) < 0)
+        return fail(st, st->seen[is], -EINVAL,
+                    "[health] operator_webhook_secret: expected whsec_ followed by base64 of "
+                    "24 to 64 bytes");
+    return 1;
+}
+
 int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *err)
 {
     if (!cfg || !in)
@@ -484,6 +599,8 @@ int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *e
         check_order(st, "dispatcher", "retry_base_ms", "retry_cap_ms");
     if (st->err_code == 0)
         check_order(st, "delivery", "breaker_cooldown_ms", "breaker_cooldown_max_ms");
+    if (st->err_code == 0)
+        check_operator_webhook(st);
 
     int rc = st->err_code;
     if (rc == 0) {
@@ -534,7 +651,9 @@ void config_dump(const pgp_config *cfg, FILE *out)
         switch (k->type) {
         case KEY_STRING:
             /* A secret is shown as set or not, never printed. */
-            if (strcmp(k->name, "enqueue_token") == 0 && *(const char *)p)
+            if ((strcmp(k->name, "enqueue_token") == 0 ||
+                 strcmp(k->name, "operator_webhook_secret") == 0) &&
+                *(const char *)p)
                 fprintf(out, "(redacted)\n");
             else
                 fprintf(out, "%s\n", (const char *)p);
@@ -555,6 +674,14 @@ void config_dump(const pgp_config *cfg, FILE *out)
             double d;
             memcpy(&d, p, sizeof d);
             print_double(out, d);
+            break;
+        }
+        case KEY_DURATION: {
+            long long ms;
+            memcpy(&ms, p, sizeof ms);
+            char buf[32];
+            format_duration_ms(buf, sizeof buf, ms);
+            fprintf(out, "%s\n", buf);
             break;
         }
         case KEY_ENUM: {

@@ -86,6 +86,14 @@ typedef struct pgp_config {
     double throttle_floor;    /* lowest effective rate, as a fraction of rate_per_minute;
                                * 0 < x <= 1 */
 
+    /* [health] (durations in ms) */
+    long long disable_after_ms;        /* every delivery failed this long: disabled; 0 = never */
+    int disable_min_attempts;          /* ... and at least this many failed attempts */
+    long long breaker_event_after_ms;  /* breaker open this long: an event; 0 = none */
+    long long health_check_ms;         /* how often the leader checks */
+    char operator_webhook_url[2048];   /* events are posted here; empty: none */
+    char operator_webhook_secret[128]; /* whsec_ secret signing them (required with the URL) */
+
     /* [http] */
     char http_listen[128];   /* "host:port" of the admin HTTP server; empty: off */
     char enqueue_token[256]; /* bearer token for POST /v1/items; empty: endpoint disabled */

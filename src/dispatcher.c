@@ -95,7 +95,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         return rc;
     }
     static const char *const channels[] = {CHANNEL_ENQUEUE, CHANNEL_CUSTOMER, CHANNEL_CARRIER,
-                                           NULL};
+                                           CHANNEL_EVENT, NULL};
     pgconn_options po = {.conninfo = cfg->conninfo,
                          .application_name = d->app_name,
                          .keepalive_idle_s = cfg->keepalive_idle_s,
@@ -219,6 +219,7 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
     if (is_leading(d)) {
         tick_arm(d, batch_tick_at(&d->cfg, now_us()));
         housekeeping_restart_timers(d, false);
+        health_restart_timer(d, false);
         claim_arm(d);
     }
     LOG_INFO("config_reloaded", LOG_S("path", cfg->path));
@@ -325,7 +326,8 @@ void dispatcher_shutdown(dispatcher *d, dispatcher_done_cb done, void *arg)
     (void)!sdnotify_send("STOPPING=1");
     LOG_INFO("shutting_down", LOG_S("instance", d->instance), LOG_I("in_flight", d->in_flight),
              LOG_I("drain_timeout_ms", d->cfg.drain_timeout_ms));
-    static const int idle[] = {TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP, TIMER_STANDBY, TIMER_RETRY};
+    static const int idle[] = {TIMER_CLAIM,   TIMER_TICK,  TIMER_BACKSTOP,
+                               TIMER_STANDBY, TIMER_RETRY, TIMER_HEALTH};
     for (size_t i = 0; i < PGP_ARRAY_LEN(idle); i++)
         uv_timer_stop(&d->timers[idle[i]]);
     uv_timer_start(&d->timers[TIMER_DRAIN], on_drain_timeout, (uint64_t)d->cfg.drain_timeout_ms, 0);

@@ -16,12 +16,13 @@ static const char usage[] =
     "  run                     run the dispatcher (one instance leads, others stand by)\n"
     "  status                  which instances run and which one leads\n"
     "  migrate                 apply the schema migrations (safe to run twice)\n"
-    "  customer set|get|list|pause|resume|delete\n"
+    "  customer set|get|list|pause|resume|enable|delete\n"
     "                          manage customers (tenants), their rates and webhooks\n"
     "  carrier set|list        manage per-carrier caps\n"
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
     "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
+    "  events                  customers' lifecycle events (failing, disabled, paused, ...)\n"
     "  setting get|set|list    database-wide settings (e.g. max_payload_bytes)\n"
     "  version                 print the version\n"
     "\n"
@@ -51,7 +52,7 @@ static const struct {
     {"migrate", cli_migrate}, {"customer", cli_customer}, {"carrier", cli_carrier},
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
     {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
-    {"dlq", cli_dlq},
+    {"dlq", cli_dlq},         {"events", cli_events},
 };
 
 int main(int argc, char **argv)

@@ -1,4 +1,6 @@
 SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
+       coalesce(to_char(c.disabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'no') AS disabled,
+       coalesce(c.disabled_reason, '-') AS disabled_reason,
        coalesce(c.max_in_flight::text, 'unlimited') AS max_in_flight, c.max_attempts,
        coalesce(c.connect_timeout_ms::text, 'default') AS connect_timeout_ms,
        coalesce(c.request_timeout_ms::text, 'default') AS request_timeout_ms,
@@ -6,6 +8,7 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
        coalesce(c.throttle_increase::text, 'default') AS throttle_increase,
        coalesce(c.throttle_floor::text, 'default') AS throttle_floor,
        coalesce(b.state, 'closed') AS breaker,
+       coalesce(to_char(b.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), '-') AS failing_since,
        cardinality(c.signing_secrets) AS secrets, array_to_string(c.signing_secrets, ' ') AS secret_list,
        c.created_at, c.updated_at
   FROM pgpace.customer c LEFT JOIN pgpace.breaker b ON b.customer_id = c.id

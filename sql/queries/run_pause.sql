@@ -1,3 +1,5 @@
--- A receiver answered 410 Gone: pause the customer (its items wait; nothing is dropped).
+-- A receiver answered 410 Gone: pause the customer (its items wait; nothing is dropped), and
+-- record the `paused` event with that reason (pgpace.pause_by_receiver).
 -- @params: customer_id
-UPDATE pgpace.customer SET paused = true, updated_at = now() WHERE id = $1::bigint AND NOT paused
+-- @columns: paused
+SELECT pgpace.pause_by_receiver($1::bigint) AS paused

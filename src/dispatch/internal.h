@@ -66,6 +66,9 @@
 #define CHANNEL_ENQUEUE  "pgpace_enqueue"
 #define CHANNEL_CUSTOMER "pgpace_customer"
 #define CHANNEL_CARRIER  "pgpace_carrier"
+#define CHANNEL_EVENT    "pgpace_event"
+/* Operator events already logged, remembered so a webhook retry does not log them again. */
+#define EVENTS_SEEN 256
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
  * it, so the claim's round trip (and other customers' rounds) never show in the gaps. */
 #define LOOKAHEAD_US 50000
@@ -99,7 +102,8 @@ typedef struct breaker {
     breaker_state state;
     int failures;
     int trips;
-    int64_t open_until; /* epoch us; 0 when closed */
+    int64_t open_until;    /* epoch us; 0 when closed */
+    int64_t failing_since; /* epoch us of the streak's first failure; 0 when none */
     bool probe_in_flight;
 } breaker;
 
@@ -192,7 +196,8 @@ typedef struct customer {
     char *secrets[4];
     size_t n_secrets;
     int max_in_flight; /* 0 = unlimited */
-    bool paused;
+    bool paused;       /* held: paused (operator, 410 Gone) or disabled (health) */
+    bool disabled;     /* disabled by health (customer.disabled_at), until `customer enable` */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
     breaker breaker;
@@ -418,10 +423,11 @@ typedef struct customer_row {
     const char *name, *mode, *url, *secrets;
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
-    bool paused;
+    bool paused, disabled;
     const char *breaker_state;
     int breaker_failures, breaker_trips;
     int64_t breaker_open_until_us;                               /* 0 when none */
+    int64_t breaker_failing_since_us;                            /* 0 when none */
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
 } customer_row;
 
@@ -444,6 +450,11 @@ typedef struct metrics_row {
     const char *customer;
     double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s;
 } metrics_row;
+
+typedef struct event_row {
+    int64_t id, at_us;
+    const char *kind, *customer, *detail;
+} event_row;
 
 typedef struct carrier_row {
     const char *name;
@@ -474,6 +485,7 @@ void frontier_row_parse(const PGresult *res, int r, frontier_row *out);
 void backstop_row_parse(const PGresult *res, int r, backstop_row *out);
 void metrics_row_parse(const PGresult *res, int r, metrics_row *out);
 void carrier_row_parse(const PGresult *res, int r, carrier_row *out);
+void event_row_parse(const PGresult *res, int r, event_row *out);
 int64_t row_i64(const PGresult *res, int r, int col);
 
 /* ---- leader.c ------------------------------------------------------------------------------ */
@@ -530,6 +542,7 @@ enum dispatcher_timer {
     TIMER_PACE,     /* next write of effective rates (throttle.c) */
     TIMER_SEND,     /* the earliest spaced send waiting for its slot (delivery.c) */
     TIMER_WINDOW,   /* the oldest window item's give-back time (window.c) */
+    TIMER_HEALTH,   /* health check and operator events (health.c) */
     TIMER_COUNT
 };
 
@@ -586,6 +599,12 @@ struct dispatcher {
     int exit_status;
     dispatcher_done_cb done;
     void *done_arg;
+
+    /* health.c: operator events */
+    bool events_busy;                 /* a fetch, its webhooks or their marking under way */
+    bool events_again;                /* fetch again when that is done */
+    int64_t events_seen[EVENTS_SEEN]; /* ids already logged and counted (a ring) */
+    size_t events_seen_at;
 
     long long claimed, stale_recoveries, lost_ownership;
     uint64_t rounds; /* claim rounds built: rotates the division's ties */
@@ -650,6 +669,12 @@ void customer_pace_period(customer *c);
 /* What a batch customer may still claim of its latest tick; 0 once the next tick began. Pure. */
 int batch_owed(const customer *c, int64_t tick);
 void state_free(dispatcher *d);
+
+/* health.c */
+/* A NOTIFY on pgpace_event: fetch, log and post the unhandled events (leader only). */
+void health_on_event_notify(dispatcher *d);
+/* Starts (or restarts, after a reload) the periodic health check; check_now: one now. */
+void health_restart_timer(dispatcher *d, bool check_now);
 
 /* breaker.c */
 /* Applies one attempt's verdict on the receiver's health; returns whether the state changed.

@@ -282,7 +282,8 @@ static void leadership_end(dispatcher *d)
     /* Items claimed ahead are not sent by an instance that may no longer lead: given back
      * (written once the connection is back), not left for their leases to expire. */
     window_give_back_all(d, "leadership lost");
-    static const int timers[] = {TIMER_METRICS, TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP};
+    static const int timers[] = {TIMER_METRICS, TIMER_CLAIM, TIMER_TICK, TIMER_BACKSTOP,
+                                 TIMER_HEALTH};
     for (size_t i = 0; i < PGP_ARRAY_LEN(timers); i++)
         uv_timer_stop(&d->timers[timers[i]]);
     sched_heap_clear(&d->heap);
@@ -333,6 +334,7 @@ void leader_enter(dispatcher *d, leader_state to)
         while ((c = hmap_next(&d->customers, &pos)) != NULL)
             customer_schedule(d, c);
         housekeeping_restart_timers(d, true);
+        health_restart_timer(d, true);
         tick_arm(d, batch_tick_at(&d->cfg, now_us()));
         claim_arm(d);
         break;
@@ -376,6 +378,10 @@ void leader_on_notify(pgconn *conn, const char *channel, const char *payload, vo
     }
     if (strcmp(channel, CHANNEL_CARRIER) == 0) {
         load_carriers(d);
+        return;
+    }
+    if (strcmp(channel, CHANNEL_EVENT) == 0) {
+        health_on_event_notify(d);
         return;
     }
     if (strcmp(channel, CHANNEL_ENQUEUE) != 0 || !holds_lock(d->state))

@@ -153,6 +153,7 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .connect_timeout_ms = row_int(res, r, SQL_RUN_CUSTOMERS_C_CONNECT_TIMEOUT_MS),
         .request_timeout_ms = row_int(res, r, SQL_RUN_CUSTOMERS_C_REQUEST_TIMEOUT_MS),
         .paused = row_bool(res, r, SQL_RUN_CUSTOMERS_C_PAUSED),
+        .disabled = row_bool(res, r, SQL_RUN_CUSTOMERS_C_DISABLED),
         .breaker_state = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_STATE),
         .breaker_failures = row_int(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_FAILURES),
         .breaker_trips = row_int(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_TRIPS),
@@ -162,6 +163,10 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .throttle_decrease = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_DECREASE),
         .throttle_increase = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_INCREASE),
         .throttle_floor = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_FLOOR),
+        .breaker_failing_since_us =
+            row_null(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_FAILING_SINCE_US)
+                ? 0
+                : row_i64(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_FAILING_SINCE_US),
     };
 }
 
@@ -207,5 +212,16 @@ void carrier_row_parse(const PGresult *res, int r, carrier_row *out)
         .name = PQgetvalue(res, r, SQL_RUN_CARRIERS_C_NAME),
         .max_per_round = row_int(res, r, SQL_RUN_CARRIERS_C_MAX_PER_ROUND),
         .max_in_flight = row_int(res, r, SQL_RUN_CARRIERS_C_MAX_IN_FLIGHT),
+    };
+}
+
+void event_row_parse(const PGresult *res, int r, event_row *out)
+{
+    *out = (event_row){
+        .id = row_i64(res, r, SQL_RUN_EVENTS_C_ID),
+        .at_us = row_i64(res, r, SQL_RUN_EVENTS_C_AT_US),
+        .kind = PQgetvalue(res, r, SQL_RUN_EVENTS_C_KIND),
+        .customer = PQgetvalue(res, r, SQL_RUN_EVENTS_C_CUSTOMER),
+        .detail = PQgetvalue(res, r, SQL_RUN_EVENTS_C_DETAIL),
     };
 }

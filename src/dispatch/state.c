@@ -145,7 +145,12 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->throttle_floor = row->throttle_floor;
     customer_pace_period(c);
     c->max_in_flight = row->max_in_flight;
-    c->paused = row->paused;
+    /* Enabling a disabled customer starts its breaker afresh (pgpace.customer_enable reset
+     * the stored one the same way): a new streak, a new disable_after. */
+    if (!fresh && c->disabled && !row->disabled)
+        c->breaker = (breaker){.state = BREAKER_CLOSED};
+    c->disabled = row->disabled;
+    c->paused = row->paused || row->disabled;
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
     if (fresh) {
@@ -165,6 +170,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->breaker.failures = row->breaker_failures;
         c->breaker.trips = row->breaker_trips;
         c->breaker.open_until = row->breaker_open_until_us;
+        c->breaker.failing_since = row->breaker_failing_since_us;
     }
     return c;
 }

@@ -94,8 +94,8 @@ static void build_config(fx *f, const char *extra_ini, char *ini, size_t size)
     } else {
         len = (size_t)snprintf(ini, size, "[database]\nconninfo = %s\n", f->db->conninfo);
     }
-    const char *sections[] = {"dispatcher", "delivery", "log", "http"};
-    for (size_t s = 0; s < 4; s++) {
+    const char *sections[] = {"dispatcher", "delivery", "health", "log", "http"};
+    for (size_t s = 0; s < sizeof sections / sizeof sections[0]; s++) {
         len += (size_t)snprintf(ini + len, size - len, "[%s]\n", sections[s]);
         for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
             if (strcmp(defaults[i][0], sections[s]) != 0)

@@ -1,6 +1,8 @@
 /* testlib.c - shared test helpers: per-test databases, running pgpace, queries. */
 #include "testlib.h"
 
+#include <openssl/evp.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -423,4 +425,34 @@ long long tl_wait_query_at_least(PGconn *conn, long long want, int timeout_ms, c
         nanosleep(&ts, NULL);
     }
     return v;
+}
+
+/* Independent of secret.c: decodes the whsec_ key and computes HMAC-SHA256 with EVP_Q_mac. */
+int tl_verify_signature(const char *secret, const char *id, const char *ts, const char *body,
+                        const char *header)
+{
+    unsigned char key[128];
+    const char *b64 = secret + 6;
+    int keylen = EVP_DecodeBlock(key, (const unsigned char *)b64, (int)strlen(b64));
+    if (keylen < 0)
+        return 0;
+    keylen -= (int)(strlen(b64) > 0 && b64[strlen(b64) - 1] == '=') +
+              (int)(strlen(b64) > 1 && b64[strlen(b64) - 2] == '=');
+    char msg[4096];
+    snprintf(msg, sizeof msg, "%s.%s.%s", id, ts, body);
+    unsigned char mac[64];
+    size_t maclen = 0;
+    if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, key, (size_t)keylen,
+                   (const unsigned char *)msg, strlen(msg), mac, sizeof mac, &maclen))
+        return 0;
+    char expected[80] = "v1,";
+    EVP_EncodeBlock((unsigned char *)expected + 3, mac, (int)maclen);
+    /* The header lists one "v1,<sig>" per active secret, space separated. */
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", header);
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+        if (strcmp(tok, expected) == 0)
+            return 1;
+    return 0;
 }

@@ -60,6 +60,12 @@ void tl_exec(PGconn *conn, const char *sql, ...);
  * are fewer than two. *n_gaps (if not NULL) gets the number of gaps. */
 long long tl_min_send_gap_us(PGconn *conn, const char *customer, long long *n_gaps);
 
+/* Whether `header` (webhook-signature: "v1,<sig>" per secret, space separated) holds the
+ * Standard Webhooks signature of id.ts.body under the whsec_ `secret`. Independent of
+ * secret.c: decodes the key and computes HMAC-SHA256 with OpenSSL's EVP_Q_mac. */
+int tl_verify_signature(const char *secret, const char *id, const char *ts, const char *body,
+                        const char *header);
+
 /* Asserts that `haystack` contains `needle`, printing both when it does not. */
 #define tl_assert_contains(haystack, needle)                                                       \
     tl_assert_contains_(haystack, needle, __FILE__, __LINE__)

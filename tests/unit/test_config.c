@@ -149,10 +149,14 @@ static void test_dump(void **state)
     assert_contains(out, "delivery.throttle_floor = 0.05\n");
     assert_contains(out, "log.level = info\n");
     assert_contains(out, "log.format = logfmt\n");
+    /* Durations in the largest unit that divides them. */
+    assert_contains(out, "health.disable_after = 5d\n");
+    assert_contains(out, "health.breaker_event_after = 15m\n");
+    assert_contains(out, "health.check_interval = 1m\n");
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 41); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 47); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -343,12 +347,12 @@ static void test_unknown_section(void **state)
     /* Reported at the header, even when the section holds no key. */
     expect_error("[database]\n\n\n\n\n\n[dispatch]\n",
                  "t.ini:7: unknown section [dispatch] (known: database, dispatcher, delivery, "
-                 "log, http)");
+                 "health, log, http)");
     expect_error("[Log]\nlevel = info\n",
-                 "t.ini:1: unknown section [Log] (known: database, dispatcher, delivery, log, "
-                 "http)");
+                 "t.ini:1: unknown section [Log] (known: database, dispatcher, delivery, "
+                 "health, log, http)");
     expect_error("[]\n", "t.ini:1: unknown section [] (known: database, dispatcher, delivery, "
-                         "log, http)");
+                         "health, log, http)");
 }
 
 static void test_malformed_line(void **state)
@@ -579,7 +583,7 @@ static void test_key_outside_section(void **state)
                  "[dispatcher])");
     expect_error("# header\nfoo = 1\n",
                  "t.ini:2: key 'foo' is outside any section (sections: database, dispatcher, "
-                 "delivery, log, http)");
+                 "delivery, health, log, http)");
 }
 
 static void test_cross_field(void **state)
@@ -714,6 +718,85 @@ static void test_example_file(void **state)
     free(want);
 }
 
+static void test_durations(void **state)
+{
+    pgp_config c;
+    pgp_error err;
+    static const struct {
+        const char *text;
+        long long ms;
+    } ok[] = {{"0", 0},
+              {"250ms", 250},
+              {"90s", 90000},
+              {"15m", 900000},
+              {"2h", 7200000},
+              {"5d", 432000000},
+              {"3650d", 3650LL * 86400000}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char ini[128];
+        snprintf(ini, sizeof ini, "[health]\ndisable_after = %s\n", ok[i].text);
+        FILE *in = fmemopen(ini, strlen(ini), "r");
+        int rc = config_load_stream(&c, in, "t.ini", &err);
+        fclose(in);
+        if (rc != 0)
+            print_error("%s: %s\n", ok[i].text, err.msg);
+        assert_int_equal(rc, 0);
+        assert_true(c.disable_after_ms == ok[i].ms);
+    }
+    expect_error("[health]\ndisable_after = 5\n",
+                 "t.ini:2: [health] disable_after: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 0 to 3650d (0: off), got '5'");
+    expect_error("[health]\ndisable_after = 5 d\n",
+                 "t.ini:2: [health] disable_after: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 0 to 3650d (0: off), got '5 d'");
+    expect_error("[health]\ndisable_after = -1d\n",
+                 "t.ini:2: [health] disable_after: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 0 to 3650d (0: off), got '-1d'");
+    expect_error("[health]\ndisable_after = 3651d\n",
+                 "t.ini:2: [health] disable_after: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 0 to 3650d (0: off), got '3651d'");
+    expect_error("[health]\ndisable_after = 99999999999999999d\n",
+                 "t.ini:2: [health] disable_after: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 0 to 3650d (0: off), got '99999999999999999d'");
+    expect_error("[health]\ncheck_interval = 0\n",
+                 "t.ini:2: [health] check_interval: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 100ms to 1h, got '0'");
+    expect_error("[health]\ncheck_interval = 1w\n",
+                 "t.ini:2: [health] check_interval: expected a duration with a unit (ms, s, m, h, "
+                 "d) from 100ms to 1h, got '1w'");
+}
+
+static void test_operator_webhook(void **state)
+{
+    expect_error("[health]\noperator_webhook_url = https://ops.example/hook\n",
+                 "t.ini:2: [health] operator_webhook_url needs operator_webhook_secret (a whsec_ "
+                 "secret to sign the events with)");
+    expect_error("[health]\n\noperator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
+                 "t.ini:3: [health] operator_webhook_secret is set but operator_webhook_url is "
+                 "not");
+    expect_error("[health]\noperator_webhook_url = ftp://ops.example/\n"
+                 "operator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
+                 "t.ini:2: [health] operator_webhook_url: scheme must be http or https, got "
+                 "'ftp'");
+    expect_error("[health]\noperator_webhook_url = https://ops.example/hook\n"
+                 "operator_webhook_secret = hunter2\n",
+                 "t.ini:3: [health] operator_webhook_secret: expected whsec_ followed by base64 "
+                 "of 24 to 64 bytes");
+    /* Valid: loaded, and the secret never dumped. */
+    char ini[] = "[health]\noperator_webhook_url = https://ops.example/hook\n"
+                 "operator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n";
+    pgp_config c;
+    pgp_error err;
+    FILE *in = fmemopen(ini, strlen(ini), "r");
+    assert_int_equal(config_load_stream(&c, in, "t.ini", &err), 0);
+    fclose(in);
+    char *out = dump_to_string(&c);
+    assert_contains(out, "health.operator_webhook_url = https://ops.example/hook\n");
+    assert_contains(out, "health.operator_webhook_secret = (redacted)\n");
+    assert_null(strstr(out, "MfKQ9r8"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -741,6 +824,8 @@ int main(void)
         cmocka_unit_test(test_load_path),
         cmocka_unit_test(test_unreadable),
         cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_operator_webhook),
     };
     return TL_RUN(tests, NULL, NULL);
 }
