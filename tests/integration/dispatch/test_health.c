@@ -280,12 +280,90 @@ static void recovery_and_410_pause_are_events(void **state)
     fx_stop_service(f, 10000);
 }
 
+/* pgpace.health_check's rules without a dispatcher: disable only after disable_after AND
+ * min_attempts, never a paused or already disabled customer, NULL turns it off; breaker_open
+ * once per open spell. And the CLI's refusals. */
+static void health_check_rules_and_cli_errors(void **state)
+{
+    fx *f = *state;
+    const char *names[] = {"young", "few", "paused", "due", "off"};
+    for (size_t i = 0; i < 5; i++)
+        fx_customer(f, names[i], TL_ARGV("--rate", "60"));
+    tl_exec(f->db->conn, "UPDATE pgpace.customer SET paused = true WHERE name = 'paused'");
+    /* young: failing for 1 h only; few: 3 attempts; the others: 2 days and 50 attempts. */
+    tl_exec(f->db->conn,
+            "INSERT INTO pgpace.breaker (customer_id, state, consecutive_failures, trips, "
+            "open_until, last_error, failing_since, opened_at) "
+            "SELECT c.id, 'open', CASE c.name WHEN 'few' THEN 3 ELSE 50 END, 9, now(), 'HTTP 500', "
+            "now() - CASE c.name WHEN 'young' THEN interval '1 hour' ELSE interval '2 days' END, "
+            "now() - interval '1 day' FROM pgpace.customer c");
+    char *r = tl_query_str(f->db->conn,
+                           "SELECT disabled || ' ' || breaker_events FROM pgpace.health_check("
+                           "interval '1 day', 20, interval '1 hour')");
+    assert_string_equal(r, "2 5");
+    free(r);
+    r = tl_query_str(f->db->conn, "SELECT string_agg(name, ',' ORDER BY name) FROM "
+                                  "pgpace.customer WHERE disabled_at IS NOT NULL");
+    assert_string_equal(r, "due,off");
+    free(r);
+    /* Nothing twice: disabled ones stay, breaker events are once per spell; NULL: off. */
+    tl_exec(f->db->conn, "UPDATE pgpace.customer SET disabled_at = NULL WHERE name = 'off'");
+    r = tl_query_str(f->db->conn, "SELECT disabled || ' ' || breaker_events FROM "
+                                  "pgpace.health_check(NULL, 20, NULL)");
+    assert_string_equal(r, "0 0");
+    free(r);
+    r = tl_query_str(f->db->conn, "SELECT disabled || ' ' || breaker_events FROM "
+                                  "pgpace.health_check(interval '1 day', 20, interval '1 hour')");
+    assert_string_equal(r, "1 0");
+    free(r);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.event WHERE kind = "
+                                               "'disabled' AND customer = 'off'"),
+                     2); /* disabled, enabled by hand (an `enabled` event), disabled again */
+    assert_int_equal(events_of(f, "off", "enabled"), 1);
+    PGresult *res = PQexec(f->db->conn, "SELECT pgpace.health_check(NULL, 0, NULL)");
+    assert_string_equal(PQresultErrorField(res, PG_DIAG_SQLSTATE), "22023");
+    PQclear(res);
+    /* A producer may not write events or run the check. */
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT count(*) FROM (VALUES ('pgpace.record_event(text,bigint,"
+                                  "jsonb)'), ('pgpace.health_check(interval,integer,interval)'), "
+                                  "('pgpace.customer_enable(text)')) v(f) WHERE "
+                                  "has_function_privilege('pgpace_producer', f, 'EXECUTE')"),
+                     0);
+
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "exploded"), NULL,
+                          NULL);
+    assert_int_equal(p.status, 2);
+    tl_assert_contains(p.err, "pgpace events: --kind: expected failing, recovered, breaker_open, "
+                              "disabled, enabled, paused or resumed, got 'exploded'");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--limit", "0"), NULL, NULL);
+    assert_int_equal(p.status, 2);
+    tl_assert_contains(p.err, "--limit");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--since", "yesterdayish"), NULL,
+                  NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "yesterdayish");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "breaker_open", "--limit",
+                          "2"),
+                  NULL, NULL);
+    assert_int_equal(p.status, 0);
+    int rows = 0;
+    for (const char *at = p.out; (at = strstr(at, "breaker_open")) != NULL; at++)
+        rows++;
+    assert_int_equal(rows, 2);
+    tl_proc_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(failing_customer_is_disabled_and_enabled_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(recovery_and_410_pause_are_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(health_check_rules_and_cli_errors, setup, teardown),
     };
     TL_RUN(tests, NULL, NULL);
 }
