@@ -663,6 +663,22 @@ static void attempt_partitions_ahead_and_retention(void **state)
     }
     tl_exec(db->conn, "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, "
                       "started_at, duration_ms, outcome) VALUES (1, 1, 1, now(), 1, 'success')");
+    /* Operator events are kept as long as the attempt log: today and 7 days ahead exist, and an
+     * old day goes with the attempts'. */
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                                            "'pgpace.event'::regclass AND "
+                                            "inhrelid::regclass::text ~ '_p[0-9]{8}$'"),
+                     8);
+    char *old_events = tl_query_str(db->conn, "SELECT 'event_p' || to_char((now() AT TIME ZONE "
+                                              "'UTC')::date - 9, 'YYYYMMDD')");
+    tl_exec(db->conn,
+            "CREATE TABLE pgpace.%s PARTITION OF pgpace.event FOR VALUES FROM "
+            "(((now() AT TIME ZONE 'UTC')::date - 9)::timestamp AT TIME ZONE 'UTC') TO "
+            "(((now() AT TIME ZONE 'UTC')::date - 8)::timestamp AT TIME ZONE 'UTC')",
+            old_events);
+    free(old_events);
+    tl_exec(db->conn, "INSERT INTO pgpace.event (at, kind, customer) VALUES (now() - interval "
+                      "'9 days', 'paused', 'x'), (now(), 'paused', 'y')");
     /* The leader's retention statement: whole days older than 7 days go, nothing else. */
     char *sql = NULL;
     {
@@ -679,10 +695,13 @@ static void attempt_partitions_ahead_and_retention(void **state)
     const char *params[] = {"7", "30", "7"};
     PGresult *res = PQexecParams(db->conn, sql, 3, NULL, params, NULL, NULL, 0);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
-    assert_string_equal(PQgetvalue(res, 0, 0), "2");
+    assert_string_equal(PQgetvalue(res, 0, 0), "3");
     PQclear(res);
     free(sql);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.delivery_attempt"), 1);
+    char *left = tl_query_str(db->conn, "SELECT string_agg(customer, ',') FROM pgpace.event");
+    assert_string_equal(left, "y");
+    free(left);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                                             "'pgpace.delivery_attempt'::regclass AND "
                                             "inhrelid::regclass::text ~ '_p[0-9]{8}$'"),

@@ -331,8 +331,8 @@ static void health_check_rules_and_cli_errors(void **state)
                                   "has_function_privilege('pgpace_producer', f, 'EXECUTE')"),
                      0);
 
-    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "exploded"), NULL,
-                          NULL);
+    tl_proc p =
+        tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "exploded"), NULL, NULL);
     assert_int_equal(p.status, 2);
     tl_assert_contains(p.err, "pgpace events: --kind: expected failing, recovered, breaker_open, "
                               "disabled, enabled, paused or resumed, got 'exploded'");
@@ -346,9 +346,9 @@ static void health_check_rules_and_cli_errors(void **state)
     assert_int_equal(p.status, 1);
     tl_assert_contains(p.err, "yesterdayish");
     tl_proc_free(&p);
-    p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "breaker_open", "--limit",
-                          "2"),
-                  NULL, NULL);
+    p = tl_pgpace(
+        TL_ARGV("--db", f->db->conninfo, "events", "--kind", "breaker_open", "--limit", "2"), NULL,
+        NULL);
     assert_int_equal(p.status, 0);
     int rows = 0;
     for (const char *at = p.out; (at = strstr(at, "breaker_open")) != NULL; at++)
