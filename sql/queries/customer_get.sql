@@ -8,8 +8,9 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
        coalesce(c.throttle_increase::text, 'default') AS throttle_increase,
        coalesce(c.throttle_floor::text, 'default') AS throttle_floor,
        coalesce(b.state, 'closed') AS breaker,
-       coalesce(to_char(b.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), '-') AS failing_since,
+       coalesce(to_char(h.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), '-') AS failing_since,
        cardinality(c.signing_secrets) AS secrets, array_to_string(c.signing_secrets, ' ') AS secret_list,
        c.created_at, c.updated_at
   FROM pgpace.customer c LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
+  LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id
  WHERE c.name = $1

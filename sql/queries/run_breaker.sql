@@ -1,13 +1,10 @@
 -- Records a breaker transition for a customer ($2 state, $3 consecutive failures, $4 trips,
--- $5 open until in epoch us or NULL, $6 last error, $7 first failure of the streak in epoch us
--- or NULL) and the lifecycle event it makes (pgpace.breaker_record: failing, recovered).
--- @params: customer_id state failures trips open_until_us last_error failing_since_us
+-- $5 open until in epoch us or NULL, $6 last error) with its open spell's start
+-- (pgpace.breaker_record).
+-- @params: customer_id state failures trips open_until_us last_error
 -- @columns: recorded
 SELECT pgpace.breaker_record(
            $1::bigint, $2::text, $3::integer, $4::integer,
            CASE WHEN $5::bigint IS NULL THEN NULL
                 ELSE 'epoch'::timestamptz + $5::bigint * interval '1 microsecond' END,
-           $6::text,
-           CASE WHEN $7::bigint IS NULL THEN NULL
-                ELSE 'epoch'::timestamptz + $7::bigint * interval '1 microsecond' END) IS NULL
-       AS recorded
+           $6::text) IS NULL AS recorded

@@ -1,12 +1,12 @@
 -- The dispatcher's view of customers: all of them ($1 NULL) or one (after a change NOTIFY),
--- with their breaker state so a new leader resumes an open breaker (and its failure streak).
+-- with their breaker state so a new leader resumes an open breaker, and their failing streak.
 -- A disabled customer is held like a paused one (`disabled`). The timeouts and the
 -- throttle settings are 0 where the customer has none: the configured default applies.
 -- @params: customer_id
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
--- @columns: breaker_failing_since_us
+-- @columns: failing_since_us
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
@@ -20,7 +20,8 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        coalesce(c.throttle_increase, 0) AS throttle_increase,
        coalesce(c.throttle_floor, 0) AS throttle_floor,
        c.disabled_at IS NOT NULL AS disabled,
-       (extract(epoch FROM b.failing_since) * 1000000)::bigint AS breaker_failing_since_us
+       (extract(epoch FROM h.failing_since) * 1000000)::bigint AS failing_since_us
   FROM pgpace.customer c
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
+  LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id
  WHERE $1::bigint IS NULL OR c.id = $1::bigint

@@ -1,4 +1,5 @@
--- Marks operator events handled ($1 ids, $2 their times in epoch us).
--- @params: ids at_us
+-- The leader handled operator events ($1: logged and posted, or logged when there is no
+-- operator webhook) or the webhook refused them ($2: tried again later); pgpace.events_posted.
+-- @params: handled_ids refused_ids
 -- @columns: handled
-SELECT pgpace.events_handled($1::bigint[], $2::bigint[]) AS handled
+SELECT pgpace.events_posted($1::bigint[], $2::bigint[]) AS handled

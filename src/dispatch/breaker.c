@@ -35,7 +35,6 @@ bool breaker_after_attempt(breaker *b, bool failed, int failures_to_open, int64_
 {
     if (!failed) {
         b->failures = 0;
-        b->failing_since = 0;
         if (b->state == BREAKER_CLOSED)
             return false;
         b->state = BREAKER_CLOSED;
@@ -43,8 +42,7 @@ bool breaker_after_attempt(breaker *b, bool failed, int failures_to_open, int64_
         b->open_until = 0;
         return true;
     }
-    if (b->failures++ == 0 || !b->failing_since)
-        b->failing_since = now;
+    b->failures++;
     /* A failed probe reopens it with a longer cooldown. Failures of deliveries that were in
      * flight when it opened add nothing. */
     if (b->state == BREAKER_HALF_OPEN ||
@@ -74,12 +72,11 @@ static void breaker_record(dispatcher *d, customer *c, const char *error)
     const breaker *b = &c->breaker;
     const char *labels[] = {c->name};
     metrics_gauge_set(d->obs.m, d->obs.breaker_state, labels, (double)b->state);
-    char id[24], failures[16], trips[16], until[24], since[24];
+    char id[24], failures[16], trips[16], until[24];
     snprintf(id, sizeof id, "%" PRId64, c->id);
     snprintf(failures, sizeof failures, "%d", b->failures);
     snprintf(trips, sizeof trips, "%d", b->trips);
     snprintf(until, sizeof until, "%" PRId64, b->open_until);
-    snprintf(since, sizeof since, "%" PRId64, b->failing_since);
     const char *params[] = {
         [SQL_RUN_BREAKER_P_CUSTOMER_ID] = id,
         [SQL_RUN_BREAKER_P_STATE] = breaker_state_name(b->state),
@@ -87,7 +84,6 @@ static void breaker_record(dispatcher *d, customer *c, const char *error)
         [SQL_RUN_BREAKER_P_TRIPS] = trips,
         [SQL_RUN_BREAKER_P_OPEN_UNTIL_US] = b->state == BREAKER_CLOSED ? NULL : until,
         [SQL_RUN_BREAKER_P_LAST_ERROR] = error,
-        [SQL_RUN_BREAKER_P_FAILING_SINCE_US] = b->failing_since ? since : NULL,
     };
     DSP_QUERY(d, run_breaker, params, dsp_on_ignored, NULL, "breaker state");
 }

@@ -1,18 +1,25 @@
 /* health.c - the leader's side of customers' health lifecycle and operator events.
  *
- * Owns TIMER_HEALTH and the operator-event pipeline (dispatcher.events_*):
- * - every [health] check_interval, pgpace.health_check disables customers whose deliveries
- *   have all failed for disable_after (and disable_min_attempts attempts) and records
- *   `breaker_open` for breakers open longer than breaker_event_after (run_health.sql);
+ * Owns customer.failing_since/health_failures/failing_recorded, TIMER_HEALTH and the
+ * operator-event pipeline (dispatcher.events_*):
+ * - every delivery's verdict updates the customer's failing streak (health_note): once
+ *   breaker_failures attempts in a row failed, the streak is recorded (customer_health, the
+ *   `failing` event); the next success ends it (`recovered`). Writes happen only at those two
+ *   moments, so a flapping receiver costs nothing; a write that fails is made again on the next
+ *   verdict;
+ * - every [health] check_interval, pgpace.health_check disables customers whose recorded streak
+ *   is older than disable_after and confirmed by the attempt log (no success since, at least
+ *   disable_min_attempts failed attempts), and records `breaker_open` for breakers open longer
+ *   than breaker_event_after (run_health.sql);
  * - events (rows of pgpace.event, written by SQL wherever a lifecycle change happens) are
- *   announced by NOTIFY pgpace_event; the leader then fetches the unhandled ones (at most
- *   EVENTS_BATCH at a time), logs each once, counts it in pgpace_events_total{kind}, posts it
- *   to the operator webhook when one is configured, and marks it handled. An event whose
- *   webhook failed stays unhandled and is posted again on the next check (or the next event):
- *   at least once, for a day (run_events.sql). A new leader picks up what the last one left.
+ *   announced by NOTIFY pgpace_event; the leader then fetches the unhandled ones (at most a
+ *   batch at a time), logs and counts each once (pgpace_events_total{kind}), posts it to the
+ *   operator webhook when one is configured, and marks it handled; a refused post is tried
+ *   again after a backoff kept in the row (so one bad event never holds up the others): at least
+ *   once, for a day (run_events.sql). A new leader picks up what the last one left.
  * The operator webhook goes through the deliveries' HTTP sender (same SSRF rules, TLS
- * verification, timeouts) but holds none of their host connections or windows: it never waits
- * for them and they never wait for it.
+ * verification, timeouts, and curl's connection limits) but holds none of the dispatcher's
+ * per-host connections, windows or slots.
  */
 #include "internal.h"
 
@@ -27,22 +34,6 @@
 /* Events fetched per statement: with a webhook, also the most posted at once. */
 #define EVENTS_BATCH         100
 #define EVENTS_WEBHOOK_BATCH 16
-
-/* One fetched batch whose webhooks are in flight; marked handled when the last one ends. */
-typedef struct events_batch {
-    dispatcher *d;
-    int n, pending, n_ok;
-    bool full; /* the fetch returned a whole batch: more may wait */
-    int64_t *ids, *at_us;
-    int64_t *ok_ids, *ok_at_us;
-} events_batch;
-
-typedef struct event_post {
-    events_batch *batch;
-    int index;
-    char *body;
-    char webhook_id[32];
-} event_post;
 
 static void events_fetch(dispatcher *d);
 
@@ -87,11 +78,9 @@ static void put_array(strbuf *b, const int64_t *v, int n)
     strbuf_append(b, "}", 1);
 }
 
-static void on_events_done(pgconn *conn, PGresult *res, void *arg)
+/* Nothing under way any more: fetch again if something asked meanwhile. */
+static void events_idle(dispatcher *d)
 {
-    dispatcher *d = arg;
-    if (res && PQresultStatus(res) != PGRES_TUPLES_OK)
-        LOG_WARN("events_mark_failed", LOG_S("error", PQresultErrorMessage(res)));
     d->events_busy = false;
     if (d->events_again && is_leading(d)) {
         d->events_again = false;
@@ -99,31 +88,74 @@ static void on_events_done(pgconn *conn, PGresult *res, void *arg)
     }
 }
 
-/* Marks n events handled; the pipeline is busy until the statement's answer. */
-static void events_mark(dispatcher *d, const int64_t *ids, const int64_t *at_us, int n)
+typedef struct events_mark_ctx {
+    dispatcher *d;
+    int handled;  /* how many were to be marked handled */
+    bool refetch; /* a whole batch went through: more may wait */
+} events_mark_ctx;
+
+static void on_events_done(pgconn *conn, PGresult *res, void *arg)
 {
-    if (n == 0 || d->stop == STOP_CLOSING) {
-        d->events_busy = false;
+    events_mark_ctx *m = arg;
+    dispatcher *d = m->d;
+    bool all = false;
+    if (res && (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+                !rows_shape_ok(res, SQL_RUN_EVENTS_DONE_NCOLS, "events handled")))
+        LOG_WARN("events_mark_failed", LOG_S("error", PQresultErrorMessage(res)));
+    else if (res)
+        all = row_i64(res, 0, SQL_RUN_EVENTS_DONE_C_HANDLED) == m->handled;
+    /* Fetch the next batch at once only when this one was marked: never the same rows again. */
+    if (m->refetch && all)
+        d->events_again = true;
+    free(m);
+    events_idle(d);
+}
+
+/* Writes the outcome of a batch; the pipeline stays busy until the statement's answer. */
+static void events_mark(dispatcher *d, const int64_t *handled, int n_handled,
+                        const int64_t *refused, int n_refused, bool refetch)
+{
+    events_mark_ctx *m = calloc(1, sizeof *m);
+    if ((n_handled == 0 && n_refused == 0) || d->stop == STOP_CLOSING || !m) {
+        free(m);
+        events_idle(d);
         return;
     }
+    *m = (events_mark_ctx){.d = d, .handled = n_handled, .refetch = refetch};
     strbuf a = {0}, b = {0};
-    put_array(&a, ids, n);
-    put_array(&b, at_us, n);
-    const char *params[] = {[SQL_RUN_EVENTS_DONE_P_IDS] = strbuf_str(&a),
-                            [SQL_RUN_EVENTS_DONE_P_AT_US] = strbuf_str(&b)};
+    put_array(&a, handled, n_handled);
+    put_array(&b, refused, n_refused);
+    const char *params[] = {[SQL_RUN_EVENTS_DONE_P_HANDLED_IDS] = strbuf_str(&a),
+                            [SQL_RUN_EVENTS_DONE_P_REFUSED_IDS] = strbuf_str(&b)};
     if (a.failed || b.failed ||
-        DSP_QUERY(d, run_events_done, params, on_events_done, d, "events handled") != 0)
-        d->events_busy = false;
+        DSP_QUERY(d, run_events_done, params, on_events_done, m, "events handled") != 0) {
+        free(m);
+        events_idle(d);
+    }
     strbuf_free(&a);
     strbuf_free(&b);
 }
 
+/* One fetched batch whose webhooks are in flight; marked when the last one ends. */
+typedef struct events_batch {
+    dispatcher *d;
+    int n, pending, n_ok, n_refused;
+    bool full; /* the fetch returned a whole batch: more may wait */
+    int64_t *ids, *ok, *refused;
+} events_batch;
+
+typedef struct event_post {
+    events_batch *batch;
+    int index;
+    char *body;
+    char webhook_id[32];
+} event_post;
+
 static void batch_free(events_batch *b)
 {
     free(b->ids);
-    free(b->at_us);
-    free(b->ok_ids);
-    free(b->ok_at_us);
+    free(b->ok);
+    free(b->refused);
     free(b);
 }
 
@@ -132,24 +164,22 @@ static void on_event_posted(const http_result *r, void *arg)
     event_post *p = arg;
     events_batch *b = p->batch;
     dispatcher *d = b->d;
+    int64_t id = b->ids[p->index];
     if (!r->error_class && r->status >= 200 && r->status < 300) {
-        b->ok_ids[b->n_ok] = b->ids[p->index];
-        b->ok_at_us[b->n_ok] = b->at_us[p->index];
-        b->n_ok++;
-    } else if (d->stop != STOP_CLOSING) {
+        b->ok[b->n_ok++] = id;
+    } else if (d->stop == STOP_NONE) {
+        /* Not when stopping: an aborted post is no refusal, the next leader posts it. */
+        b->refused[b->n_refused++] = id;
         LOG_WARN("operator_webhook_failed", LOG_S("webhook_id", p->webhook_id),
                  LOG_I("status", r->status),
                  LOG_S("error_class", r->error_class ? r->error_class : "http"),
-                 LOG_S("error", r->error), LOG_S("retry", "on the next health check"));
+                 LOG_S("error", r->error), LOG_S("retry", "after a backoff (10 s, doubling)"));
     }
     free(p->body);
     free(p);
     if (--b->pending > 0)
         return;
-    /* More may wait behind a full batch that went through; failures wait for the next check. */
-    if (b->full && b->n_ok == b->n)
-        d->events_again = true;
-    events_mark(d, b->ok_ids, b->ok_at_us, b->n_ok);
+    events_mark(d, b->ok, b->n_ok, b->refused, b->n_refused, b->full);
     batch_free(b);
 }
 
@@ -163,7 +193,7 @@ static int post_events(dispatcher *d, events_batch *b, const PGresult *res)
         const char *body = PQgetvalue(res, r, SQL_RUN_EVENTS_C_BODY);
         if (!p || !(p->body = strdup(body))) {
             free(p);
-            continue;
+            continue; /* unhandled: fetched again */
         }
         p->batch = b;
         p->index = r;
@@ -205,38 +235,40 @@ static void on_events(pgconn *conn, PGresult *res, void *arg)
         return;
     }
     int n = PQntuples(res);
-    events_batch *b = calloc(1, sizeof *b);
-    if (b && n > 0) {
-        b->ids = calloc((size_t)n, sizeof *b->ids);
-        b->at_us = calloc((size_t)n, sizeof *b->at_us);
-        b->ok_ids = calloc((size_t)n, sizeof *b->ok_ids);
-        b->ok_at_us = calloc((size_t)n, sizeof *b->ok_at_us);
+    for (int r = 0; r < n; r++) {
+        event_row e;
+        event_row_parse(res, r, &e);
+        event_log(d, &e);
     }
-    if (!b || (n > 0 && (!b->ids || !b->at_us || !b->ok_ids || !b->ok_at_us))) {
+    bool webhook = d->cfg.operator_webhook_url[0] != '\0';
+    if (n == 0 || (webhook && (!d->http || d->stop != STOP_NONE))) {
+        /* Nothing to do, or a webhook that cannot be posted now: left unhandled. */
+        events_idle(d);
+        return;
+    }
+    events_batch *b = calloc(1, sizeof *b);
+    if (b) {
+        b->ids = calloc((size_t)n, sizeof *b->ids);
+        b->ok = calloc((size_t)n, sizeof *b->ok);
+        b->refused = calloc((size_t)n, sizeof *b->refused);
+    }
+    if (!b || !b->ids || !b->ok || !b->refused) {
         if (b)
             batch_free(b);
-        d->events_busy = false;
+        events_idle(d);
         return;
     }
     b->d = d;
     b->n = n;
-    bool webhook = d->cfg.operator_webhook_url[0] && d->http && d->stop == STOP_NONE;
     b->full = n >= (webhook ? EVENTS_WEBHOOK_BATCH : EVENTS_BATCH);
-    for (int r = 0; r < n; r++) {
-        event_row e;
-        event_row_parse(res, r, &e);
-        b->ids[r] = e.id;
-        b->at_us[r] = e.at_us;
-        event_log(d, &e);
-    }
-    if (webhook && n > 0 && post_events(d, b, res) > 0)
-        return; /* the last answer marks the accepted ones */
+    for (int r = 0; r < n; r++)
+        b->ids[r] = row_i64(res, r, SQL_RUN_EVENTS_C_ID);
     if (!webhook) {
-        if (b->full)
-            d->events_again = true;
-        events_mark(d, b->ids, b->at_us, n);
+        events_mark(d, b->ids, n, NULL, 0, b->full);
+    } else if (post_events(d, b, res) > 0) {
+        return; /* the last answer marks them */
     } else {
-        d->events_busy = false;
+        events_idle(d);
     }
     batch_free(b);
 }
@@ -294,4 +326,75 @@ void health_restart_timer(dispatcher *d, bool check_now)
 {
     uint64_t every = (uint64_t)d->cfg.health_check_ms;
     uv_timer_start(&d->timers[TIMER_HEALTH], on_health_timer, check_now ? 0 : every, every);
+}
+
+/* ---- the failing streak ------------------------------------------------------------------- */
+
+typedef struct note_ctx {
+    dispatcher *d;
+    int64_t customer_id;
+    bool failing;
+} note_ctx;
+
+static void on_health_noted(pgconn *conn, PGresult *res, void *arg)
+{
+    note_ctx *n = arg;
+    bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (res && !ok)
+        LOG_WARN("health_note_failed", LOG_S("error", PQresultErrorMessage(res)));
+    customer *c = ok ? NULL : customer_get(n->d, n->customer_id);
+    /* A streak not written is written at its next failure. An end not written needs nothing:
+     * the health check finds the success in the attempt log and ends the streak there. */
+    if (c && n->failing && c->failing_since)
+        c->failing_recorded = false;
+    free(n);
+}
+
+static void write_note(dispatcher *d, customer *c, bool failing, const char *error)
+{
+    note_ctx *n = calloc(1, sizeof *n);
+    if (!n)
+        return;
+    *n = (note_ctx){.d = d, .customer_id = c->id, .failing = failing};
+    char id[24], since[24], failures[16];
+    snprintf(id, sizeof id, "%" PRId64, c->id);
+    snprintf(since, sizeof since, "%" PRId64, c->failing_since);
+    snprintf(failures, sizeof failures, "%d", c->health_failures);
+    const char *params[] = {[SQL_RUN_HEALTH_NOTE_P_CUSTOMER_ID] = id,
+                            [SQL_RUN_HEALTH_NOTE_P_FAILING] = failing ? "true" : "false",
+                            [SQL_RUN_HEALTH_NOTE_P_FAILING_SINCE_US] = failing ? since : NULL,
+                            [SQL_RUN_HEALTH_NOTE_P_FAILURES] = failures,
+                            [SQL_RUN_HEALTH_NOTE_P_LAST_ERROR] = error};
+    if (DSP_QUERY(d, run_health_note, params, on_health_noted, n, "health note") != 0)
+        free(n);
+}
+
+void health_note(dispatcher *d, customer *c, bool failed, int64_t started_us, const char *error)
+{
+    if (!failed) {
+        bool recorded = c->failing_recorded;
+        c->failing_since = 0;
+        c->health_failures = 0;
+        c->failing_recorded = false;
+        if (recorded)
+            write_note(d, c, false, NULL);
+        return;
+    }
+    if (!c->failing_since)
+        c->failing_since = started_us > 0 ? started_us : now_us();
+    c->health_failures++;
+    if (!c->failing_recorded && c->health_failures >= d->cfg.breaker_failures) {
+        c->failing_recorded = true;
+        write_note(d, c, true, error);
+    }
+}
+
+void health_reset(dispatcher *d, customer *c)
+{
+    c->breaker = (breaker){.state = BREAKER_CLOSED};
+    const char *labels[] = {c->name};
+    metrics_gauge_set(d->obs.m, d->obs.breaker_state, labels, (double)BREAKER_CLOSED);
+    c->failing_since = 0;
+    c->health_failures = 0;
+    c->failing_recorded = false;
 }

@@ -102,8 +102,7 @@ typedef struct breaker {
     breaker_state state;
     int failures;
     int trips;
-    int64_t open_until;    /* epoch us; 0 when closed */
-    int64_t failing_since; /* epoch us of the streak's first failure; 0 when none */
+    int64_t open_until; /* epoch us; 0 when closed */
     bool probe_in_flight;
 } breaker;
 
@@ -201,6 +200,10 @@ typedef struct customer {
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
     breaker breaker;
+    /* Health (health.c): the failing streak, every failed attempt since the last success. */
+    int64_t failing_since; /* epoch us of its first failure; 0 = not failing */
+    int health_failures;   /* failed attempts in it (since this leader knew it) */
+    bool failing_recorded; /* the `failing` event is written (or being written) */
     int in_flight;
     int claiming;  /* items asked of the claims in flight */
     int rounds_in; /* claims in flight it is in (more than one only for an unlimited customer) */
@@ -427,7 +430,7 @@ typedef struct customer_row {
     const char *breaker_state;
     int breaker_failures, breaker_trips;
     int64_t breaker_open_until_us;                               /* 0 when none */
-    int64_t breaker_failing_since_us;                            /* 0 when none */
+    int64_t failing_since_us;                                    /* 0 when not failing */
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
 } customer_row;
 
@@ -452,7 +455,7 @@ typedef struct metrics_row {
 } metrics_row;
 
 typedef struct event_row {
-    int64_t id, at_us;
+    int64_t id;
     const char *kind, *customer, *detail;
 } event_row;
 
@@ -675,6 +678,12 @@ void state_free(dispatcher *d);
 void health_on_event_notify(dispatcher *d);
 /* Starts (or restarts, after a reload) the periodic health check; check_now: one now. */
 void health_restart_timer(dispatcher *d, bool check_now);
+/* A delivery's verdict on the customer's health: failed (any failure but a throttle) or
+ * succeeded; started_us: when its attempt started. Records `failing` once breaker_failures
+ * attempts in a row failed, `recovered` at the next success. */
+void health_note(dispatcher *d, customer *c, bool failed, int64_t started_us, const char *error);
+/* Enabling a disabled customer: its breaker and streak start afresh. */
+void health_reset(dispatcher *d, customer *c);
 
 /* breaker.c */
 /* Applies one attempt's verdict on the receiver's health; returns whether the state changed.

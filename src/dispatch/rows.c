@@ -163,10 +163,9 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .throttle_decrease = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_DECREASE),
         .throttle_increase = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_INCREASE),
         .throttle_floor = row_double(res, r, SQL_RUN_CUSTOMERS_C_THROTTLE_FLOOR),
-        .breaker_failing_since_us =
-            row_null(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_FAILING_SINCE_US)
-                ? 0
-                : row_i64(res, r, SQL_RUN_CUSTOMERS_C_BREAKER_FAILING_SINCE_US),
+        .failing_since_us = row_null(res, r, SQL_RUN_CUSTOMERS_C_FAILING_SINCE_US)
+                                ? 0
+                                : row_i64(res, r, SQL_RUN_CUSTOMERS_C_FAILING_SINCE_US),
     };
 }
 
@@ -219,7 +218,6 @@ void event_row_parse(const PGresult *res, int r, event_row *out)
 {
     *out = (event_row){
         .id = row_i64(res, r, SQL_RUN_EVENTS_C_ID),
-        .at_us = row_i64(res, r, SQL_RUN_EVENTS_C_AT_US),
         .kind = PQgetvalue(res, r, SQL_RUN_EVENTS_C_KIND),
         .customer = PQgetvalue(res, r, SQL_RUN_EVENTS_C_CUSTOMER),
         .detail = PQgetvalue(res, r, SQL_RUN_EVENTS_C_DETAIL),

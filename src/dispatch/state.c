@@ -148,7 +148,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     /* Enabling a disabled customer starts its breaker afresh (pgpace.customer_enable reset
      * the stored one the same way): a new streak, a new disable_after. */
     if (!fresh && c->disabled && !row->disabled)
-        c->breaker = (breaker){.state = BREAKER_CLOSED};
+        health_reset(d, c);
     c->disabled = row->disabled;
     c->paused = row->paused || row->disabled;
     c->host = host_for_url(d, c->url);
@@ -170,7 +170,8 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->breaker.failures = row->breaker_failures;
         c->breaker.trips = row->breaker_trips;
         c->breaker.open_until = row->breaker_open_until_us;
-        c->breaker.failing_since = row->breaker_failing_since_us;
+        c->failing_since = row->failing_since_us;
+        c->failing_recorded = row->failing_since_us != 0;
     }
     return c;
 }

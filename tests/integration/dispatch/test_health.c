@@ -122,6 +122,14 @@ static int notified(PGconn *c, int want, int timeout_ms)
     return got;
 }
 
+static int breaker_gauge_closed(void *arg)
+{
+    char *metrics = fx_metrics(arg);
+    int closed = strstr(metrics, "pgpace_breaker_state{customer=\"sick\"} 0\n") != NULL;
+    free(metrics);
+    return closed;
+}
+
 static void failing_customer_is_disabled_and_enabled_again(void **state)
 {
     fx *f = *state;
@@ -197,6 +205,8 @@ static void failing_customer_is_disabled_and_enabled_again(void **state)
     tl_assert_contains(p.out, "enabled customer sick");
     tl_proc_free(&p);
     assert_true(wait_event(f, "sick", "enabled", 5000) >= 1);
+    /* Its breaker starts closed, and the gauge says so (alerts on it stop). */
+    assert_true(tl_wait_until(breaker_gauge_closed, f, 5000));
     assert_true(tl_wait_query_at_least(f->db->conn, 3, 10000,
                                        "SELECT count(*) FROM pgpace.delivery_attempt a JOIN "
                                        "pgpace.customer c ON c.id = a.customer_id "
@@ -221,13 +231,17 @@ static void recovery_and_410_pause_are_events(void **state)
     /* Two failures open the breaker (failing); the probe succeeds (recovered). */
     receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/flaky", .status = 503, .times = 2});
     receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/gone", .status = 410, .times = 1});
+    /* An endpoint that was removed: 404s dead-letter at once, and count as failures too. */
+    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/removed", .status = 404});
     /* The operator endpoint is down for its first two posts: they are posted again. */
     receiver_on(f->recv, &(receiver_rule){.path_prefix = "/ops", .status = 500, .times = 2});
     fx_customer(f, "flaky", TL_ARGV("--rate", "600"));
     fx_customer(f, "gone", TL_ARGV("--rate", "600"));
+    fx_customer(f, "removed", TL_ARGV("--rate", "600"));
     run_with_health(f, NULL);
     fx_enqueue(f, "flaky", NULL, 3);
     fx_enqueue(f, "gone", NULL, 1);
+    fx_enqueue(f, "removed", NULL, 2);
 
     assert_true(wait_event(f, "flaky", "failing", 10000) >= 1);
     assert_true(wait_event(f, "flaky", "recovered", 10000) >= 1);
@@ -236,6 +250,11 @@ static void recovery_and_410_pause_are_events(void **state)
     assert_true(strtod(secs, NULL) > 0);
     free(secs);
     assert_int_equal(events_of(f, "flaky", "breaker_open"), 0); /* 15 min by default */
+    assert_true(wait_event(f, "removed", "failing", 10000) >= 1);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.dead_letter d JOIN "
+                                               "pgpace.customer c ON c.id = d.customer_id WHERE "
+                                               "c.name = 'removed'"),
+                     2);
 
     assert_true(wait_event(f, "gone", "paused", 10000) >= 1);
     char *why = tl_query_str(f->db->conn, "SELECT detail->>'reason' FROM pgpace.event "
@@ -260,7 +279,8 @@ static void recovery_and_410_pause_are_events(void **state)
     /* Every event reaches the operator, after the two refused posts, and each is logged once. */
     long long total = tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.event");
     assert_true(total >= 4);
-    assert_true(tl_wait_query_at_least(f->db->conn, total, 10000,
+    /* (The refused post is tried again after its 10 s backoff.) */
+    assert_true(tl_wait_query_at_least(f->db->conn, total, 30000,
                                        "SELECT count(*) FROM pgpace.event WHERE handled_at IS "
                                        "NOT NULL") == total);
     print_message("# events %lld, operator posts refused %zu, accepted %zu\n", total,
@@ -286,26 +306,46 @@ static void recovery_and_410_pause_are_events(void **state)
 static void health_check_rules_and_cli_errors(void **state)
 {
     fx *f = *state;
-    const char *names[] = {"young", "few", "paused", "due", "off"};
-    for (size_t i = 0; i < 5; i++)
+    const char *names[] = {"young", "few", "paused", "due", "off", "stale"};
+    for (size_t i = 0; i < 6; i++)
         fx_customer(f, names[i], TL_ARGV("--rate", "60"));
     tl_exec(f->db->conn, "UPDATE pgpace.customer SET paused = true WHERE name = 'paused'");
-    /* young: failing for 1 h only; few: 3 attempts; the others: 2 days and 50 attempts. */
+    /* Streaks: young's began 1 h ago, the others' 2 days ago. The attempt log: 50 failed attempts
+     * each since (few: 3), and stale also a success since (its `recovered` write was lost). */
     tl_exec(f->db->conn,
-            "INSERT INTO pgpace.breaker (customer_id, state, consecutive_failures, trips, "
-            "open_until, last_error, failing_since, opened_at) "
-            "SELECT c.id, 'open', CASE c.name WHEN 'few' THEN 3 ELSE 50 END, 9, now(), 'HTTP 500', "
-            "now() - CASE c.name WHEN 'young' THEN interval '1 hour' ELSE interval '2 days' END, "
-            "now() - interval '1 day' FROM pgpace.customer c");
+            "INSERT INTO pgpace.customer_health (customer_id, failing_since, last_error) "
+            "SELECT c.id, now() - CASE c.name WHEN 'young' THEN interval '1 hour' "
+            "ELSE interval '2 days' END, 'HTTP 500' FROM pgpace.customer c");
+    tl_exec(f->db->conn,
+            "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, "
+            "duration_ms, outcome) SELECT g, c.id, 1, now() - interval '30 minutes', 1, "
+            "CASE WHEN c.name = 'stale' AND g = 7 THEN 'success' "
+            "WHEN g %% 2 = 0 THEN 'dead' ELSE 'retry' END "
+            "FROM pgpace.customer c, generate_series(1, 50) g "
+            "WHERE g <= CASE c.name WHEN 'few' THEN 3 ELSE 50 END");
+    tl_exec(f->db->conn, "INSERT INTO pgpace.breaker (customer_id, state, consecutive_failures, "
+                         "trips, open_until, last_error, opened_at) SELECT c.id, 'open', 5, 9, "
+                         "now(), 'HTTP 500', now() - interval '1 day' FROM pgpace.customer c");
     char *r = tl_query_str(f->db->conn,
                            "SELECT disabled || ' ' || breaker_events FROM pgpace.health_check("
                            "interval '1 day', 20, interval '1 hour')");
-    assert_string_equal(r, "2 5");
+    assert_string_equal(r, "2 6");
     free(r);
     r = tl_query_str(f->db->conn, "SELECT string_agg(name, ',' ORDER BY name) FROM "
                                   "pgpace.customer WHERE disabled_at IS NOT NULL");
     assert_string_equal(r, "due,off");
     free(r);
+    r = tl_query_str(f->db->conn, "SELECT detail->>'reason' FROM pgpace.event WHERE kind = "
+                                  "'disabled' AND customer = 'due'");
+    tl_assert_contains(r, "every delivery failed since");
+    tl_assert_contains(r, "(at least 20 attempts, for longer than 1 day); last error: HTTP 500");
+    free(r);
+    /* The log shows stale succeeded since: its streak is closed, with a `recovered` event. */
+    assert_int_equal(events_of(f, "stale", "recovered"), 1);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.customer_health h "
+                                               "JOIN pgpace.customer c ON c.id = h.customer_id "
+                                               "WHERE c.name = 'stale'"),
+                     0);
     /* Nothing twice: disabled ones stay, breaker events are once per spell; NULL: off. */
     tl_exec(f->db->conn, "UPDATE pgpace.customer SET disabled_at = NULL WHERE name = 'off'");
     r = tl_query_str(f->db->conn, "SELECT disabled || ' ' || breaker_events FROM "
@@ -323,13 +363,17 @@ static void health_check_rules_and_cli_errors(void **state)
     PGresult *res = PQexec(f->db->conn, "SELECT pgpace.health_check(NULL, 0, NULL)");
     assert_string_equal(PQresultErrorField(res, PG_DIAG_SQLSTATE), "22023");
     PQclear(res);
-    /* A producer may not write events or run the check. */
-    assert_int_equal(tl_query_int(f->db->conn,
-                                  "SELECT count(*) FROM (VALUES ('pgpace.record_event(text,bigint,"
-                                  "jsonb)'), ('pgpace.health_check(interval,integer,interval)'), "
-                                  "('pgpace.customer_enable(text)')) v(f) WHERE "
-                                  "has_function_privilege('pgpace_producer', f, 'EXECUTE')"),
-                     0);
+    /* A producer may not write events, notes or breakers, nor run the check. */
+    assert_int_equal(
+        tl_query_int(f->db->conn,
+                     "SELECT count(*) FROM (VALUES ('pgpace.record_event(text,bigint,jsonb)'), "
+                     "('pgpace.customer_lifecycle_event()'), ('pgpace.pause_by_receiver(bigint)'), "
+                     "('pgpace.health_note(bigint,boolean,timestamptz,integer,text)'), "
+                     "('pgpace.breaker_record(bigint,text,integer,integer,timestamptz,text)'), "
+                     "('pgpace.health_check(interval,integer,interval)'), "
+                     "('pgpace.customer_enable(text)'), ('pgpace.events_posted(bigint[],bigint[])')"
+                     ") v(f) WHERE has_function_privilege('pgpace_producer', f, 'EXECUTE')"),
+        0);
 
     tl_proc p =
         tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "exploded"), NULL, NULL);
