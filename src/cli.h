@@ -69,5 +69,6 @@ int cli_setting(cli_ctx *ctx, int argc, char **argv);
 int cli_run(cli_ctx *ctx, int argc, char **argv);
 int cli_status(cli_ctx *ctx, int argc, char **argv);
 int cli_dlq(cli_ctx *ctx, int argc, char **argv);
+int cli_recover(cli_ctx *ctx, int argc, char **argv);
 
 #endif

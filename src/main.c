@@ -22,6 +22,7 @@ static const char usage[] =
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
     "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
+    "  recover                 send a customer's items of a time range again\n"
     "  setting get|set|list    database-wide settings (e.g. max_payload_bytes)\n"
     "  version                 print the version\n"
     "\n"
@@ -51,7 +52,7 @@ static const struct {
     {"migrate", cli_migrate}, {"customer", cli_customer}, {"carrier", cli_carrier},
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
     {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
-    {"dlq", cli_dlq},
+    {"dlq", cli_dlq},         {"recover", cli_recover},
 };
 
 int main(int argc, char **argv)
