@@ -44,18 +44,22 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
     }
     ExecStatusType st = PQresultStatus(res);
     if (st == PGRES_TUPLES_OK) {
-        if (PQntuples(res) != 1 || PQnfields(res) != 2 || PQgetisnull(res, 0, 0)) {
+        if (PQntuples(res) != 1 || PQnfields(res) != SQL_HTTP_ENQUEUE_NCOLS ||
+            PQgetisnull(res, 0, SQL_HTTP_ENQUEUE_C_ID)) {
             LOG_ERROR("http_enqueue_unexpected_result", LOG_I("rows", PQntuples(res)));
             strbuf_puts(json, "{\"error\":\"internal error\"}");
             return 500;
         }
         const char *id = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ID);
-        if (strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0) {
-            strbuf_printf(json, "{\"id\":%s}", id);
-            return 201;
-        }
-        strbuf_printf(json, "{\"id\":%s,\"duplicate\":true}", id);
-        return 200;
+        /* RFC 3339 UTC text made by the statement (digits, '-', ':', '.', 'T', 'Z': nothing
+         * to escape), or null: a duplicate, or a paused customer. */
+        bool has_estimate = !PQgetisnull(res, 0, SQL_HTTP_ENQUEUE_C_ESTIMATED_SEND_AT);
+        const char *estimate = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ESTIMATED_SEND_AT);
+        bool created = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0;
+        strbuf_printf(json, "{\"id\":%s%s,\"estimated_send_at\":%s%s%s}", id,
+                      created ? "" : ",\"duplicate\":true", has_estimate ? "\"" : "",
+                      has_estimate ? estimate : "null", has_estimate ? "\"" : "");
+        return created ? 201 : 200;
     }
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);

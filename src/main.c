@@ -23,6 +23,7 @@ static const char usage[] =
     "  stats                   per-customer queue statistics\n"
     "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
     "  events                  customers' lifecycle events (failing, disabled, paused, ...)\n"
+    "  recover                 send a customer's items of a time range again\n"
     "  setting get|set|list    database-wide settings (e.g. max_payload_bytes)\n"
     "  version                 print the version\n"
     "\n"
@@ -53,6 +54,7 @@ static const struct {
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
     {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
     {"dlq", cli_dlq},         {"events", cli_events},
+    {"recover", cli_recover},
 };
 
 int main(int argc, char **argv)

@@ -13,6 +13,13 @@
 -- effective_rate_per_minute: the rate the leader paces the customer at (lowered while its
 -- receiver answers 429/503, sql/queries/run_pace.sql); rate_per_minute when it has none, and
 -- never above rate_per_minute (the rate may have been lowered since).
+-- backlog_seconds: how long the due items take at the customer's pace: due / effective rate
+-- (per minute for spaced customers; per tick of the leader's batch_tick_ms, pgpace.leader_config,
+-- for batch ones, whose allowance is the rate per tick); for unlimited ones due / the attempts
+-- per second of the last minute (from at most the last 1000, so it stays cheap for a fast
+-- customer), NULL when it made none. 0 when nothing is due.
+-- disabled: health disabled it (every delivery failed for [health] disable_after); its items
+-- wait until `pgpace customer enable`.
 -- Columns can only be appended here (CREATE OR REPLACE VIEW); see README to change others.
 CREATE OR REPLACE VIEW pgpace.customer_stats AS
 SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
@@ -24,7 +31,14 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
        coalesce(b.state, 'closed') AS breaker,
        CASE WHEN b.state = 'open' THEN b.open_until END AS breaker_open_until,
        least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)
-           AS effective_rate_per_minute
+           AS effective_rate_per_minute,
+       CASE WHEN coalesce(q.due, 0) = 0 THEN 0::float8
+            WHEN c.mode = 'unlimited' THEN q.due / nullif(u.per_s, 0)
+            ELSE q.due / least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)
+                 * CASE WHEN c.mode = 'batch' THEN coalesce(lc.batch_tick_ms, 60000) / 1000.0
+                        ELSE 60.0 END
+       END AS backlog_seconds,
+       c.disabled_at IS NOT NULL AS disabled
   FROM pgpace.customer c
   LEFT JOIN LATERAL (
       SELECT count(*) FILTER (WHERE qq.next_action_at <= now()) AS due,
@@ -36,4 +50,13 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
   LEFT JOIN LATERAL (
       SELECT count(*) AS dead FROM pgpace.dead_letter dl WHERE dl.customer_id = c.id) d ON true
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
-  LEFT JOIN pgpace.frontier f ON f.customer_id = c.id;
+  LEFT JOIN pgpace.frontier f ON f.customer_id = c.id
+  LEFT JOIN pgpace.leader_config lc ON true
+  LEFT JOIN LATERAL (
+      SELECT a.n / CASE WHEN a.n < 1000 THEN 60.0
+                        ELSE greatest(extract(epoch FROM now() - a.oldest), 0.001) END AS per_s
+        FROM (SELECT count(*) AS n, min(r.started_at) AS oldest
+                FROM (SELECT da.started_at FROM pgpace.delivery_attempt da
+                       WHERE c.mode = 'unlimited' AND q.due > 0 AND da.customer_id = c.id
+                         AND da.started_at > now() - interval '1 minute'
+                       ORDER BY da.started_at DESC LIMIT 1000) r) a) u ON true;

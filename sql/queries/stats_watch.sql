@@ -7,7 +7,8 @@ SELECT s.customer, s.mode, s.rate_per_minute AS rate,
        coalesce(o.per_min, 0) AS observed,
        coalesce(g.gaps, '-') AS last_gaps_ms,
        s.due + s.delayed AS queued, s.in_flight, s.dead,
-       s.breaker || CASE WHEN s.paused THEN ' (paused)' ELSE '' END AS state
+       s.breaker || CASE WHEN s.paused THEN ' (paused)' ELSE '' END
+                 || CASE WHEN s.disabled THEN ' (disabled)' ELSE '' END AS state
   FROM pgpace.customer_stats s
   JOIN pgpace.customer c ON c.name = s.customer
   LEFT JOIN LATERAL (

@@ -32,6 +32,7 @@ static bool holds_lock(leader_state s)
 
 static void on_retry_timer(uv_timer_t *t);
 static void on_standby_timer(uv_timer_t *t);
+static void publish_config(dispatcher *d);
 
 /* A statement of the chain failed while the connection stayed up: retry that step after a
  * pause rather than sit connected, neither leading nor standing by. */
@@ -325,6 +326,7 @@ void leader_enter(dispatcher *d, leader_state to)
         metrics_gauge_set(d->obs.m, d->obs.leader, NULL, 1);
         LOG_INFO("leader_elected", LOG_S("instance", d->instance));
         housekeeping_begin(d);
+        publish_config(d);
         load_frontier(d);
         break;
     case LEADER_LEADING: {
@@ -344,12 +346,26 @@ void leader_enter(dispatcher *d, leader_state to)
 
 /* ---- events from the connection ------------------------------------------------------------ */
 
+/* What SQL needs of the leader's configuration (pgpace.leader_config): the batch tick, for
+ * pgpace.estimate_send_time and the stats' backlog. Written by the leader only, when it takes
+ * the lead and on every reload, so it is the tick batch customers are really sent on. */
+static void publish_config(dispatcher *d)
+{
+    char tick[16];
+    snprintf(tick, sizeof tick, "%d", d->cfg.batch_tick_ms);
+    const char *params[] = {
+        [SQL_RUN_PUBLISH_P_BATCH_TICK_MS] = tick, [SQL_RUN_PUBLISH_P_INSTANCE] = d->instance};
+    DSP_QUERY(d, run_publish, params, dsp_on_ignored, NULL, "publish configuration");
+}
+
 void leader_send_session_settings(dispatcher *d)
 {
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", d->cfg.statement_timeout_ms);
     const char *params[] = {[SQL_RUN_SESSION_P_STATEMENT_TIMEOUT_MS] = timeout};
     DSP_QUERY(d, run_session, params, dsp_on_ignored, NULL, "session settings");
+    if (holds_lock(d->state))
+        publish_config(d); /* a reload while leading */
 }
 
 void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg)

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEADLINE_MS 60000
@@ -592,11 +593,33 @@ static void routes(void **state)
 
 /* ---- 2. enqueue: created, duplicate, body forms ---------------------------------------------- */
 
+/* The answer's id, and its tail after the id: `suffix` exactly, or (suffix NULL) a new item's
+ * estimated send time, an RFC 3339 UTC timestamp at most a minute from now (an idle customer at
+ * 60/min sends it within its first period). */
 static int parse_id(t_ctx *t, const char *body, const char *suffix, long long *id)
 {
-    char tail[64];
-    int n = sscanf(body, "{\"id\":%lld%63s", id, tail);
-    CHECK(n == 2 && strcmp(tail, suffix) == 0, "unexpected answer %s", body);
+    char tail[96];
+    int n = sscanf(body, "{\"id\":%lld%95s", id, tail);
+    if (suffix) {
+        CHECK(n == 2 && strcmp(tail, suffix) == 0, "unexpected answer %s", body);
+        return 0;
+    }
+    int y, mo, d, h, mi, sec, us;
+    char z = 0, close[4] = "";
+    CHECK(n == 2 &&
+              sscanf(tail, ",\"estimated_send_at\":\"%4d-%2d-%2dT%2d:%2d:%2d.%6d%c%3s", &y, &mo, &d,
+                     &h, &mi, &sec, &us, &z, close) == 9 &&
+              z == 'Z' && strcmp(close, "\"}") == 0,
+          "unexpected answer %s", body);
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    long long at = (long long)timegm(&tm), now = (long long)time(NULL);
+    CHECK(at >= now - 5 && at <= now + 65, "estimated_send_at %s is not within a minute of now",
+          tail);
     return 0;
 }
 
@@ -611,7 +634,9 @@ static int client_enqueue(t_ctx *t)
           "post");
     CHECK(r.status == 201 && has_header(&r, "Content-Type: application/json\r\n"), "%ld %s",
           r.status, r.body.data);
-    if (parse_id(t, r.body.data, "}", &t->ids[0]))
+    /* Its run_at is the estimate: nothing sends it before then. */
+    if (parse_id(t, r.body.data, ",\"estimated_send_at\":\"2030-01-01T00:00:00.000000Z\"}",
+                 &t->ids[0]))
         return -1;
     res_free(&r);
 
@@ -619,7 +644,8 @@ static int client_enqueue(t_ctx *t)
     CHECK(http_req(t, NULL, t->port, "POST", "/v1/items", json_auth, item, strlen(item), &r) == 0,
           "post");
     CHECK(r.status == 200, "duplicate: %ld %s", r.status, r.body.data);
-    if (parse_id(t, r.body.data, ",\"duplicate\":true}", &t->ids[1]))
+    /* A duplicate may have been sent long ago: no estimate. */
+    if (parse_id(t, r.body.data, ",\"duplicate\":true,\"estimated_send_at\":null}", &t->ids[1]))
         return -1;
     CHECK(t->ids[1] == t->ids[0], "duplicate id %lld != %lld", t->ids[1], t->ids[0]);
     res_free(&r);
@@ -631,7 +657,7 @@ static int client_enqueue(t_ctx *t)
     CHECK(http_req(t, NULL, t->port, "POST", "/v1/items", charset, plain, strlen(plain), &r) == 0,
           "post");
     CHECK(r.status == 201, "charset: %ld %s", r.status, r.body.data);
-    if (parse_id(t, r.body.data, "}", &t->ids[2]))
+    if (parse_id(t, r.body.data, NULL, &t->ids[2]))
         return -1;
     res_free(&r);
 
@@ -641,7 +667,7 @@ static int client_enqueue(t_ctx *t)
     CHECK(http_req(t, NULL, t->port, "POST", "/v1/items", chunked, plain, strlen(plain), &r) == 0,
           "post");
     CHECK(r.status == 201, "chunked: %ld %s", r.status, r.body.data);
-    if (parse_id(t, r.body.data, "}", &t->ids[3]))
+    if (parse_id(t, r.body.data, NULL, &t->ids[3]))
         return -1;
     res_free(&r);
     strbuf big = {0};
@@ -659,7 +685,7 @@ static int client_enqueue(t_ctx *t)
     CHECK(r.status == 201, "4 KB body: %ld %s", r.status, r.body.data);
     CHECK(strcasestr(r.headers.data, "HTTP/1.1 100 Continue"), "no 100 Continue: %s",
           r.headers.data);
-    if (parse_id(t, r.body.data, "}", &t->ids[4]))
+    if (parse_id(t, r.body.data, NULL, &t->ids[4]))
         return -1;
     res_free(&r);
     CHECK(atomic_load(&t->enqueues) == 5, "enqueue callback ran %d times",
@@ -1409,8 +1435,13 @@ static void enqueue_answer_mapping(void **state)
         {"SELECT * FROM no_such_table", 500, "{\"error\":\"internal error\"}"},
         {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"x\",\"payload\":1}')", 400,
          "{\"error\":\"field customer: unknown customer 'x'\"}"},
-        {"SELECT 1::bigint AS id, false AS created", 200, "{\"id\":1,\"duplicate\":true}"},
-        {"SELECT 7::bigint AS id, true AS created", 201, "{\"id\":7}"},
+        {"SELECT 1::bigint AS id, false AS created, NULL::text AS estimated_send_at", 200,
+         "{\"id\":1,\"duplicate\":true,\"estimated_send_at\":null}"},
+        {"SELECT 7::bigint AS id, true AS created, '2030-01-01T00:00:00.000000Z' AS e", 201,
+         "{\"id\":7,\"estimated_send_at\":\"2030-01-01T00:00:00.000000Z\"}"},
+        /* A paused customer: a new item, no estimate. */
+        {"SELECT 8::bigint AS id, true AS created, NULL::text AS estimated_send_at", 201,
+         "{\"id\":8,\"estimated_send_at\":null}"},
         {"DO $$ BEGIN RAISE EXCEPTION 'gone' USING ERRCODE = '57P01'; END $$", 503,
          "{\"error\":\"database unreachable\"}"},
         {"DO $$ BEGIN RAISE EXCEPTION 'race' USING ERRCODE = '40001'; END $$", 503,

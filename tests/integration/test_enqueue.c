@@ -447,19 +447,20 @@ static void producer_role_can_enqueue_only(void **state)
                      0);
 }
 
-/* The schema promises "producers get exactly pgpace.enqueue and nothing else": no EXECUTE on
- * any other pgpace function (not only a table-level denial further in). */
+/* The schema promises "producers get exactly pgpace.enqueue and nothing else" (and
+ * pgpace.estimate_send_time, which reveals no payload): no EXECUTE on any other pgpace function
+ * (not only a table-level denial further in). */
 static void producer_role_cannot_execute_other_functions(void **state)
 {
     producer_state *ps = *state;
-    char *granted =
-        tl_query_str(ps->db->conn,
-                     "SELECT coalesce(string_agg(p.proname, ',' ORDER BY p.proname), '') FROM "
-                     "pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = "
-                     "'pgpace' AND p.proname NOT IN ('enqueue', 'enqueue_json') AND "
-                     "has_function_privilege('%s', "
-                     "p.oid, 'EXECUTE')",
-                     ps->role);
+    char *granted = tl_query_str(
+        ps->db->conn,
+        "SELECT coalesce(string_agg(p.proname, ',' ORDER BY p.proname), '') FROM "
+        "pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = "
+        "'pgpace' AND p.proname NOT IN ('enqueue', 'enqueue_json', 'estimate_send_time') AND "
+        "has_function_privilege('%s', "
+        "p.oid, 'EXECUTE')",
+        ps->role);
     char listed[512];
     snprintf(listed, sizeof listed, "%s", granted);
     free(granted);

@@ -1,0 +1,218 @@
+-- 12_recover.sql - pgpace.recover: send the items of a time range again (`pgpace recover`).
+-- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
+-- "Migrations, functions and views"), so it must stay safe to run any number of times.
+--
+-- The window is on the item's created_at (when it was enqueued, as "recover since" means on
+-- other webhook platforms): what a receiver missed is what was produced while it was down,
+-- whenever pgpace tried. An item's id carries the UTC day of its created_at (both come from
+-- the enqueuing transaction's now()), so the window's days bound the ids and only their
+-- partitions of pgpace.item are read. Ids from before migration 0007 (item_legacy, below 2^33)
+-- are read too: their ids carry no day.
+--
+-- The items go back into pgpace.queue under their own ids, so receivers get their original
+-- webhook-id (msg_<item id>) and can de-duplicate. Their queue rows have priority -32768, a value
+-- reserved for this lane (producers cannot enqueue it): the claim takes a customer's items by
+-- priority first (sql/queries/run_claim.sql, within a carrier and across a customer's carriers),
+-- so every live item of the customer goes before the recovered ones, which fill the rest of the
+-- customer's rate. Attempts start again at 0 with the customer's max_attempts, as after
+-- `dlq replay`; the attempt log keeps the earlier attempts, so one item may have two rows with
+-- the same attempt number there (delivery_attempt has no unique key on it; started_at orders
+-- them).
+
+-- The items of a window that may be sent again: with failed_only, the customer's dead letters
+-- whose items were created in it; otherwise every item of the customer created in it that is
+-- not queued now (delivered or dead-lettered; failed_at says which). A set-returning SQL
+-- function with one SELECT, so the planner inlines it into the statements that use it.
+-- lo and hi are the first id of the window's first day and of the day after its last.
+CREATE OR REPLACE FUNCTION pgpace.recover_candidates(cust_id bigint, since timestamptz,
+                                                     win_end timestamptz, lo bigint, hi bigint,
+                                                     failed_only boolean)
+RETURNS TABLE (item_id bigint, carrier text, created_at timestamptz, failed_at timestamptz)
+LANGUAGE sql STABLE
+AS $$
+    -- An item fails after it is created, so failed_at >= since prunes dead_letter's days too.
+    SELECT d.item_id, i.carrier, i.created_at, d.failed_at
+      FROM pgpace.dead_letter d
+      JOIN pgpace.item i ON i.id = d.item_id
+     WHERE $6 AND d.customer_id = $1 AND d.failed_at >= $2
+       AND ((d.item_id >= $4 AND d.item_id < $5) OR d.item_id < 8589934592)
+       AND ((i.id >= $4 AND i.id < $5) OR i.id < 8589934592) -- prunes item's days too
+       AND i.created_at >= $2 AND i.created_at < $3
+    UNION ALL
+    SELECT i.id, i.carrier, i.created_at, d.failed_at
+      FROM pgpace.item i
+      LEFT JOIN pgpace.dead_letter d
+             ON d.item_id = i.id AND d.customer_id = $1 AND d.failed_at >= $2
+     WHERE NOT $6 AND i.customer_id = $1
+       AND ((i.id >= $4 AND i.id < $5) OR i.id < 8589934592)
+       AND i.created_at >= $2 AND i.created_at < $3
+       AND NOT EXISTS (SELECT 1 FROM pgpace.queue q WHERE q.item_id = i.id)
+$$;
+
+-- Sends the items of customer created in [since, until) again (until NULL: now()): the dead
+-- letters (failed_only, the default) or every item not queued now. rate_per_minute NULL makes
+-- them all due at once and the dispatcher paces them at the customer's own rate; a rate R makes
+-- one due every 60/R seconds, oldest first, as `dlq replay --rate` does. dry_run changes
+-- nothing and returns the same counts. Rows:
+--   ('recovered' or, in a dry run, 'to_send', NULL, items sent again / that would be)
+--   ('still_queued', NULL, items of the window queued now: skipped, they are sent anyway)
+--   ('day_not_kept', day, ids) per UTC day of the window whose items are no longer kept
+--       (its partition was dropped by retention, or never existed): none of its items can be
+--       sent, and `ids` is how many of this customer's item ids of that day the attempt log or
+--       the dead letters still name.
+-- One statement for the whole window: it is atomic (a dry run and the run count the same
+-- set), and a million items take seconds, not minutes (README, "Recovering a time range").
+-- Bad input raises SQLSTATE 22004 (a NULL), 22023 (naming since, until or rate_per_minute) or
+-- 23503 (unknown customer).
+CREATE OR REPLACE FUNCTION pgpace.recover(
+    customer        text,
+    since           timestamptz,
+    until           timestamptz DEFAULT NULL,
+    failed_only     boolean DEFAULT true,
+    rate_per_minute double precision DEFAULT NULL,
+    dry_run         boolean DEFAULT false)
+RETURNS TABLE (category text, day date, items bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET work_mem = '64MB'
+AS $$
+DECLARE
+    cust_id   bigint;
+    cust_max  integer;
+    win_end   timestamptz;
+    first_day date;
+    last_day  date;
+    lo        bigint;
+    hi        bigint;
+    n_send    bigint;
+    n_queued  bigint;
+    rate      double precision := recover.rate_per_minute;
+BEGIN
+    IF recover.customer IS NULL OR recover.since IS NULL OR recover.failed_only IS NULL
+       OR recover.dry_run IS NULL THEN
+        RAISE EXCEPTION 'pgpace.recover: % must not be null',
+                        CASE WHEN recover.customer IS NULL THEN 'customer'
+                             WHEN recover.since IS NULL THEN 'since'
+                             WHEN recover.failed_only IS NULL THEN 'failed_only'
+                             ELSE 'dry_run' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT isfinite(recover.since) THEN
+        RAISE EXCEPTION 'pgpace.recover: since must be a finite timestamp'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF recover.until IS NOT NULL AND NOT isfinite(recover.until) THEN
+        RAISE EXCEPTION 'pgpace.recover: until must be a finite timestamp'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF recover.since > now() THEN
+        RAISE EXCEPTION 'pgpace.recover: since (%) is in the future', recover.since
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    win_end := coalesce(recover.until, now());
+    IF recover.since >= win_end THEN
+        RAISE EXCEPTION 'pgpace.recover: since (%) must be before until (%)', recover.since, win_end
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- NaN compares greater than every number, so "< Infinity" rejects it too.
+    IF rate IS NOT NULL AND NOT (rate > 0 AND rate < 'Infinity'::float8) THEN
+        RAISE EXCEPTION 'pgpace.recover: rate_per_minute must be a number greater than 0, got %', rate
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- KEY SHARE, as enqueue takes: a concurrent `customer delete` waits instead of leaving queue
+    -- rows without their customer.
+    SELECT c.id, c.max_attempts INTO cust_id, cust_max
+      FROM pgpace.customer c WHERE c.name = recover.customer
+       FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgpace.recover: unknown customer %', quote_literal(left(recover.customer, 140))
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    first_day := (recover.since AT TIME ZONE 'UTC')::date;
+    last_day := ((win_end - interval '1 microsecond') AT TIME ZONE 'UTC')::date;
+    lo := pgpace.item_day_first_id(first_day);
+    hi := pgpace.item_day_first_id(last_day + 1);
+
+    -- Queued now: the queue's primary key over the window's ids, then each item's created_at.
+    SELECT count(*) INTO n_queued
+      FROM pgpace.queue q JOIN pgpace.item i ON i.id = q.item_id
+     WHERE q.customer_id = cust_id
+       AND ((q.item_id >= lo AND q.item_id < hi) OR q.item_id < 8589934592)
+       AND i.created_at >= recover.since AND i.created_at < win_end;
+
+    IF recover.dry_run THEN
+        SELECT count(*) INTO n_send
+          FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi, recover.failed_only);
+    ELSE
+        WITH cand AS MATERIALIZED (
+            SELECT * FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
+                                                    recover.failed_only)
+        ), locked AS (
+            -- Their dead letters, locked as `dlq replay` locks them: a concurrent replay or purge
+            -- of the same rows waits, and one that got there first leaves its item out here.
+            SELECT d.item_id, d.failed_at
+              FROM pgpace.dead_letter d JOIN cand c ON c.item_id = d.item_id AND c.failed_at = d.failed_at
+             WHERE d.customer_id = cust_id AND d.failed_at >= recover.since
+               FOR UPDATE OF d
+        ), removed AS (
+            DELETE FROM pgpace.dead_letter d USING locked l
+             WHERE d.item_id = l.item_id AND d.failed_at = l.failed_at AND d.failed_at >= recover.since
+            RETURNING d.item_id
+        ), picked AS (
+            SELECT c.item_id, coalesce(c.carrier, '') AS carrier,
+                   row_number() OVER (ORDER BY c.created_at, c.item_id) - 1 AS seq
+              FROM cand c
+             WHERE c.failed_at IS NULL OR c.item_id IN (SELECT r.item_id FROM removed r)
+        ), queued AS (
+            INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
+            SELECT p.item_id, cust_id, p.carrier, -32768,
+                   CASE WHEN rate IS NULL THEN now()
+                        ELSE now() + p.seq * (60.0 / rate) * interval '1 second' END,
+                   cust_max
+              FROM picked p
+            ON CONFLICT (item_id) DO NOTHING
+            RETURNING queue.carrier
+        ), woken AS (
+            -- Payload "<customer id> <carrier>", as enqueue sends: the leader wakes each pair.
+            SELECT count(pg_notify('pgpace_enqueue', cust_id::text || ' ' || x.carrier)) AS n
+              FROM (SELECT DISTINCT qd.carrier FROM queued qd) x
+        )
+        SELECT (SELECT count(*) FROM queued) INTO n_send FROM woken;
+    END IF;
+
+    RETURN QUERY SELECT CASE WHEN recover.dry_run THEN 'to_send' ELSE 'recovered' END, NULL::date, n_send;
+    RETURN QUERY SELECT 'still_queued'::text, NULL::date, n_queued;
+    -- Days of the window without their partition (and without ids in the DEFAULT partition,
+    -- which keeps the days whose partition could not be created): retention dropped them, or
+    -- pgpace held nothing then. The ids still known come from the id ranges of the attempt log
+    -- and the dead letters (their item_id indexes).
+    RETURN QUERY
+        SELECT 'day_not_kept'::text, g.d,
+               (SELECT count(*) FROM (
+                    SELECT a.item_id FROM pgpace.delivery_attempt a
+                     WHERE a.item_id >= pgpace.item_day_first_id(g.d)
+                       AND a.item_id < pgpace.item_day_first_id(g.d + 1) AND a.customer_id = cust_id
+                    UNION
+                    SELECT dl.item_id FROM pgpace.dead_letter dl
+                     WHERE dl.item_id >= pgpace.item_day_first_id(g.d)
+                       AND dl.item_id < pgpace.item_day_first_id(g.d + 1) AND dl.customer_id = cust_id
+                ) known)
+          FROM generate_series(first_day::timestamp, last_day::timestamp, interval '1 day') AS s(t)
+         CROSS JOIN LATERAL (SELECT s.t::date AS d) g
+         WHERE to_regclass(format('pgpace.%I', 'item_p' || to_char(g.d, 'YYYYMMDD'))) IS NULL
+           AND NOT EXISTS (SELECT 1 FROM pgpace.item_default x
+                            WHERE x.id >= pgpace.item_day_first_id(g.d)
+                              AND x.id < pgpace.item_day_first_id(g.d + 1))
+         ORDER BY g.d;
+END
+$$;
+
+-- Operators' tools: not for producers (PUBLIC has USAGE on nothing here, but new functions are
+-- executable by PUBLIC by default).
+REVOKE EXECUTE ON FUNCTION
+    pgpace.recover_candidates(bigint, timestamptz, timestamptz, bigint, bigint, boolean),
+    pgpace.recover(text, timestamptz, timestamptz, boolean, double precision, boolean)
+    FROM PUBLIC;

@@ -1,0 +1,180 @@
+-- 13_estimate.sql - pgpace.estimate_send_time: when an item enqueued now is expected to be sent.
+-- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
+-- "Migrations, functions and views"), so it must stay safe to run any number of times.
+
+-- How many of a customer's queued items a new item of priority `prio` would wait for: due
+-- (next_action_at <= now(), so not in flight: a claim pushes next_action_at a lease ahead) and
+-- ahead of it in the claim's order (priority DESC, then next_action_at: a higher priority, or
+-- the same one due before now(), which leaves out the items of the calling transaction, such as
+-- the one an HTTP enqueue just wrote). Items scheduled later are not counted.
+--
+-- It runs on every HTTP enqueue, so its cost is bounded whatever the backlog: each carrier of
+-- the customer is one range of the claim index (customer, carrier, priority DESC, next_action_at)
+-- read in that order, and at most `scan_cap` entries are read in all (the index-only scan of
+-- 10,000 entries takes a few milliseconds). Beyond that the count comes from the planner's
+-- statistics of pgpace.queue (the row estimate of the same condition: the customer's share of
+-- the queue from ANALYZE, which autovacuum reruns after 2 % of the queue changed, times the
+-- queue's current size), never below what was counted. A block sample (TABLESAMPLE SYSTEM) was
+-- tried first and rejected: a customer's rows sit together in the table, so 256 sampled pages
+-- missed or hit them wholesale (36 % off at 10,000 rows). Measured in the README ("When will it
+-- be sent?").
+CREATE OR REPLACE FUNCTION pgpace.queue_ahead(cust_id bigint, prio integer, scan_cap integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k        text;
+    budget   integer := scan_cap;
+    scanned  integer;
+    counted  bigint := 0;
+    ahead    bigint;
+    plan     json;
+BEGIN
+    -- The customer's carriers: a loose index scan (one probe each) over the claim index.
+    FOR k IN
+        WITH RECURSIVE kc AS (
+            (SELECT q.carrier FROM pgpace.queue q
+              WHERE q.customer_id = cust_id AND q.next_action_at IS NOT NULL
+              ORDER BY q.carrier LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.carrier FROM pgpace.queue q
+                     WHERE q.customer_id = cust_id AND q.carrier > kc.carrier
+                       AND q.next_action_at IS NOT NULL
+                     ORDER BY q.carrier LIMIT 1)
+              FROM kc WHERE kc.carrier IS NOT NULL
+        )
+        SELECT kc.carrier FROM kc WHERE kc.carrier IS NOT NULL
+    LOOP
+        -- Every entry read counts against the budget (not only the due ones), so items in
+        -- flight or scheduled later cannot make the scan long either.
+        SELECT count(*), count(*) FILTER (WHERE s.ahead) INTO scanned, ahead
+          FROM (SELECT q.next_action_at <= now()
+                       AND (q.priority > prio OR q.next_action_at < now()) AS ahead
+                  FROM pgpace.queue q
+                 WHERE q.customer_id = cust_id AND q.carrier = k AND q.priority >= prio
+                   AND q.next_action_at IS NOT NULL
+                 ORDER BY q.priority DESC, q.next_action_at
+                 LIMIT budget + 1) s;
+        counted := counted + ahead;
+        budget := budget - scanned;
+        IF budget < 0 THEN
+            -- More than scan_cap entries: the planner's estimate (literals, so that it uses the
+            -- customer's own frequency), never below what was counted.
+            EXECUTE format('EXPLAIN (FORMAT JSON) SELECT 1 FROM pgpace.queue q '
+                           'WHERE q.customer_id = %s AND q.priority >= %s '
+                           'AND q.next_action_at < now()', cust_id, prio)
+               INTO plan;
+            RETURN greatest(counted, round((plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint);
+        END IF;
+    END LOOP;
+    RETURN counted;
+END
+$$;
+
+-- The expected send time of an item enqueued now for `customer` with `priority`, or NULL when
+-- the customer sends nothing now (paused or disabled). From the customer's mode and rate, its effective rate
+-- (pgpace.frontier.effective_rate, lowered while its receiver throttles; NULL = the configured
+-- rate), burst, GCRA state (frontier.tat: the slots already claimed, in flight included), the
+-- items ahead of it (pgpace.queue_ahead) and the schedule (an open breaker holds everything
+-- until open_until):
+--   spaced:    the GCRA slot after the items ahead: max(start, max(tat, start) + n*T - tau),
+--              T = 60 s / rate, tau = (burst - 1) * T, start = max(now, breaker's end);
+--   batch:     the tick in which the allowance (rate per tick, plus the carried fraction)
+--              reaches it, ticks being aligned multiples of the leader's batch_tick_ms
+--              (pgpace.leader_config; 60000 when no leader has published it); the current
+--              tick's rest is not counted, so this may be one tick late;
+--   unlimited: start when nothing is ahead, else start + the items ahead / the customer's
+--              attempts per second over the last minute (from at most the last 1000 attempts;
+--              start when it sent nothing in that minute).
+-- It reveals no payload and no other customer, so producers may call it (SECURITY DEFINER: they
+-- cannot read the queue). Bad input: SQLSTATE 22004 (NULL customer), 22023 (priority out of
+-- range), 23503 (unknown customer).
+CREATE OR REPLACE FUNCTION pgpace.estimate_send_time(customer text, priority integer DEFAULT 0)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c        record;
+    f        record;
+    open_end timestamptz;
+    start    timestamptz;
+    rate     double precision;
+    period   double precision;
+    ahead    bigint;
+    tick_ms  bigint;
+    credit   double precision;
+    ticks    bigint;
+    next_ms  bigint;
+    n_recent bigint;
+    oldest   timestamptz;
+    per_s    double precision;
+BEGIN
+    IF estimate_send_time.customer IS NULL THEN
+        RAISE EXCEPTION 'pgpace.estimate_send_time: customer must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF estimate_send_time.priority IS NULL OR estimate_send_time.priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'pgpace.estimate_send_time: priority must be between -32768 and 32767, got %',
+                        estimate_send_time.priority
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT cu.id, cu.mode, cu.rate_per_minute, cu.burst,
+           cu.paused OR cu.disabled_at IS NOT NULL AS held INTO c
+      FROM pgpace.customer cu WHERE cu.name = estimate_send_time.customer;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgpace.estimate_send_time: unknown customer %',
+                        quote_literal(left(estimate_send_time.customer, 140))
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    -- A customer that sends nothing until an operator acts (paused, or disabled by health) has
+    -- no send time.
+    IF c.held THEN
+        RETURN NULL;
+    END IF;
+
+    SELECT fr.tat, fr.batch_credit, fr.effective_rate INTO f
+      FROM pgpace.frontier fr WHERE fr.customer_id = c.id;
+    SELECT b.open_until INTO open_end
+      FROM pgpace.breaker b WHERE b.customer_id = c.id AND b.state = 'open';
+    start := greatest(now(), open_end);
+    rate := least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute);
+    ahead := pgpace.queue_ahead(c.id, estimate_send_time.priority, 10000);
+
+    IF c.mode = 'spaced' THEN
+        period := 60.0 / rate;
+        RETURN greatest(start, greatest(coalesce(f.tat, start), start)
+                               + (ahead * period - (c.burst - 1) * period) * interval '1 second');
+    ELSIF c.mode = 'batch' THEN
+        SELECT lc.batch_tick_ms INTO tick_ms FROM pgpace.leader_config lc;
+        tick_ms := coalesce(tick_ms, 60000);
+        credit := coalesce(f.batch_credit, 0);
+        -- Ticks until the allowance covers the items ahead and this one (1e-9: as the
+        -- dispatcher's rounding, gcra.c, a credit of 0.9999999999 is a whole item).
+        ticks := greatest(1, ceil((ahead + 1 - credit) / rate - 1e-9)::bigint);
+        next_ms := (floor(extract(epoch FROM start) * 1000)::bigint / tick_ms + 1) * tick_ms;
+        RETURN to_timestamp((next_ms + (ticks - 1) * tick_ms) / 1000.0);
+    END IF;
+    -- unlimited
+    IF ahead = 0 THEN
+        RETURN start;
+    END IF;
+    SELECT count(*), min(a.started_at) INTO n_recent, oldest
+      FROM (SELECT a.started_at FROM pgpace.delivery_attempt a
+             WHERE a.customer_id = c.id AND a.started_at > now() - interval '1 minute'
+             ORDER BY a.started_at DESC LIMIT 1000) a;
+    IF n_recent = 0 THEN
+        RETURN start;
+    END IF;
+    per_s := n_recent / CASE WHEN n_recent < 1000 THEN 60.0
+                             ELSE greatest(extract(epoch FROM now() - oldest), 0.001) END;
+    RETURN start + (ahead / per_s) * interval '1 second';
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION pgpace.queue_ahead(bigint, integer, integer),
+    pgpace.estimate_send_time(text, integer) FROM PUBLIC;
+-- It reveals no payload: producers may ask when their item will go.
+GRANT EXECUTE ON FUNCTION pgpace.estimate_send_time(text, integer) TO pgpace_producer;

@@ -1,0 +1,182 @@
+/* test_estimate.c - pgpace.estimate_send_time against what a running dispatcher really does,
+ * the batch arithmetic, paused customers, the published batch tick, backlog_s, and bad input. */
+#include "fixture.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The arrival time (receiver clock, us) of the request with webhook-id msg_<id>, or 0. */
+static int64_t arrival_of(fx *f, long long id)
+{
+    char want[64];
+    snprintf(want, sizeof want, "msg_%lld", id);
+    size_t n = receiver_count(f->recv, NULL);
+    int64_t at = 0;
+    for (size_t i = 0; i < n && !at; i++) {
+        receiver_request rq;
+        if (receiver_get(f->recv, i, &rq) != 0)
+            break;
+        if (strcmp(rq.webhook_id, want) == 0)
+            at = rq.at_us;
+        free(rq.body);
+    }
+    return at;
+}
+
+typedef struct arrival_wait {
+    fx *f;
+    long long id;
+} arrival_wait;
+
+static int arrived(void *arg)
+{
+    arrival_wait *w = arg;
+    return arrival_of(w->f, w->id) != 0;
+}
+
+/* A spaced customer at 120/min with a backlog of 40 and the dispatcher sending: the estimate
+ * for a new item is within 10 % of when the receiver got it, both measured from the enqueue. */
+static void spaced_estimate_matches_the_send_time(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "sp", TL_ARGV("--mode", "spaced", "--rate", "120"));
+    fx_run(f, NULL);
+    /* The leader publishes its batch tick (the fixture's 1000 ms) when it takes the lead. */
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 1000, 10000,
+                                            "SELECT coalesce(max(batch_tick_ms), 0) FROM "
+                                            "pgpace.leader_config"),
+                     1000);
+    fx_enqueue_many(f, "sp", 41);
+    assert_true(receiver_wait(f->recv, "/c/sp", 2, 10000) >= 2); /* it is sending */
+    int64_t enq_us = fx_now_us();
+    long long est_us = tl_query_int(f->db->conn, "SELECT (extract(epoch FROM "
+                                                 "pgpace.estimate_send_time('sp')) * 1e6)::bigint");
+    long long id = tl_query_int(f->db->conn, "SELECT pgpace.enqueue('sp', '{\"new\": true}')");
+    arrival_wait w = {f, id};
+    assert_true(tl_wait_until(arrived, &w, 60000));
+    int64_t got_us = arrival_of(f, id);
+    double predicted = (double)(est_us - enq_us) / 1e6, actual = (double)(got_us - enq_us) / 1e6;
+    print_message("# spaced 120/min, 39 ahead: estimated %.3f s after enqueue, sent after %.3f s "
+                  "(%.1f %% off)\n",
+                  predicted, actual, 100.0 * fabs(predicted - actual) / actual);
+    assert_true(actual > 10.0); /* it did wait for the backlog */
+    assert_true(fabs(predicted - actual) <= 0.10 * actual);
+    /* The HTTP path's own view of it: stats' backlog in seconds, due / rate. */
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT (abs(backlog_seconds - due / 2.0) < 1e-9)::int FROM "
+                                  "pgpace.customer_stats WHERE customer = 'sp'"),
+                     1);
+}
+
+/* Batch: ticks of the published batch_tick_ms, the allowance per tick, the carried fraction and
+ * the priority order, computed without a dispatcher (the queue and the frontier as it left
+ * them), so the arithmetic is checked exactly. */
+static void batch_estimate_counts_ticks(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    fx_customer(f, "bt", TL_ARGV("--mode", "batch", "--rate", "5"));
+    tl_exec(c, "INSERT INTO pgpace.leader_config (batch_tick_ms, instance) VALUES (60000, 't')");
+    tl_exec(c, "SELECT count(pgpace.enqueue('bt', '{}', run_at => now() - interval '1 minute')) "
+               "FROM generate_series(1, 12)");
+    /* 12 ahead at 5 per tick: the new item is the 13th, in the third tick from the next
+     * minute boundary (ticks are aligned multiples of batch_tick_ms). */
+    /* Whole ticks between the estimate and the next minute boundary, for priority `prio`. */
+#define TICKS_AFTER_NEXT(prio)                                                                     \
+    "SELECT round(extract(epoch FROM pgpace.estimate_send_time('bt', " prio ") - "                 \
+    "date_trunc('minute', now()) - interval '1 minute') / 60)::int"
+    assert_int_equal(tl_query_int(c, TICKS_AFTER_NEXT("0")), 2);
+    assert_int_equal(tl_query_int(c, "SELECT (extract(second FROM "
+                                     "pgpace.estimate_send_time('bt')) = 0)::int"),
+                     1);
+    /* A carried fraction of 0.8 and 3.4 per tick: 13 - 0.8 needs 4 ticks. */
+    tl_exec(c, "UPDATE pgpace.customer SET rate_per_minute = 3.4 WHERE name = 'bt'");
+    tl_exec(c, "INSERT INTO pgpace.frontier (customer_id, batch_credit) SELECT id, 0.8 FROM "
+               "pgpace.customer WHERE name = 'bt'");
+    assert_int_equal(tl_query_int(c, TICKS_AFTER_NEXT("0")), 3);
+    /* A higher priority has nothing ahead of it: the next tick. */
+    assert_int_equal(tl_query_int(c, TICKS_AFTER_NEXT("1")), 0);
+    /* The effective rate, when the receiver throttled: 1.7 per tick, 12.2 / 1.7 -> 8 ticks. */
+    tl_exec(c, "UPDATE pgpace.frontier SET effective_rate = 1.7");
+    assert_int_equal(tl_query_int(c, TICKS_AFTER_NEXT("0")), 7);
+    /* backlog_s: 12 due at 1.7 per 60 s tick. */
+    assert_int_equal(tl_query_int(c, "SELECT round(backlog_seconds)::int FROM "
+                                     "pgpace.customer_stats WHERE customer = 'bt'"),
+                     424);
+    tl_proc p =
+        tl_pgpace(TL_ARGV("--db", f->db->conninfo, "stats", "--customer", "bt"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "backlog_s");
+    tl_assert_contains(p.out, "423.5");
+    tl_proc_free(&p);
+}
+
+/* Paused: NULL (it sends nothing until resumed). An open breaker: not before it closes.
+ * Unlimited and idle: now. Spaced and idle with a burst: now, not a period later. */
+static void schedule_and_modes(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    fx_customer(f, "ps", TL_ARGV("--mode", "spaced", "--rate", "60"));
+    fx_customer(f, "un", TL_ARGV("--mode", "unlimited", "--rate", "1"));
+    fx_customer(f, "br", TL_ARGV("--mode", "spaced", "--rate", "60", "--burst", "3"));
+    assert_int_equal(tl_query_int(c, "SELECT (pgpace.estimate_send_time('ps') = now())::int"), 1);
+    tl_exec(c, "UPDATE pgpace.customer SET paused = true WHERE name = 'ps'");
+    assert_int_equal(tl_query_int(c, "SELECT (pgpace.estimate_send_time('ps') IS NULL)::int"), 1);
+    assert_int_equal(tl_query_int(c, "SELECT (pgpace.estimate_send_time('un') = now())::int"), 1);
+    /* Burst 3, idle: the first three go at once, the fourth a period after. */
+    tl_exec(c, "SELECT pgpace.enqueue('br', '{}', run_at => now() - interval '1 s') FROM "
+               "generate_series(1, 3)");
+    assert_int_equal(tl_query_int(c, "SELECT round(extract(epoch FROM "
+                                     "pgpace.estimate_send_time('br') - now()))::int"),
+                     1);
+    tl_exec(c, "INSERT INTO pgpace.breaker (customer_id, state, open_until) SELECT id, 'open', "
+               "now() + interval '30 s' FROM pgpace.customer WHERE name = 'br'");
+    assert_int_equal(tl_query_int(c, "SELECT round(extract(epoch FROM "
+                                     "pgpace.estimate_send_time('br') - now()))::int"),
+                     31);
+}
+
+/* Bad input: a SQLSTATE naming the field; producers may ask (it reveals no payload). */
+static void bad_input_and_producers(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "60"));
+    static const struct {
+        const char *call, *state, *msg;
+    } cases[] = {
+        {"pgpace.estimate_send_time(NULL)", "22004", "customer must not be null"},
+        {"pgpace.estimate_send_time('ghost')", "23503", "unknown customer 'ghost'"},
+        {"pgpace.estimate_send_time('acme', 40000)", "22023",
+         "priority must be between -32768 and 32767, got 40000"},
+        {"pgpace.estimate_send_time('acme', NULL)", "22023", "priority must be between"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT %s", cases[i].call);
+        PGresult *res = PQexec(f->db->conn, q);
+        const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        if (PQresultStatus(res) != PGRES_FATAL_ERROR || !st || strcmp(st, cases[i].state) != 0 ||
+            !strstr(PQresultErrorMessage(res), cases[i].msg))
+            fail_msg("%s: expected %s %s, got %s %s", cases[i].call, cases[i].state, cases[i].msg,
+                     st ? st : "-", PQresultErrorMessage(res));
+        PQclear(res);
+    }
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT has_function_privilege('pgpace_producer', "
+                                  "'pgpace.estimate_send_time(text, integer)', 'EXECUTE')::int"),
+                     1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(spaced_estimate_matches_the_send_time, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(batch_estimate_counts_ticks, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(schedule_and_modes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(bad_input_and_producers, fx_setup, fx_teardown),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}

@@ -1,0 +1,377 @@
+/* test_recover.c - `pgpace recover` and pgpace.recover against a real server, a running
+ * dispatcher and a real receiver: which items of a window are sent again, with which
+ * webhook-id, at which pace, behind live traffic; dry runs; days no longer kept; bad input. */
+#include "fixture.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The window used throughout: [2 hours ago, now). Items "old" are from 3 hours ago. */
+#define SINCE_SQL "now() - interval '2 hours'"
+
+/* One item of `customer` created `ago` before now (an id of today, as enqueue gives), in the
+ * state `state`: 'delivered' (no queue row), 'dead' (a dead letter), 'queued' (due in an hour).
+ * Returns its id. */
+static long long item(fx *f, const char *customer, const char *ago, const char *state)
+{
+    long long id = tl_query_int(f->db->conn,
+                                "INSERT INTO pgpace.item (customer_id, payload, created_at) "
+                                "SELECT c.id, jsonb_build_object('state', '%s'), now() - "
+                                "interval '%s' FROM pgpace.customer c WHERE c.name = '%s' "
+                                "RETURNING id",
+                                state, ago, customer);
+    if (strcmp(state, "dead") == 0)
+        tl_exec(f->db->conn,
+                "INSERT INTO pgpace.dead_letter (item_id, customer_id, attempts, last_status, "
+                "last_error, failed_at) SELECT %lld, c.id, 12, 500, 'HTTP 500', now() - "
+                "interval '1 minute' FROM pgpace.customer c WHERE c.name = '%s'",
+                id, customer);
+    else if (strcmp(state, "queued") == 0)
+        tl_exec(f->db->conn,
+                "INSERT INTO pgpace.queue (item_id, customer_id, next_action_at, max_attempts) "
+                "SELECT %lld, c.id, now() + interval '1 hour', 12 FROM pgpace.customer c WHERE "
+                "c.name = '%s'",
+                id, customer);
+    return id;
+}
+
+/* acme: in the window 3 delivered, 2 dead-lettered, 1 queued; before it 2 delivered and 1 dead.
+ * beta: 1 dead letter in the window. ids[] gets acme's window items: delivered 0-2, dead 3-4. */
+typedef struct scene {
+    long long delivered[3], dead[2], queued, old_dead, beta_dead;
+    char since[64];
+} scene;
+
+static void make_scene(fx *f, scene *s, const char *rate)
+{
+    fx_customer(f, "acme", TL_ARGV("--mode", "spaced", "--rate", rate));
+    fx_customer(f, "beta", TL_ARGV("--mode", "spaced", "--rate", rate));
+    item(f, "acme", "3 hours", "delivered");
+    item(f, "acme", "3 hours", "delivered");
+    s->old_dead = item(f, "acme", "3 hours", "dead");
+    for (int i = 0; i < 3; i++)
+        s->delivered[i] = item(f, "acme", i == 0 ? "90 minutes" : "30 minutes", "delivered");
+    s->dead[0] = item(f, "acme", "80 minutes", "dead");
+    s->dead[1] = item(f, "acme", "20 minutes", "dead");
+    s->queued = item(f, "acme", "10 minutes", "queued");
+    s->beta_dead = item(f, "beta", "20 minutes", "dead");
+    char *since = tl_query_str(f->db->conn, "SELECT (" SINCE_SQL ")::text");
+    snprintf(s->since, sizeof s->since, "%s", since);
+    free(since);
+}
+
+static tl_proc recover(fx *f, const char *const *args)
+{
+    const char *argv[24] = {"--db", f->db->conninfo, "recover"};
+    size_t n = 3;
+    for (; *args && n < 23; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    return tl_pgpace(argv, NULL, NULL);
+}
+
+/* The webhook ids the receiver got for a customer, in arrival order; returns how many. */
+static size_t ids_received(fx *f, const char *customer, long long *ids, size_t max)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "/c/%s", customer);
+    size_t n = 0, total = receiver_count(f->recv, NULL);
+    for (size_t i = 0; i < total && n < max; i++) {
+        receiver_request rq;
+        if (receiver_get(f->recv, i, &rq) != 0)
+            break;
+        free(rq.body);
+        if (strncmp(rq.path, prefix, strlen(prefix)) != 0)
+            continue;
+        assert_int_equal(strncmp(rq.webhook_id, "msg_", 4), 0);
+        ids[n++] = atoll(rq.webhook_id + 4);
+    }
+    return n;
+}
+
+static int contains(const long long *v, size_t n, long long x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
+/* A dry run counts and changes nothing; --failed sends exactly the window's dead letters again,
+ * with their original webhook-id, one every 60/R seconds with --rate R. */
+static void failed_resends_the_windows_dead_letters(void **state)
+{
+    fx *f = *state;
+    scene s;
+    make_scene(f, &s, "600");
+    const char *count_all = "SELECT (SELECT count(*) FROM pgpace.dead_letter) * 1000 + "
+                            "(SELECT count(*) FROM pgpace.queue)";
+    long long before = tl_query_int(f->db->conn, "%s", count_all);
+    assert_int_equal(before, 4 * 1000 + 1);
+
+    tl_proc p = recover(f, TL_ARGV("--customer", "acme", "--since", s.since, "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 2 dead-lettered item(s) to send; nothing was changed");
+    tl_assert_contains(p.out, "still queued (skipped, they are sent anyway): 1");
+    tl_proc_free(&p);
+    p = recover(f, TL_ARGV("--customer", "acme", "--since", s.since, "--all", "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 5 item(s) to send");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(f->db->conn, "%s", count_all), before);
+
+    fx_run(f, NULL);
+    char *started = tl_query_str(f->db->conn, "SELECT now()::text");
+    p = recover(f, TL_ARGV("--customer", "acme", "--since", s.since, "--failed", "--rate", "60"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 2 dead-lettered item(s), one becoming due every 1 s");
+    tl_proc_free(&p);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 2, 15000), 2);
+    long long got[8];
+    assert_int_equal(ids_received(f, "acme", got, 8), 2);
+    assert_int_equal(got[0], s.dead[0]); /* oldest first */
+    assert_int_equal(got[1], s.dead[1]);
+    /* Their dead letters are gone; the old one and beta's stay. */
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.dead_letter"), 2);
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT count(*) FROM pgpace.dead_letter WHERE item_id IN "
+                                  "(%lld, %lld)",
+                                  s.old_dead, s.beta_dead),
+                     2);
+    /* Delivered once each, attempt 1 again; the second made due a --rate period after the
+     * first (pgpace's own send times: never sent before due; the first may go later than its
+     * due time, by the wake-up, so the gap between the two sends is not the measure). */
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 2, 10000,
+                                            "SELECT count(*) FROM pgpace.delivery_attempt WHERE "
+                                            "outcome = 'success' AND attempt = 1"),
+                     2);
+    long long gap_ms = tl_query_int(f->db->conn, "SELECT (extract(epoch FROM max(started_at) - "
+                                                 "min(started_at)) * 1000)::bigint FROM "
+                                                 "pgpace.delivery_attempt");
+    long long second_ms = tl_query_int(f->db->conn,
+                                       "SELECT (extract(epoch FROM max(started_at) - '%s') * "
+                                       "1000)::bigint FROM pgpace.delivery_attempt",
+                                       started);
+    free(started);
+    print_message("# --rate 60: the two recovered items went %lld ms apart, the second %lld ms "
+                  "after the recovery started\n",
+                  gap_ms, second_ms);
+    assert_true(second_ms >= 1000);
+    assert_int_equal(receiver_count(f->recv, "/c/beta"), 0);
+    /* Nothing of the window is dead-lettered any more. */
+    p = recover(f, TL_ARGV("--customer", "acme", "--since", s.since, "--dry-run"));
+    tl_assert_contains(p.out, "dry run: 0 dead-lettered item(s) to send");
+    tl_proc_free(&p);
+}
+
+/* --all sends every item of the window that is not queued (delivered and dead-lettered), at the
+ * customer's rate, and a live item enqueued after the recovery started goes before the
+ * recovered ones still waiting. */
+static void all_resends_the_window_behind_live_traffic(void **state)
+{
+    fx *f = *state;
+    scene s;
+    make_scene(f, &s, "120"); /* one every 500 ms */
+    /* Five more delivered items in the window, so the recovery lasts a few seconds. */
+    long long more[5];
+    for (int i = 0; i < 5; i++)
+        more[i] = item(f, "acme", "15 minutes", "delivered");
+    fx_run(f, NULL);
+    assert_int_equal(
+        tl_wait_query_at_least(f->db->conn, 1, 10000, "SELECT count(*) FROM pgpace.leader_config"),
+        1);
+    tl_proc p = recover(f, TL_ARGV("--customer", "acme", "--since", s.since, "--all"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 10 item(s), sent at the customer's rate behind live "
+                              "traffic");
+    tl_assert_contains(p.out, "still queued (skipped, they are sent anyway): 1");
+    tl_proc_free(&p);
+    /* The recovered lane's priority. */
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.queue WHERE priority "
+                                               "= -32768 AND attempt <= 1"),
+                     10);
+    /* Once the first recovered item arrived, a live one: it is next or, if the following
+     * recovered item was already claimed for its slot, the one after. */
+    assert_true(receiver_wait(f->recv, "/c/acme", 1, 10000) >= 1);
+    size_t at_enqueue = receiver_count(f->recv, "/c/acme");
+    long long live = fx_enqueue(f, "acme", NULL, 1);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 11, 20000), 11);
+    long long got[16];
+    size_t n = ids_received(f, "acme", got, 16);
+    assert_int_equal(n, 11);
+    size_t live_at = n;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] == live)
+            live_at = i;
+    print_message(
+        "# live item enqueued after %zu recovered ones arrived; it arrived %zu-th of 11\n",
+        at_enqueue, live_at + 1);
+    assert_true(live_at < n);
+    assert_true(live_at <= at_enqueue + 1);
+    assert_true(live_at < 10); /* before the last recovered one at the very least */
+    /* Every recovered id is one of the window's items, with its original webhook-id. */
+    long long want[10] = {s.delivered[0], s.delivered[1], s.delivered[2], s.dead[0], s.dead[1],
+                          more[0],        more[1],        more[2],        more[3],   more[4]};
+    for (size_t i = 0; i < 10; i++)
+        assert_true(contains(got, n, want[i]));
+    assert_false(contains(got, n, s.queued));
+    assert_false(contains(got, n, s.old_dead));
+    /* The window's dead letters went with them; the one before the window stays. */
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT count(*) FROM pgpace.dead_letter d JOIN "
+                                  "pgpace.customer c ON c.id = d.customer_id WHERE c.name = "
+                                  "'acme'"),
+                     1);
+}
+
+/* A day of the window whose partition retention dropped is reported with the item ids the
+ * attempt log still knows, not skipped silently; a day that still has its partition is not. */
+static void dropped_days_are_reported(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "60"));
+    PGconn *c = f->db->conn;
+    /* Three delivered items of the UTC day 10 days back, in that day's partition, two of them in
+     * the attempt log; then retention (items kept 7 days) drops the day. */
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.create_item_partition((now() AT TIME ZONE "
+                                     "'UTC')::date - 10)::int"),
+                     1);
+    long long first = tl_query_int(c, "SELECT pgpace.item_day_first_id((now() AT TIME ZONE "
+                                      "'UTC')::date - 10)");
+    tl_exec(c,
+            "INSERT INTO pgpace.item (id, customer_id, payload, created_at) SELECT %lld + g, c.id, "
+            "'{}', ((now() AT TIME ZONE 'UTC')::date - 10)::timestamp AT TIME ZONE 'UTC' + "
+            "interval '12 hours' FROM pgpace.customer c, generate_series(1, 3) g WHERE c.name = "
+            "'acme'",
+            first);
+    tl_exec(c,
+            "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, "
+            "duration_ms, http_status, outcome) SELECT i.id, i.customer_id, 1, i.created_at, 5, "
+            "200, 'success' FROM pgpace.item i WHERE i.id IN (%lld, %lld)",
+            first + 1, first + 2);
+    assert_true(tl_query_int(c, "SELECT pgpace.drop_item_partitions(interval '7 days')") >= 1);
+
+    /* The window: from 11 days back (UTC midnight) to 9 days back: three days, none kept. */
+    char *since = tl_query_str(c, "SELECT (((now() AT TIME ZONE 'UTC')::date - 11)::timestamp AT "
+                                  "TIME ZONE 'UTC')::text");
+    char *until = tl_query_str(c, "SELECT (((now() AT TIME ZONE 'UTC')::date - 8)::timestamp AT "
+                                  "TIME ZONE 'UTC')::text");
+    char *day = tl_query_str(c, "SELECT ((now() AT TIME ZONE 'UTC')::date - 10)::text");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.recover('acme', '%s', '%s', false, "
+                                  "NULL, true) WHERE category = 'day_not_kept'",
+                                  since, until),
+                     3);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT items FROM pgpace.recover('acme', '%s', '%s', false, "
+                                  "NULL, true) WHERE day = '%s'",
+                                  since, until, day),
+                     2);
+    tl_proc p = recover(
+        f, TL_ARGV("--customer", "acme", "--since", since, "--until", until, "--all", "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 0 item(s) to send");
+    tl_assert_contains(p.out, "days no longer kept (dropped by retention; their items cannot be "
+                              "sent): 3");
+    char want[96];
+    snprintf(want, sizeof want, "  %s: 2 item id(s) known from the attempt log or dead letters",
+             day);
+    tl_assert_contains(p.out, want);
+    tl_proc_free(&p);
+    /* A window of today: its day is kept, nothing to report. */
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.recover('acme', now() - "
+                                     "interval '1 hour', NULL, false, NULL, true) WHERE category "
+                                     "= 'day_not_kept'"),
+                     0);
+    free(since);
+    free(until);
+    free(day);
+}
+
+/* Every bad input: exit 2 naming the flag on the CLI, a SQLSTATE naming the field in SQL. */
+static void bad_input_names_the_flag(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "60"));
+    static const struct {
+        const char *args[8];
+        const char *err;
+    } cases[] = {
+        {{"--since", "2026-01-01T00:00:00Z"}, "pgpace recover: --customer is required"},
+        {{"--customer", "acme"}, "pgpace recover: --since is required"},
+        {{"--customer", "acme", "--since", "2026-01-01", "--failed", "--all"},
+         "pgpace recover: --failed and --all exclude each other"},
+        {{"--customer", "acme", "--since", "2026-01-01", "--rate", "0"},
+         "pgpace recover: --rate: must be greater than 0 per minute, got '0'"},
+        {{"--customer", "acme", "--since", "2026-01-01", "--rate", "nan"},
+         "pgpace recover: --rate: "},
+        {{"--customer", "bad name", "--since", "2026-01-01"}, "--customer: "},
+        {{"--customer", "ghost", "--since", "2026-01-01"},
+         "pgpace recover: --customer: unknown customer 'ghost'"},
+        {{"--customer", "acme", "--since", "yesterday-ish"},
+         "pgpace recover: --since: invalid input syntax for type timestamp with time zone"},
+        {{"--customer", "acme", "--since", "2026-01-01", "--until", "soon"},
+         "pgpace recover: --until: invalid input syntax"},
+        {{"--customer", "acme", "--since", "2999-01-01T00:00:00Z"},
+         "pgpace recover: --since: since (2999-01-01 "},
+        {{"--customer", "acme", "--since", "2026-01-02T00:00:00Z", "--until",
+          "2026-01-01T00:00:00Z"},
+         "pgpace recover: --since: since (2026-01-0"},
+        {{"--customer", "acme", "--since", "2026-01-01", "--until", "infinity"},
+         "pgpace recover: --until: until must be a finite timestamp"},
+        {{"--customer", "acme", "--since", "2026-01-01", "--bogus"},
+         "unknown or incomplete option '--bogus'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[12];
+        size_t n = 0;
+        for (; n < 8 && cases[i].args[n]; n++)
+            argv[n] = cases[i].args[n];
+        argv[n] = NULL;
+        tl_proc p = recover(f, argv);
+        if (p.status != 2 || !strstr(p.err, cases[i].err))
+            fail_msg("case %zu: exit %d, stderr: %s (expected %s)", i, p.status, p.err,
+                     cases[i].err);
+        tl_proc_free(&p);
+    }
+    /* The same rules in SQL, each with its SQLSTATE and field. */
+    static const struct {
+        const char *call, *state, *msg;
+    } sql[] = {
+        {"pgpace.recover(NULL, now())", "22004", "customer must not be null"},
+        {"pgpace.recover('acme', NULL)", "22004", "since must not be null"},
+        {"pgpace.recover('ghost', now() - interval '1 day')", "23503", "unknown customer 'ghost'"},
+        {"pgpace.recover('acme', now() + interval '1 day')", "22023", "is in the future"},
+        {"pgpace.recover('acme', now() - interval '1 day', now() - interval '2 days')", "22023",
+         "must be before until"},
+        {"pgpace.recover('acme', '-infinity')", "22023", "since must be a finite timestamp"},
+        {"pgpace.recover('acme', now() - interval '1 day', rate_per_minute => 'NaN')", "22023",
+         "rate_per_minute must be a number greater than 0"},
+        {"pgpace.recover('acme', now() - interval '1 day', rate_per_minute => -1)", "22023",
+         "rate_per_minute must be a number greater than 0"},
+    };
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT * FROM %s", sql[i].call);
+        PGresult *res = PQexec(f->db->conn, q);
+        const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        if (PQresultStatus(res) != PGRES_FATAL_ERROR || !st || strcmp(st, sql[i].state) != 0 ||
+            !strstr(PQresultErrorMessage(res), sql[i].msg))
+            fail_msg("%s: expected %s %s, got %s %s", sql[i].call, sql[i].state, sql[i].msg,
+                     st ? st : "-", PQresultErrorMessage(res));
+        PQclear(res);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(failed_resends_the_windows_dead_letters, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(all_resends_the_window_behind_live_traffic, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(dropped_days_are_reported, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(bad_input_names_the_flag, fx_setup, fx_teardown),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}
