@@ -44,18 +44,25 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
     }
     ExecStatusType st = PQresultStatus(res);
     if (st == PGRES_TUPLES_OK) {
-        if (PQntuples(res) != 1 || PQnfields(res) != 2 || PQgetisnull(res, 0, 0)) {
+        if (PQntuples(res) != 1 || PQnfields(res) != SQL_HTTP_ENQUEUE_NCOLS ||
+            PQgetisnull(res, 0, 0)) {
             LOG_ERROR("http_enqueue_unexpected_result", LOG_I("rows", PQntuples(res)));
             strbuf_puts(json, "{\"error\":\"internal error\"}");
             return 500;
         }
+        /* 201 for a new item; 200 when the id is an existing item's: a repeated idempotency
+         * key ("duplicate") or a queued item whose payload this one replaced ("superseded").
+         * "expired": its deadline had passed, so it went straight to the dead letters. */
         const char *id = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ID);
-        if (strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0) {
-            strbuf_printf(json, "{\"id\":%s}", id);
-            return 201;
-        }
-        strbuf_printf(json, "{\"id\":%s,\"duplicate\":true}", id);
-        return 200;
+        bool created = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0;
+        bool superseded = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_SUPERSEDED), "t") == 0;
+        bool expired = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_EXPIRED), "t") == 0;
+        strbuf_printf(json, "{\"id\":%s%s%s}", id,
+                      created      ? ""
+                      : superseded ? ",\"superseded\":true"
+                                   : ",\"duplicate\":true",
+                      expired ? ",\"expired\":true" : "");
+        return created ? 201 : 200;
     }
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);

@@ -29,6 +29,7 @@ typedef struct obs {
     int breaker_state;     /* gauge {customer}: 0 closed, 1 open, 2 half open */
     int effective_rate;    /* gauge {customer}: per minute, after receivers' throttling */
     int throttled;         /* counter {customer}: answers that throttled (429, 503) */
+    int expired;           /* counter {customer}: items dead-lettered past their deadline */
     int leader;            /* gauge */
     int reconnects;        /* counter */
     int in_flight;         /* gauge: deliveries outstanding in this instance */
