@@ -209,7 +209,8 @@ static void retry_past_the_deadline_expires_at_once(void **state)
     fx_customer(f, "down", TL_ARGV("--rate", "600"));
     receiver_rule fail = {.path_prefix = "/c/down", .action = RECV_RESPOND, .status = 500};
     receiver_on(f->recv, &fail);
-    fx_run(f, "dispatcher.retry_base_ms = 5000\ndispatcher.retry_cap_ms = 5000\n");
+    /* Backoff of 10-20 s (half the cap plus jitter): any retry comes after the deadline. */
+    fx_run(f, "dispatcher.retry_base_ms = 20000\ndispatcher.retry_cap_ms = 20000\n");
     assert_true(fx_wait_log(f, "event=leader_elected", 10000));
     tl_exec(f->db->conn, "SELECT pgpace.enqueue('down', '{}', expires_at => now() + interval "
                          "'3 seconds')");
