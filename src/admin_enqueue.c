@@ -50,6 +50,9 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
             strbuf_puts(json, "{\"error\":\"internal error\"}");
             return 500;
         }
+        /* 201 for a new item; 200 when the id is an existing item's: a repeated idempotency
+         * key ("duplicate") or a queued item whose payload this one replaced ("superseded").
+         * "expired": its deadline had passed, so it went straight to the dead letters. */
         const char *id = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ID);
         /* RFC 3339 UTC text made by the statement (digits, '-', ':', '.', 'T', 'Z': nothing
          * to escape), or null: a duplicate, or a paused customer. */

@@ -42,6 +42,9 @@ static const char set_usage[] =
     "  --paused / --active   pause or resume (same as customer pause / resume)\n"
     "  --connect-timeout-ms N|default  TCP/TLS connect timeout for this customer's webhooks\n"
     "  --request-timeout-ms N|default  total time allowed per webhook request\n"
+    "  --max-age D|none      items not sent within D of being due (their run_at, or their\n"
+    "                        enqueue) are dead-lettered as 'expired': 90s, 15m, 2h, 3d (at\n"
+    "                        most 365d); applies to items enqueued from then on\n"
     "\n"
     "Pacing that listens to the receiver (429, or 503 with Retry-After, lowers the effective\n"
     "rate; each success raises it again, up to --rate). 'default' uses the [delivery] setting:\n"
@@ -68,8 +71,39 @@ enum {
     OPT_REQUEST_TIMEOUT,
     OPT_THROTTLE_DECREASE,
     OPT_THROTTLE_INCREASE,
-    OPT_THROTTLE_FLOOR
+    OPT_THROTTLE_FLOOR,
+    OPT_MAX_AGE
 };
+
+/* --max-age: a whole number of seconds, minutes, hours or days ("90s", "15m", "2h", "3d"), at
+ * most 365 days, or "none". Writes the interval for SQL ("5400 seconds"; "0" for none) to out;
+ * returns false for anything else. */
+static bool parse_max_age(const char *s, char *out, size_t n)
+{
+    if (strcmp(s, "none") == 0) {
+        snprintf(out, n, "0");
+        return true;
+    }
+    long long v = 0;
+    size_t i = 0;
+    for (; s[i] >= '0' && s[i] <= '9'; i++) {
+        v = v * 10 + (s[i] - '0');
+        if (v > 365LL * 86400)
+            return false;
+    }
+    if (i == 0 || s[i] == '\0' || s[i + 1] != '\0')
+        return false;
+    long long unit = s[i] == 's'   ? 1
+                     : s[i] == 'm' ? 60
+                     : s[i] == 'h' ? 3600
+                     : s[i] == 'd' ? 86400
+                                   : 0;
+    long long secs = v * unit;
+    if (unit == 0 || secs < 1 || secs > 365LL * 86400)
+        return false;
+    snprintf(out, n, "%lld seconds", secs);
+    return true;
+}
 
 /* The throttle flags: each checked against the range of its [delivery] key before anything is
  * sent; the value reaches SQL as given, 'default' as 0 (pgpace.customer_set_throttle). */
@@ -135,12 +169,15 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"throttle-decrease", required_argument, NULL, OPT_THROTTLE_DECREASE},
         {"throttle-increase", required_argument, NULL, OPT_THROTTLE_INCREASE},
         {"throttle-floor", required_argument, NULL, OPT_THROTTLE_FLOOR},
+        {"max-age", required_argument, NULL, OPT_MAX_AGE},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
     const char *connect_timeout = NULL, *request_timeout = NULL;
     const char *throttle[PGP_ARRAY_LEN(throttle_flags)] = {NULL}; /* in throttle_flags order */
     bool rotate = false, retire = false, clear_max_in_flight = false;
+    char max_age_buf[32];
+    const char *max_age = NULL;
     pgp_error err;
     double rate_value;
     long long int_value;
@@ -218,6 +255,14 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         }
         case OPT_ACTIVE:
             paused = "false";
+            break;
+        case OPT_MAX_AGE:
+            if (!parse_max_age(optarg, max_age_buf, sizeof max_age_buf))
+                return cli_usage_error(ctx,
+                                       "--max-age: expected a duration such as 90s, 15m, 2h or "
+                                       "3d (1s to 365d), or 'none', got '%.64s'",
+                                       optarg);
+            max_age = max_age_buf;
             break;
         case OPT_THROTTLE_DECREASE:
         case OPT_THROTTLE_INCREASE:
@@ -316,7 +361,8 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             request_timeout,
                             throttle[0],
                             throttle[1],
-                            throttle[2]};
+                            throttle[2],
+                            max_age};
     PGresult *res = cli_query(ctx, sql_q_customer_set, (int)PGP_ARRAY_LEN(params), params);
     if (!res)
         return CLI_FAILED;

@@ -19,16 +19,37 @@ static const char enqueue_usage[] =
     "  --kind KIND             free-form type, 1-128 characters\n"
     "  --run-at TIMESTAMP      not before this time (ISO 8601, e.g. 2026-01-31T12:00:00Z)\n"
     "  --idempotency-key KEY   a repeated key for the same customer returns the first id\n"
-    "  --priority N            -32768..32767, higher first (default 0)\n"
+    "  --priority N            -32767..32767, higher first (default 0; -32768 is reserved\n"
+    "                          for items sent again by pgpace recover)\n"
+    "  --expires-at TIMESTAMP  never sent after this time: dead-lettered as 'expired' instead\n"
+    "                          (already past: dead-lettered at once; must be after --run-at)\n"
+    "  --supersede-key KEY     replace the payload of this customer's queued, never claimed\n"
+    "                          item with this key (it keeps its id and place)\n"
     "  --payload-file FILE     read the payload from FILE\n"
-    "Prints the item id.\n"
+    "Prints the item id (the superseded item's when it superseded one).\n"
     "\n"
     "Many items: --file FILE ('-' for stdin), one JSON object per line with the fields\n"
-    "customer, payload (required), carrier, kind, run_at, idempotency_key, priority.\n"
+    "customer, payload (required), carrier, kind, run_at, idempotency_key, priority,\n"
+    "expires_at, supersede_key.\n"
     "All lines are loaded in one transaction: the first bad line is reported by number and\n"
     "nothing is enqueued.\n";
 
-enum { OPT_CARRIER = 1, OPT_KIND, OPT_RUN_AT, OPT_KEY, OPT_PRIORITY, OPT_PAYLOAD_FILE, OPT_FILE };
+enum {
+    OPT_CARRIER = 1,
+    OPT_KIND,
+    OPT_RUN_AT,
+    OPT_KEY,
+    OPT_PRIORITY,
+    OPT_PAYLOAD_FILE,
+    OPT_FILE,
+    OPT_EXPIRES_AT,
+    OPT_SUPERSEDE_KEY
+};
+
+/* The optional fields of one item, as given on the command line (NULL: not given). */
+typedef struct item_args {
+    const char *carrier, *kind, *run_at, *key, *priority, *expires_at, *supersede_key;
+} item_args;
 
 /* Reads a whole stream into a NUL-terminated buffer; fails on NUL bytes (never valid JSON). */
 static char *read_all(FILE *in, size_t *len_out)
@@ -60,11 +81,14 @@ static char *read_all(FILE *in, size_t *len_out)
 }
 
 /* Names the field a server-side error concerns, for "a bad enqueue says which field". */
-static const char *field_of_error(const char *sqlstate)
+static const char *field_of_error(const char *sqlstate, const char *message)
 {
-    /* Data exceptions (class 22) come from the casts of $2 (payload) and $5 (run_at); the other
-     * fields are validated before sending. */
+    /* Data exceptions (class 22) come from the casts of $2 (payload) and $5 (run_at; $8,
+     * expires_at, was read alone before) or from pgpace.enqueue itself, which names the field;
+     * the other fields are validated before sending. */
     if (!sqlstate || strncmp(sqlstate, "22", 2) != 0)
+        return NULL;
+    if (message && strncmp(message, "pgpace.enqueue: ", 16) == 0)
         return NULL;
     if (strcmp(sqlstate, "22007") == 0 || strcmp(sqlstate, "22008") == 0)
         return "run_at";
@@ -73,19 +97,42 @@ static const char *field_of_error(const char *sqlstate)
     return "payload";
 }
 
-static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, const char *carrier,
-                       const char *kind, const char *run_at, const char *key, const char *priority)
+static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, const item_args *a)
 {
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;
-    const char *params[] = {
-        customer, payload, carrier, kind, run_at, key, priority ? priority : "0"};
-    PGresult *res = PQexecParams(ctx->conn, sql_q_enqueue_one, 7, NULL, params, NULL, NULL, 0);
+    if (a->expires_at) {
+        /* Both timestamps fail with the same SQLSTATE in the enqueue statement; this one is
+         * read alone first so that its error names its field. */
+        const char *ts[] = {a->expires_at};
+        PGresult *res =
+            PQexecParams(ctx->conn, "SELECT $1::timestamptz", 1, NULL, ts, NULL, NULL, 0);
+        if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+            pgp_error err;
+            db_result_error(res, ctx->conn, &err);
+            PQclear(res);
+            return cli_fail(ctx, CLI_FAILED, "field expires_at: %s", err.msg);
+        }
+        PQclear(res);
+    }
+    const char *params[] = {customer,
+                            payload,
+                            a->carrier,
+                            a->kind,
+                            a->run_at,
+                            a->key,
+                            a->priority ? a->priority : "0",
+                            a->expires_at,
+                            a->supersede_key};
+    PGresult *res = PQexecParams(ctx->conn, sql_q_enqueue_one, (int)PGP_ARRAY_LEN(params), NULL,
+                                 params, NULL, NULL, 0);
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
         pgp_error err;
         db_result_error(res, ctx->conn, &err);
-        const char *field = res ? field_of_error(PQresultErrorField(res, PG_DIAG_SQLSTATE)) : NULL;
+        const char *field = res ? field_of_error(PQresultErrorField(res, PG_DIAG_SQLSTATE),
+                                                 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY))
+                                : NULL;
         PQclear(res);
         if (field)
             return cli_fail(ctx, CLI_FAILED, "field %s: %s", field, err.msg);
@@ -186,13 +233,15 @@ static int enqueue_file(cli_ctx *ctx, const char *path)
             PQclear(res);
         }
     }
-    long long inserted = 0, duplicates = 0;
+    long long inserted = 0, duplicates = 0, superseded = 0, expired = 0;
     if (rc == 0) {
         PGresult *res;
         rc = db_exec(ctx->conn, sql_q_bulk_apply, 0, NULL, &res, &err);
         if (rc == 0) {
             inserted = atoll(PQgetvalue(res, 0, 0));
             duplicates = atoll(PQgetvalue(res, 0, 1));
+            superseded = atoll(PQgetvalue(res, 0, 2));
+            expired = atoll(PQgetvalue(res, 0, 3));
             PQclear(res);
         }
     }
@@ -205,8 +254,13 @@ static int enqueue_file(cli_ctx *ctx, const char *path)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("enqueued %lld item(s) from %s in %.2f s (%lld duplicate idempotency key(s) "
-           "skipped)\n",
+           "skipped)",
            inserted, path, secs, duplicates);
+    if (superseded > 0)
+        printf("; %lld superseded a queued item", superseded);
+    if (expired > 0)
+        printf("; %lld past their deadline, dead-lettered as expired", expired);
+    putchar('\n');
     return CLI_OK;
 }
 
@@ -221,8 +275,10 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
         {"priority", required_argument, NULL, OPT_PRIORITY},
         {"payload-file", required_argument, NULL, OPT_PAYLOAD_FILE},
         {"file", required_argument, NULL, OPT_FILE},
+        {"expires-at", required_argument, NULL, OPT_EXPIRES_AT},
+        {"supersede-key", required_argument, NULL, OPT_SUPERSEDE_KEY},
         {NULL, 0, NULL, 0}};
-    const char *carrier = NULL, *kind = NULL, *run_at = NULL, *key = NULL, *priority = NULL;
+    item_args a = {0};
     const char *payload_file = NULL, *file = NULL;
     pgp_error err;
     long long n;
@@ -238,25 +294,34 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
         case OPT_CARRIER:
             if (validate_name("--carrier", optarg, &err) != 0)
                 return cli_usage_error(ctx, "%s", err.msg);
-            carrier = optarg;
+            a.carrier = optarg;
             break;
         case OPT_KIND:
             if (!*optarg || strlen(optarg) > 128)
                 return cli_usage_error(ctx, "--kind: must be 1 to 128 characters");
-            kind = optarg;
+            a.kind = optarg;
             break;
         case OPT_RUN_AT:
-            run_at = optarg;
+            a.run_at = optarg;
+            break;
+        case OPT_EXPIRES_AT:
+            a.expires_at = optarg;
+            break;
+        case OPT_SUPERSEDE_KEY:
+            if (!*optarg || strlen(optarg) > 255)
+                return cli_usage_error(ctx, "--supersede-key: must be 1 to 255 characters");
+            a.supersede_key = optarg;
             break;
         case OPT_KEY:
             if (!*optarg || strlen(optarg) > 255)
                 return cli_usage_error(ctx, "--idempotency-key: must be 1 to 255 characters");
-            key = optarg;
+            a.key = optarg;
             break;
         case OPT_PRIORITY:
-            if (validate_int("--priority", optarg, -32768, 32767, &n, &err) != 0)
+            /* -32768 is the recovery lane's (pgpace recover), below all live traffic. */
+            if (validate_int("--priority", optarg, -32767, 32767, &n, &err) != 0)
                 return cli_usage_error(ctx, "%s", err.msg);
-            priority = optarg;
+            a.priority = optarg;
             break;
         case OPT_PAYLOAD_FILE:
             payload_file = optarg;
@@ -270,7 +335,8 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
     }
     int nargs = argc - optind;
     if (file) {
-        if (nargs > 0 || carrier || kind || run_at || key || priority || payload_file)
+        if (nargs > 0 || a.carrier || a.kind || a.run_at || a.key || a.priority || a.expires_at ||
+            a.supersede_key || payload_file)
             return cli_usage_error(ctx, "--file takes every field from the file; give no other "
                                         "item arguments");
         return enqueue_file(ctx, file);
@@ -283,7 +349,7 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
     if (nargs == 2 && payload_file)
         return cli_usage_error(ctx, "give the payload as an argument or --payload-file, not both");
     if (nargs == 2)
-        return enqueue_one(ctx, customer, argv[optind + 1], carrier, kind, run_at, key, priority);
+        return enqueue_one(ctx, customer, argv[optind + 1], &a);
 
     FILE *in = payload_file ? fopen(payload_file, "r") : stdin;
     if (!in)
@@ -298,7 +364,7 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
     if (strlen(payload) != len)
         status = cli_fail(ctx, CLI_FAILED, "field payload: contains a NUL byte (not JSON)");
     else
-        status = enqueue_one(ctx, customer, payload, carrier, kind, run_at, key, priority);
+        status = enqueue_one(ctx, customer, payload, &a);
     free(payload);
     return status;
 }

@@ -30,6 +30,7 @@ typedef struct obs {
     int effective_rate;    /* gauge {customer}: per minute, after receivers' throttling */
     int throttled;         /* counter {customer}: answers that throttled (429, 503) */
     int events;            /* counter {kind}: operator events handled (health.c) */
+    int expired;           /* counter {customer}: items dead-lettered past their deadline */
     int leader;            /* gauge */
     int reconnects;        /* counter */
     int in_flight;         /* gauge: deliveries outstanding in this instance */

@@ -1,11 +1,245 @@
--- 05_enqueue.sql - pgpace.enqueue, the producers' transactional enqueue.
+-- 05_enqueue.sql - pgpace.enqueue, the producers' transactional enqueue, and
+-- pgpace.enqueue_item, which does the work for it and for the JSON and bulk paths.
 -- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
 -- "Migrations, functions and views"), so it must stay safe to run any number of times.
 
+-- One item, with every check and rule of every enqueue path; returns its id and what became of
+-- it: `result` is 'created', 'duplicate' (a repeated idempotency key: the first item's id,
+-- nothing changed) or 'superseded' (the id of the queued item whose payload this one replaced);
+-- `expired` says the item's deadline had already passed, so it went straight to the dead
+-- letters (reason 'expired') instead of the queue. Not for producers directly (they call
+-- pgpace.enqueue or pgpace.enqueue_json, which run as the owner).
+--
+-- Keys:
+-- - idempotency_key first: a key seen before returns that item's id and does nothing else, also
+--   when the repeat carries a supersede_key. Keys live in pgpace.item_key, whose unique index
+--   the partitioned pgpace.item cannot have. A new key is recorded for the item it ends up in
+--   (the superseded one when this call supersedes).
+-- - supersede_key: a queued item of the same customer and key that was never claimed gets this
+--   item's payload, kind and deadline and keeps its id, carrier, priority and place; without
+--   one, this item is queued with the key. queue_supersede (unique on customer and key over
+--   the rows that still have one; the claim clears it) makes a concurrent producer wait for
+--   the first and then supersede its item.
+--
+-- Deadlines: the effective one is least(expires_at, due + the customer's max_age), where due is
+-- the later of run_at and now() (transaction time, as for run_at's default): max_age bounds
+-- how late an item may be sent, so a scheduled item does not age before it is due. A deadline
+-- already past at enqueue is not an error: the producer's transaction (its business change)
+-- still commits, and the item is dead-lettered as 'expired' where `dlq list` shows it and
+-- `dlq replay` can send it anyway. An expires_at not after run_at is an error (it can never be
+-- sent: a mistake in the caller).
+CREATE OR REPLACE FUNCTION pgpace.enqueue_item(
+    customer        text,
+    payload         jsonb,
+    carrier         text,
+    kind            text,
+    run_at          timestamptz,
+    idempotency_key text,
+    priority        integer,
+    expires_at      timestamptz,
+    supersede_key   text,
+    OUT id          bigint,
+    OUT result      text,
+    OUT expired     boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    cust_id      bigint;
+    cust_max     integer;
+    cust_age     interval;
+    new_id       bigint;
+    size_limit   bigint;
+    payload_size bigint;
+    deadline     timestamptz;
+    old          record;
+    tries        integer := 0;
+BEGIN
+    IF enqueue_item.customer IS NULL THEN
+        RAISE EXCEPTION 'pgpace.enqueue: customer must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF enqueue_item.payload IS NULL THEN
+        RAISE EXCEPTION 'pgpace.enqueue: payload must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF enqueue_item.carrier IS NOT NULL AND NOT pgpace.valid_name(enqueue_item.carrier) THEN
+        RAISE EXCEPTION 'pgpace.enqueue: invalid carrier %', quote_literal(left(enqueue_item.carrier, 140))
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'carrier names are 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit';
+    END IF;
+    IF enqueue_item.kind IS NOT NULL AND length(enqueue_item.kind) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION 'pgpace.enqueue: kind must be 1 to 128 characters'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_item.idempotency_key IS NOT NULL AND length(enqueue_item.idempotency_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'pgpace.enqueue: idempotency_key must be 1 to 255 characters'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_item.supersede_key IS NOT NULL AND length(enqueue_item.supersede_key) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'pgpace.enqueue: supersede_key must be 1 to 255 characters'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF enqueue_item.run_at IS NOT NULL AND NOT isfinite(enqueue_item.run_at) THEN
+        RAISE EXCEPTION 'pgpace.enqueue: run_at must be a finite timestamp'
+            USING ERRCODE = 'invalid_datetime_format';
+    END IF;
+    IF enqueue_item.expires_at IS NOT NULL AND NOT isfinite(enqueue_item.expires_at) THEN
+        RAISE EXCEPTION 'pgpace.enqueue: expires_at must be a finite timestamp'
+            USING ERRCODE = 'invalid_datetime_format',
+                  HINT = 'leave it out (NULL) for no deadline';
+    END IF;
+    IF enqueue_item.expires_at <= enqueue_item.run_at THEN
+        RAISE EXCEPTION 'pgpace.enqueue: expires_at must be later than run_at'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'an item due at run_at could never be sent before such a deadline';
+    END IF;
+    -- -32768 is the recovery lane's (items sent again by `pgpace recover`), below all live
+    -- traffic; producers get the symmetric range.
+    IF enqueue_item.priority IS NULL OR enqueue_item.priority NOT BETWEEN -32767 AND 32767 THEN
+        RAISE EXCEPTION 'pgpace.enqueue: priority must be between -32767 and 32767, got %', enqueue_item.priority
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '-32768 is reserved for items sent again by pgpace recover';
+    END IF;
+
+    SELECT c.id, c.max_attempts, c.max_age INTO cust_id, cust_max, cust_age
+      FROM pgpace.customer c WHERE c.name = enqueue_item.customer
+       FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgpace.enqueue: unknown customer %', quote_literal(left(enqueue_item.customer, 140))
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'create it first: pgpace customer set <name> --rate ... --url ...';
+    END IF;
+
+    SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
+    payload_size := octet_length(enqueue_item.payload::text);
+    IF payload_size > size_limit THEN
+        RAISE EXCEPTION 'pgpace.enqueue: payload is % bytes, above the limit of % bytes', payload_size, size_limit
+            USING ERRCODE = 'program_limit_exceeded',
+                  HINT = 'the limit is the max_payload_bytes row of pgpace.setting';
+    END IF;
+
+    -- The id first, so that the key rows can name it; the item only when it is new.
+    new_id := pgpace.next_item_id();
+    IF enqueue_item.idempotency_key IS NOT NULL THEN
+        INSERT INTO pgpace.item_key AS k (customer_id, idempotency_key, item_id)
+        VALUES (cust_id, enqueue_item.idempotency_key, new_id)
+        ON CONFLICT (customer_id, idempotency_key) DO NOTHING
+        RETURNING k.item_id INTO id;
+        IF id IS NULL THEN
+            -- The key exists (possibly committed by a concurrent transaction we just waited for).
+            SELECT k.item_id INTO id FROM pgpace.item_key k
+             WHERE k.customer_id = cust_id AND k.idempotency_key = enqueue_item.idempotency_key;
+            IF id IS NULL THEN
+                RAISE EXCEPTION 'pgpace.enqueue: idempotency key % is taken by a transaction this snapshot cannot see',
+                                quote_literal(enqueue_item.idempotency_key)
+                    USING ERRCODE = 'serialization_failure', HINT = 'retry the transaction';
+            END IF;
+            result := 'duplicate';
+            expired := false;
+            RETURN;
+        END IF;
+        id := NULL;
+    END IF;
+
+    deadline := least(enqueue_item.expires_at,
+                      greatest(coalesce(enqueue_item.run_at, now()), now()) + cust_age);
+    expired := coalesce(deadline <= now(), false);
+
+    WHILE enqueue_item.supersede_key IS NOT NULL LOOP
+        -- A queued, never claimed item with this key. FOR UPDATE: it is deleted below; a claim
+        -- that holds it (FOR NO KEY UPDATE) makes this wait, and then clears the key, so the
+        -- row no longer matches when re-checked and this item is queued on its own.
+        SELECT q.* INTO old FROM pgpace.queue q
+         WHERE q.customer_id = cust_id AND q.supersede_key = enqueue_item.supersede_key
+           FOR UPDATE;
+        IF FOUND THEN
+            UPDATE pgpace.item i
+               SET payload = enqueue_item.payload, kind = enqueue_item.kind,
+                   expires_at = enqueue_item.expires_at
+             WHERE i.id = old.item_id;
+            deadline := least(enqueue_item.expires_at,
+                              greatest(old.next_action_at, now()) + cust_age);
+            expired := coalesce(deadline <= now(), false);
+            -- Deleted and inserted again rather than updated: a claim statement whose snapshot
+            -- predates this transaction's commit then skips the row (deleted) instead of
+            -- locking its new version and sending the item's payload as its snapshot saw it,
+            -- the one replaced here. The new row is claimed by the next round.
+            DELETE FROM pgpace.queue q WHERE q.item_id = old.item_id;
+            IF expired THEN
+                INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
+                VALUES (old.item_id, cust_id, nullif(old.carrier, ''), old.attempt, 'expired');
+            ELSE
+                INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                          attempt, max_attempts, last_error, expires_at, supersede_key)
+                VALUES (old.item_id, cust_id, old.carrier, old.priority, old.next_action_at,
+                        old.attempt, old.max_attempts, old.last_error, deadline, old.supersede_key);
+                -- The round that skipped the row may have taken its pair for drained.
+                PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || old.carrier);
+            END IF;
+            IF enqueue_item.idempotency_key IS NOT NULL THEN
+                UPDATE pgpace.item_key k SET item_id = old.item_id
+                 WHERE k.customer_id = cust_id AND k.idempotency_key = enqueue_item.idempotency_key;
+            END IF;
+            id := old.item_id;
+            result := 'superseded';
+            RETURN;
+        END IF;
+        EXIT WHEN expired; -- nothing to supersede, and this item is not queued: no key to hold
+        -- Take the key with this item's queue row (the item row follows below). A conflict is
+        -- a concurrent producer's row, committed while we waited: supersede it instead.
+        INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                  max_attempts, expires_at, supersede_key)
+        VALUES (new_id, cust_id, coalesce(enqueue_item.carrier, ''), enqueue_item.priority::smallint,
+                coalesce(enqueue_item.run_at, now()), cust_max, deadline, enqueue_item.supersede_key)
+        ON CONFLICT (customer_id, supersede_key) WHERE supersede_key IS NOT NULL DO NOTHING;
+        IF FOUND THEN
+            id := new_id;
+            EXIT;
+        END IF;
+        -- Each turn follows another producer's commit on this key (a row superseded while we
+        -- waited for its lock is deleted, and its new version is not in our snapshot), so this
+        -- makes progress; the bound is a safety net, not a limit producers meet (16 producers on
+        -- 5 keys needed at most a few turns).
+        tries := tries + 1;
+        IF tries >= 100 THEN
+            RAISE EXCEPTION 'pgpace.enqueue: supersede_key % changed hands 100 times during this call',
+                            quote_literal(enqueue_item.supersede_key)
+                USING ERRCODE = 'serialization_failure', HINT = 'retry the transaction';
+        END IF;
+    END LOOP;
+
+    INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,
+                             run_at, expires_at)
+    VALUES (new_id, cust_id, enqueue_item.carrier, enqueue_item.kind, enqueue_item.payload,
+            enqueue_item.idempotency_key, enqueue_item.priority, coalesce(enqueue_item.run_at, now()),
+            enqueue_item.expires_at);
+    result := 'created';
+    IF expired THEN
+        INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
+        VALUES (new_id, cust_id, enqueue_item.carrier, 0, 'expired');
+        id := new_id;
+        RETURN;
+    END IF;
+    IF id IS NULL THEN
+        INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                  max_attempts, expires_at)
+        VALUES (new_id, cust_id, coalesce(enqueue_item.carrier, ''), enqueue_item.priority::smallint,
+                coalesce(enqueue_item.run_at, now()), cust_max, deadline);
+        id := new_id;
+    END IF;
+
+    -- Payload "<customer id> <carrier>": the dispatcher wakes that (customer, carrier) pair.
+    PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || coalesce(enqueue_item.carrier, ''));
+END
+$$;
+
 -- Transactional enqueue. Call it inside the producer's own transaction: the item exists if and
--- only if that transaction commits, and the wake-up NOTIFY is delivered on commit only.
--- A repeated idempotency key for the same customer returns the existing item's id; keys live
--- in pgpace.item_key, whose unique index the partitioned pgpace.item cannot have.
+-- only if that transaction commits, and the wake-up NOTIFY is delivered on commit only. Returns
+-- the item's id (the first item's for a repeated idempotency key, the superseded item's when
+-- it superseded one). expires_at and supersede_key came last, with defaults, so calls written
+-- for the earlier signature (positional or named) work unchanged.
 CREATE OR REPLACE FUNCTION pgpace.enqueue(
     customer        text,
     payload         jsonb,
@@ -13,110 +247,24 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue(
     kind            text DEFAULT NULL,
     run_at          timestamptz DEFAULT NULL,
     idempotency_key text DEFAULT NULL,
-    priority        integer DEFAULT 0)
+    priority        integer DEFAULT 0,
+    expires_at      timestamptz DEFAULT NULL,
+    supersede_key   text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql
+LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_column
-DECLARE
-    cust_id      bigint;
-    cust_max     integer;
-    item_id      bigint;
-    new_id       bigint;
-    size_limit   bigint;
-    payload_size bigint;
-BEGIN
-    IF enqueue.customer IS NULL THEN
-        RAISE EXCEPTION 'pgpace.enqueue: customer must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF enqueue.payload IS NULL THEN
-        RAISE EXCEPTION 'pgpace.enqueue: payload must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF enqueue.carrier IS NOT NULL AND NOT pgpace.valid_name(enqueue.carrier) THEN
-        RAISE EXCEPTION 'pgpace.enqueue: invalid carrier %', quote_literal(left(enqueue.carrier, 140))
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'carrier names are 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit';
-    END IF;
-    IF enqueue.kind IS NOT NULL AND length(enqueue.kind) NOT BETWEEN 1 AND 128 THEN
-        RAISE EXCEPTION 'pgpace.enqueue: kind must be 1 to 128 characters'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF enqueue.idempotency_key IS NOT NULL AND length(enqueue.idempotency_key) NOT BETWEEN 1 AND 255 THEN
-        RAISE EXCEPTION 'pgpace.enqueue: idempotency_key must be 1 to 255 characters'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF enqueue.run_at IS NOT NULL AND NOT isfinite(enqueue.run_at) THEN
-        RAISE EXCEPTION 'pgpace.enqueue: run_at must be a finite timestamp'
-            USING ERRCODE = 'invalid_datetime_format';
-    END IF;
-    IF enqueue.priority IS NULL OR enqueue.priority NOT BETWEEN -32768 AND 32767 THEN
-        RAISE EXCEPTION 'pgpace.enqueue: priority must be between -32768 and 32767, got %', enqueue.priority
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    SELECT c.id, c.max_attempts INTO cust_id, cust_max
-      FROM pgpace.customer c WHERE c.name = enqueue.customer
-       FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'pgpace.enqueue: unknown customer %', quote_literal(left(enqueue.customer, 140))
-            USING ERRCODE = 'foreign_key_violation',
-                  HINT = 'create it first: pgpace customer set <name> --rate ... --url ...';
-    END IF;
-
-    SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
-    payload_size := octet_length(enqueue.payload::text);
-    IF payload_size > size_limit THEN
-        RAISE EXCEPTION 'pgpace.enqueue: payload is % bytes, above the limit of % bytes', payload_size, size_limit
-            USING ERRCODE = 'program_limit_exceeded',
-                  HINT = 'the limit is the max_payload_bytes row of pgpace.setting';
-    END IF;
-
-    IF enqueue.idempotency_key IS NULL THEN
-        INSERT INTO pgpace.item AS i (customer_id, carrier, kind, payload, priority, run_at)
-        VALUES (cust_id, enqueue.carrier, enqueue.kind, enqueue.payload, enqueue.priority,
-                coalesce(enqueue.run_at, now()))
-        RETURNING i.id INTO item_id;
-    ELSE
-        -- The id first, so that the key row can name it; the item only when the key is new.
-        new_id := pgpace.next_item_id();
-        INSERT INTO pgpace.item_key AS k (customer_id, idempotency_key, item_id)
-        VALUES (cust_id, enqueue.idempotency_key, new_id)
-        ON CONFLICT (customer_id, idempotency_key) DO NOTHING
-        RETURNING k.item_id INTO item_id;
-
-        IF item_id IS NULL THEN
-            -- The key exists (possibly committed by a concurrent transaction we just waited for).
-            SELECT k.item_id INTO item_id FROM pgpace.item_key k
-             WHERE k.customer_id = cust_id AND k.idempotency_key = enqueue.idempotency_key;
-            IF item_id IS NULL THEN
-                RAISE EXCEPTION 'pgpace.enqueue: idempotency key % is taken by a transaction this snapshot cannot see',
-                                quote_literal(enqueue.idempotency_key)
-                    USING ERRCODE = 'serialization_failure', HINT = 'retry the transaction';
-            END IF;
-            RETURN item_id;
-        END IF;
-
-        INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority, run_at)
-        VALUES (new_id, cust_id, enqueue.carrier, enqueue.kind, enqueue.payload, enqueue.idempotency_key,
-                enqueue.priority, coalesce(enqueue.run_at, now()));
-    END IF;
-
-    INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
-    VALUES (item_id, cust_id, coalesce(enqueue.carrier, ''), enqueue.priority::smallint,
-            coalesce(enqueue.run_at, now()), cust_max);
-
-    -- Payload "<customer id> <carrier>": the dispatcher wakes that (customer, carrier) pair.
-    PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || coalesce(enqueue.carrier, ''));
-    RETURN item_id;
-END
+    SELECT e.id FROM pgpace.enqueue_item($1, $2, $3, $4, $5, $6, $7, $8, $9) AS e
 $$;
 
--- Producers (the pgpace_producer group) may call this and pgpace.enqueue_json, nothing else.
-REVOKE EXECUTE ON FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer)
+REVOKE EXECUTE ON FUNCTION
+    pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text)
     FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer)
+-- Producers (the pgpace_producer group) may call this and pgpace.enqueue_json, nothing else.
+REVOKE EXECUTE ON FUNCTION
+    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text)
     TO pgpace_producer;

@@ -3,36 +3,30 @@
 -- "Migrations, functions and views"), so it must stay safe to run any number of times.
 
 -- Enqueues the item described by `doc`, an object with the fields of a bulk line:
--- {customer, payload, carrier?, kind?, run_at?, idempotency_key?, priority?}. Returns the
--- item's id and whether this call created it (false: a repeated idempotency key).
+-- {customer, payload, carrier?, kind?, run_at?, idempotency_key?, priority?, expires_at?,
+-- supersede_key?}. Returns the item's id, whether this call created it (false: a repeated
+-- idempotency key, or a supersede), whether it superseded a queued item (whose id it is), and
+-- whether the item's deadline had already passed (it was dead-lettered as 'expired' at once).
 --
--- The JSON shape is checked here (unknown fields, types); everything else is pgpace.enqueue's
--- job, whose errors are re-raised with the field they concern ("field customer: unknown
--- customer 'x'"), keeping their SQLSTATE: class 22 for bad values, 23503 for an unknown
--- customer, 54000 for a payload over max_payload_bytes.
---
--- `created`: with an idempotency key, the item may already exist (committed earlier, or by a
--- concurrent transaction that pgpace.enqueue waited for). It was created by this call when its
--- key was not visible (in pgpace.item_key) before the call and its row was written by the
--- current transaction. The insert runs inside the exception block's subtransaction, so its
--- xmin is a subtransaction id, not pg_current_xact_id(): pg_xact_status() reports 'in progress'
--- for the current transaction and all of its subtransactions.
+-- The JSON shape is checked here (unknown fields, types); everything else is
+-- pgpace.enqueue_item's job, whose errors are re-raised with the field they concern ("field
+-- customer: unknown customer 'x'"), keeping their SQLSTATE: class 22 for bad values, 23503 for
+-- an unknown customer, 54000 for a payload over max_payload_bytes.
 CREATE OR REPLACE FUNCTION pgpace.enqueue_json(doc jsonb)
-RETURNS TABLE (id bigint, created boolean)
+RETURNS TABLE (id bigint, created boolean, superseded boolean, expired boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    allowed CONSTANT text[] := '{customer,payload,carrier,kind,run_at,idempotency_key,priority}';
+    allowed CONSTANT text[] :=
+        '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key}';
     f          text;
     run_at     timestamptz;
+    expires_at timestamptz;
     priority   integer := 0;
-    existed    boolean := false;
-    item_id    bigint;
-    row_xmin   bigint;
-    cur        bigint;
+    e          record;
     msg        text;
     hint       text;
     v_state    text;
@@ -57,7 +51,7 @@ BEGIN
         RAISE EXCEPTION 'field payload: required, must not be null'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    FOREACH f IN ARRAY '{carrier,kind,run_at,idempotency_key}'::text[] LOOP
+    FOREACH f IN ARRAY '{carrier,kind,run_at,idempotency_key,expires_at,supersede_key}'::text[] LOOP
         IF coalesce(jsonb_typeof(doc -> f), 'null') NOT IN ('string', 'null') THEN
             RAISE EXCEPTION 'field %: must be a string', f
                 USING ERRCODE = 'invalid_parameter_value';
@@ -65,10 +59,11 @@ BEGIN
     END LOOP;
     IF coalesce(jsonb_typeof(doc -> 'priority'), 'null') <> 'null' THEN
         IF jsonb_typeof(doc -> 'priority') <> 'number'
-           OR (doc ->> 'priority')::numeric NOT BETWEEN -32768 AND 32767
+           OR (doc ->> 'priority')::numeric NOT BETWEEN -32767 AND 32767
            OR (doc ->> 'priority')::numeric <> trunc((doc ->> 'priority')::numeric) THEN
-            RAISE EXCEPTION 'field priority: must be an integer between -32768 and 32767'
-                USING ERRCODE = 'invalid_parameter_value';
+            RAISE EXCEPTION 'field priority: must be an integer between -32767 and 32767'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = '-32768 is reserved for items sent again by pgpace recover';
         END IF;
         priority := (doc ->> 'priority')::integer;
     END IF;
@@ -79,28 +74,25 @@ BEGIN
             RAISE EXCEPTION 'field run_at: %', SQLERRM USING ERRCODE = SQLSTATE;
         END;
     END IF;
-
-    IF doc ->> 'idempotency_key' IS NOT NULL THEN
-        SELECT true INTO existed
-          FROM pgpace.item_key k JOIN pgpace.customer c ON c.id = k.customer_id
-         WHERE c.name = doc ->> 'customer' AND k.idempotency_key = doc ->> 'idempotency_key';
-        existed := coalesce(existed, false);
+    IF doc ->> 'expires_at' IS NOT NULL THEN
+        BEGIN
+            expires_at := (doc ->> 'expires_at')::timestamptz;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+            RAISE EXCEPTION 'field expires_at: %', SQLERRM USING ERRCODE = SQLSTATE;
+        END;
     END IF;
 
     BEGIN
-        item_id := pgpace.enqueue(customer        => doc ->> 'customer',
-                                  payload         => doc -> 'payload',
-                                  carrier         => doc ->> 'carrier',
-                                  kind            => doc ->> 'kind',
-                                  run_at          => run_at,
-                                  idempotency_key => doc ->> 'idempotency_key',
-                                  priority        => priority);
+        SELECT * INTO e FROM pgpace.enqueue_item(doc ->> 'customer', doc -> 'payload',
+                                                 doc ->> 'carrier', doc ->> 'kind', run_at,
+                                                 doc ->> 'idempotency_key', priority, expires_at,
+                                                 doc ->> 'supersede_key');
     EXCEPTION WHEN data_exception OR foreign_key_violation OR program_limit_exceeded THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
         msg := regexp_replace(msg, '^pgpace\.enqueue: ', '');
-        -- pgpace.enqueue's messages start with the field ("kind must be ...", "payload is N
-        -- bytes ...") or name it ("unknown customer 'x'", "invalid carrier 'x'").
-        f := CASE WHEN msg ~ '^(customer|payload|carrier|kind|run_at|idempotency_key|priority) '
+        -- pgpace.enqueue_item's messages start with the field ("kind must be ...", "payload is
+        -- N bytes ...") or name it ("unknown customer 'x'", "invalid carrier 'x'").
+        f := CASE WHEN msg ~ '^(customer|payload|carrier|kind|run_at|idempotency_key|priority|expires_at|supersede_key) '
                   THEN substring(msg FROM '^([a-z_]+) ')
                   WHEN msg ~ '^unknown customer ' THEN 'customer'
                   WHEN msg ~ '^invalid carrier ' THEN 'carrier'
@@ -117,17 +109,7 @@ BEGIN
         RAISE EXCEPTION 'field %: %', f, msg USING ERRCODE = v_state, HINT = hint;
     END;
 
-    IF existed THEN
-        RETURN QUERY SELECT item_id, false;
-        RETURN;
-    END IF;
-    -- The full (epoch-qualified) id of the row's xmin: the 32-bit xmin is within 2^31 of the
-    -- current transaction id (the row was just written or waited for).
-    SELECT i.xmin::text::bigint INTO row_xmin FROM pgpace.item i WHERE i.id = item_id;
-    cur := pg_current_xact_id()::text::bigint;
-    row_xmin := cur + (((row_xmin - (cur & 4294967295) + 2147483648) & 4294967295) - 2147483648);
-    RETURN QUERY
-        SELECT item_id, coalesce(pg_xact_status(row_xmin::text::xid8) = 'in progress', false);
+    RETURN QUERY SELECT e.id, e.result = 'created', e.result = 'superseded', e.expired;
 END
 $$;
 

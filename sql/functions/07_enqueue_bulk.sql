@@ -5,14 +5,21 @@
 -- Bulk enqueue from the session's temporary table pgpace_bulk(line_no bigint, doc text), one
 -- JSON object per line (blank lines are skipped) as documented for `pgpace enqueue --file`. All
 -- lines or none: the first bad line raises an error naming its line number and field. Returns
--- (inserted, duplicates). Keyed lines take their ids first and insert their keys into
--- pgpace.item_key (ON CONFLICT DO NOTHING, in line order, so a key repeated within the file
--- keeps its first line); only lines whose key was new insert an item. Unkeyed lines insert
--- plainly and pay for no conflict check. SECURITY INVOKER: the caller needs INSERT on item,
--- item_key and queue and USAGE on item_id_seq.
+-- what became of the lines: inserted (queued), duplicates (a repeated idempotency key),
+-- superseded (replaced the payload of a queued item: supersede_key) and expired (their
+-- deadline had passed: dead-lettered as 'expired' at once, as pgpace.enqueue_item does).
+-- Keyed lines take their ids first and insert their keys into pgpace.item_key (ON CONFLICT DO
+-- NOTHING, in line order, so a key repeated within the file keeps its first line); only lines
+-- whose key was new insert an item. Unkeyed lines insert plainly and pay for no conflict check.
+-- Lines with a supersede_key go one by one through pgpace.enqueue_item after all the others
+-- (in line order, so the last line of a key wins): superseding needs a row lock and a retry
+-- when a concurrent producer takes the key, which a set-wise insert cannot express. SECURITY
+-- INVOKER: the caller needs INSERT on item, item_key, queue and dead_letter, UPDATE on item and
+-- queue, and USAGE on item_id_seq.
 -- JIT off and a larger work_mem: the staging tables are fresh, so the planner's estimates are
 -- guesses, and compiling for a one-shot load cost more than it saved (measured 0.56 s / 100k).
-CREATE OR REPLACE FUNCTION pgpace.enqueue_bulk(OUT inserted bigint, OUT duplicates bigint)
+CREATE OR REPLACE FUNCTION pgpace.enqueue_bulk(OUT inserted bigint, OUT duplicates bigint,
+                                               OUT superseded bigint, OUT expired bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -21,7 +28,10 @@ AS $$
 DECLARE
     bad record;
     size_limit bigint;
-    allowed CONSTANT text[] := '{customer,payload,carrier,kind,run_at,idempotency_key,priority}';
+    allowed CONSTANT text[] :=
+        '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key}';
+    one record;
+    ln record;
 BEGIN
     SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
 
@@ -65,10 +75,13 @@ BEGIN
                     WHEN jsonb_typeof(d.j -> 'run_at') NOT IN ('string', 'null') THEN 'run_at'
                     WHEN jsonb_typeof(d.j -> 'idempotency_key') NOT IN ('string', 'null') THEN 'idempotency_key'
                     WHEN jsonb_typeof(d.j -> 'priority') NOT IN ('number', 'null') THEN 'priority'
+                    WHEN jsonb_typeof(d.j -> 'expires_at') NOT IN ('string', 'null') THEN 'expires_at'
+                    WHEN jsonb_typeof(d.j -> 'supersede_key') NOT IN ('string', 'null') THEN 'supersede_key'
                END AS mistyped
           FROM pgpace_bulk_doc d,
                jsonb_to_record(d.j) AS r(customer text, payload jsonb, carrier text, kind text,
-                                         run_at text, idempotency_key text, priority text);
+                                         run_at text, idempotency_key text, priority text,
+                                         expires_at text, supersede_key text);
     ANALYZE pgpace_bulk_row;
 
     SELECT b.line_no, msg INTO bad FROM pgpace_bulk_row b
@@ -79,15 +92,18 @@ BEGIN
           WHEN b.payload IS NULL OR b.payload = 'null'::jsonb THEN 'field payload: required, must not be null'
           WHEN b.payload_size > size_limit
             THEN format('field payload: %s bytes, above the limit of %s bytes', b.payload_size, size_limit)
-          WHEN b.mistyped = 'priority' THEN 'field priority: must be an integer between -32768 and 32767'
+          WHEN b.mistyped = 'priority' THEN 'field priority: must be an integer between -32767 and 32767'
           WHEN b.mistyped IS NOT NULL THEN format('field %s: must be a string', b.mistyped)
           WHEN NOT pgpace.valid_name(b.carrier)
             THEN 'field carrier: must be 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit'
           WHEN length(b.kind) NOT BETWEEN 1 AND 128 THEN 'field kind: must be 1 to 128 characters'
           WHEN length(b.idempotency_key) NOT BETWEEN 1 AND 255
             THEN 'field idempotency_key: must be 1 to 255 characters'
-          WHEN b.priority !~ '^-?[0-9]{1,5}$' OR b.priority::integer NOT BETWEEN -32768 AND 32767
-            THEN 'field priority: must be an integer between -32768 and 32767'
+          WHEN length(b.supersede_key) NOT BETWEEN 1 AND 255
+            THEN 'field supersede_key: must be 1 to 255 characters'
+          -- -32768 is the recovery lane's (pgpace recover), as in pgpace.enqueue_item.
+          WHEN b.priority !~ '^-?[0-9]{1,5}$' OR b.priority::integer NOT BETWEEN -32767 AND 32767
+            THEN 'field priority: must be an integer between -32767 and 32767'
           END AS msg) m
      WHERE m.msg IS NOT NULL
      ORDER BY b.line_no LIMIT 1;
@@ -97,17 +113,27 @@ BEGIN
 
     -- Timestamps: cast them all; on failure name the first line that does not parse.
     BEGIN
-        SELECT b.line_no, 'field run_at: must be a finite timestamp' AS msg INTO bad
+        SELECT b.line_no,
+               CASE WHEN NOT isfinite(b.run_at::timestamptz) THEN 'field run_at: must be a finite timestamp'
+                    WHEN NOT isfinite(b.expires_at::timestamptz)
+                      THEN 'field expires_at: must be a finite timestamp'
+               END AS msg INTO bad
           FROM pgpace_bulk_row b
-         WHERE b.run_at IS NOT NULL AND NOT isfinite(b.run_at::timestamptz)
+         WHERE NOT isfinite(b.run_at::timestamptz) OR NOT isfinite(b.expires_at::timestamptz)
          ORDER BY b.line_no LIMIT 1;
     EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-        FOR bad IN SELECT b.line_no, b.run_at FROM pgpace_bulk_row b
-                    WHERE b.run_at IS NOT NULL ORDER BY b.line_no LOOP
+        FOR bad IN SELECT b.line_no, b.run_at, b.expires_at FROM pgpace_bulk_row b
+                    WHERE b.run_at IS NOT NULL OR b.expires_at IS NOT NULL ORDER BY b.line_no LOOP
             BEGIN
                 PERFORM bad.run_at::timestamptz;
             EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
                 RAISE EXCEPTION 'line %: field run_at: %', bad.line_no, SQLERRM
+                    USING ERRCODE = 'invalid_datetime_format';
+            END;
+            BEGIN
+                PERFORM bad.expires_at::timestamptz;
+            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+                RAISE EXCEPTION 'line %: field expires_at: %', bad.line_no, SQLERRM
                     USING ERRCODE = 'invalid_datetime_format';
             END;
         END LOOP;
@@ -116,11 +142,18 @@ BEGIN
     IF bad.msg IS NOT NULL THEN
         RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_datetime_format';
     END IF;
+    SELECT b.line_no INTO bad FROM pgpace_bulk_row b
+     WHERE b.expires_at::timestamptz <= b.run_at::timestamptz
+     ORDER BY b.line_no LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'line %: field expires_at: must be later than run_at', bad.line_no
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     -- One KEY SHARE lock per customer (not per row, as a foreign key would take) keeps a
     -- concurrent `customer delete` from orphaning these items.
     CREATE TEMP TABLE pgpace_bulk_customer ON COMMIT DROP AS
-        SELECT c.id, c.name, c.max_attempts FROM pgpace.customer c
+        SELECT c.id, c.name, c.max_attempts, c.max_age FROM pgpace.customer c
          WHERE c.name IN (SELECT DISTINCT b.customer FROM pgpace_bulk_row b)
            FOR KEY SHARE;
     IF (SELECT count(*) FROM pgpace_bulk_customer)
@@ -133,19 +166,20 @@ BEGIN
     -- insertion (into the narrow pgpace.item_key). `keyed` is materialised once (it is volatile
     -- and read twice), so each keyed line has one id for its key and its item.
     WITH ins_plain AS (
-        INSERT INTO pgpace.item (customer_id, carrier, kind, payload, priority, run_at)
+        INSERT INTO pgpace.item (customer_id, carrier, kind, payload, priority, run_at, expires_at)
         SELECT c.id, b.carrier, b.kind, b.payload,
-               coalesce(b.priority::smallint, 0), coalesce(b.run_at::timestamptz, now())
+               coalesce(b.priority::smallint, 0), coalesce(b.run_at::timestamptz, now()),
+               b.expires_at::timestamptz
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-         WHERE b.idempotency_key IS NULL
+         WHERE b.idempotency_key IS NULL AND b.supersede_key IS NULL
          ORDER BY b.line_no
-        RETURNING id, customer_id, carrier, priority, run_at
+        RETURNING id, customer_id, carrier, priority, run_at, expires_at
     ), keyed AS (
         SELECT pgpace.next_item_id() AS id, b.line_no, c.id AS customer_id, b.carrier, b.kind,
                b.payload, b.idempotency_key, coalesce(b.priority::smallint, 0) AS priority,
-               coalesce(b.run_at::timestamptz, now()) AS run_at
+               coalesce(b.run_at::timestamptz, now()) AS run_at, b.expires_at::timestamptz AS expires_at
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-         WHERE b.idempotency_key IS NOT NULL
+         WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL
     ), ins_key AS (
         INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id)
         SELECT k.customer_id, k.idempotency_key, k.id FROM keyed k
@@ -153,25 +187,64 @@ BEGIN
         ON CONFLICT (customer_id, idempotency_key) DO NOTHING
         RETURNING item_id
     ), ins_keyed AS (
-        INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority, run_at)
-        SELECT k.id, k.customer_id, k.carrier, k.kind, k.payload, k.idempotency_key, k.priority, k.run_at
+        INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,
+                                 run_at, expires_at)
+        SELECT k.id, k.customer_id, k.carrier, k.kind, k.payload, k.idempotency_key, k.priority,
+               k.run_at, k.expires_at
           FROM keyed k JOIN ins_key n ON n.item_id = k.id
          ORDER BY k.line_no
-        RETURNING id, customer_id, carrier, priority, run_at
+        RETURNING id, customer_id, carrier, priority, run_at, expires_at
     ), ins AS (
-        SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
+        -- The effective deadline, as pgpace.enqueue_item computes it (run_at is never before
+        -- now() minus the transaction's age here, so greatest() counts max_age from when the
+        -- item is due or enqueued, whichever is later).
+        SELECT i.*, c.max_attempts,
+               least(i.expires_at, greatest(i.run_at, now()) + c.max_age) AS deadline
+          FROM (SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed) i
+          JOIN pgpace_bulk_customer c ON c.id = i.customer_id
     ), q AS (
-        INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
-        SELECT ins.id, ins.customer_id, coalesce(ins.carrier, ''), ins.priority, ins.run_at, c.max_attempts
-          FROM ins JOIN pgpace_bulk_customer c ON c.id = ins.customer_id
+        INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                  max_attempts, expires_at)
+        SELECT ins.id, ins.customer_id, coalesce(ins.carrier, ''), ins.priority, ins.run_at,
+               ins.max_attempts, ins.deadline
+          FROM ins
+         WHERE ins.deadline IS NULL OR ins.deadline > now()
         RETURNING customer_id, carrier
+    ), dead AS (
+        INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
+        SELECT ins.id, ins.customer_id, ins.carrier, 0, 'expired'
+          FROM ins
+         WHERE ins.deadline <= now()
+        RETURNING item_id
     ), notified AS (
         SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text || ' ' || x.carrier))
           FROM (SELECT DISTINCT customer_id, carrier FROM q) x
     )
-    SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM pgpace_bulk_row) - (SELECT count(*) FROM q)
-      INTO inserted, duplicates
+    SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM dead)
+      INTO inserted, expired
       FROM notified;
+    duplicates := (SELECT count(*) FROM pgpace_bulk_row b WHERE b.supersede_key IS NULL)
+                  - inserted - expired;
+    superseded := 0;
+
+    -- A call per line, in line order (a join would call them in scan order, before sorting).
+    FOR ln IN SELECT * FROM pgpace_bulk_row b WHERE b.supersede_key IS NOT NULL ORDER BY b.line_no
+    LOOP
+        SELECT * INTO one
+          FROM pgpace.enqueue_item(ln.customer, ln.payload, ln.carrier, ln.kind,
+                                   ln.run_at::timestamptz, ln.idempotency_key,
+                                   coalesce(ln.priority::integer, 0),
+                                   ln.expires_at::timestamptz, ln.supersede_key);
+        IF one.expired THEN
+            expired := expired + 1;
+        ELSIF one.result = 'superseded' THEN
+            superseded := superseded + 1;
+        ELSIF one.result = 'duplicate' THEN
+            duplicates := duplicates + 1;
+        ELSE
+            inserted := inserted + 1;
+        END IF;
+    END LOOP;
 END
 $$;
 

@@ -147,6 +147,43 @@ BEGIN
 END
 $$;
 
+-- Sets a customer's max_age: how late its items may be sent, counted from when each is due (its
+-- run_at, or its enqueue when that is later); an item not sent by then is dead-lettered as
+-- 'expired'. NULL leaves it as it is, 0 removes the limit (as 0 resets the overrides above). It
+-- applies to items enqueued from now on: each item's deadline is fixed at enqueue
+-- (queue.expires_at), so the claim and the expiry sweep read one indexed column instead of
+-- joining every row to its customer. Bounded like the column's CHECK (at most 365 days),
+-- refused with SQLSTATE 22023 naming the field; an unknown customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_max_age(name text, max_age interval)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF customer_set_max_age.max_age IS NULL THEN
+        RETURN;
+    END IF;
+    IF customer_set_max_age.max_age < interval '0'
+       OR customer_set_max_age.max_age > interval '365 days' THEN
+        RAISE EXCEPTION 'max_age must be from 1 microsecond to 365 days (0: none), got %',
+                        customer_set_max_age.max_age
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = '0 removes the limit';
+    END IF;
+    UPDATE pgpace.customer c SET
+        max_age = CASE WHEN customer_set_max_age.max_age > interval '0'
+                       THEN customer_set_max_age.max_age END,
+        updated_at = now()
+     WHERE c.name = customer_set_max_age.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_max_age.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
 -- Deletes a customer. Refuses while it has pending items unless force, in which case its
 -- items, queue rows, dead letters and idempotency keys go too. Returns the number of items
 -- removed.
@@ -188,5 +225,6 @@ REVOKE EXECUTE ON FUNCTION
                         boolean, boolean),
     pgpace.customer_set_timeouts(text, integer, integer),
     pgpace.customer_set_throttle(text, double precision, double precision, double precision),
+    pgpace.customer_set_max_age(text, interval),
     pgpace.customer_delete(text, boolean)
     FROM PUBLIC;

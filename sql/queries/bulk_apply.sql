@@ -1,1 +1,1 @@
-SELECT inserted, duplicates FROM pgpace.enqueue_bulk()
+SELECT inserted, duplicates, superseded, expired FROM pgpace.enqueue_bulk()

@@ -1,1 +1,1 @@
-SELECT pgpace.enqueue($1, $2::jsonb, $3, $4, $5::timestamptz, $6, $7::integer)
+SELECT pgpace.enqueue($1, $2::jsonb, $3, $4, $5::timestamptz, $6, $7::integer, $8::timestamptz, $9)

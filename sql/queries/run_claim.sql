@@ -9,13 +9,14 @@
 --  $14 bigint[] GCRA period us, $15 float8[] batch credit after this tick (NULL = not batch),
 --  $16 bigint batch tick number (NULL when the round is not a batch tick)
 --  $17 int[] pair items in flight (turns it already had when the customer's carriers take turns)
--- Rows: kind 'i' per claimed item; kind 'd' per pair that had fewer due rows than its limit,
+-- Rows: kind 'i' per claimed item (expires_us: its deadline, NULL for none; the dispatcher
+-- checks it again right before sending); kind 'd' per pair that had fewer due rows than its limit,
 -- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
 -- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
 -- @params: fr_period fr_credit tick pair_in_flight
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at
+-- @columns: next_us frontier_rows prio due_at expires_us
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
     SELECT p.customer_id, p.carrier, p.n, p.ord, p.in_flight
@@ -38,6 +39,8 @@ WITH pair AS (
             FROM pgpace.queue q
            WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
              AND q.next_action_at <= now()
+             -- Past its deadline: never sent; the leader's sweep dead-letters it (run_expire.sql).
+             AND (q.expires_at IS NULL OR q.expires_at > now())
            ORDER BY q.priority DESC, q.next_action_at
            LIMIT least(p.n, cust.n)
              FOR NO KEY UPDATE SKIP LOCKED) q
@@ -79,9 +82,11 @@ WITH pair AS (
     UPDATE pgpace.queue q
        SET next_action_at = now() + make_interval(secs => $9::integer),
            claim_token = $10::bigint, claimed_by = $11::text, claimed_at = now(),
-           attempt = q.attempt + 1
+           attempt = q.attempt + 1,
+           -- Claimed once, never superseded: the receiver may have seen its webhook-id.
+           supersede_key = NULL
      WHERE q.item_id = ANY (ARRAY(SELECT item_id FROM chosen))
-    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt, q.max_attempts
+    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt, q.max_attempts, q.expires_at
 ), per_customer AS (
     SELECT c.customer_id, count(*) AS k FROM claimed c GROUP BY c.customer_id
 ), per_pair AS (
@@ -108,7 +113,8 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
        (extract(epoch FROM i.created_at) * 1000000)::bigint AS created_us,
        NULL::bigint AS next_us,
        (SELECT count(*) FROM frontier_new) AS frontier_rows,
-       ch.priority AS prio, ch.next_action_at AS due_at
+       ch.priority AS prio, ch.next_action_at AS due_at,
+       (extract(epoch FROM c.expires_at) * 1000000)::bigint AS expires_us
   FROM claimed c
   JOIN chosen ch ON ch.item_id = c.item_id
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
@@ -121,7 +127,7 @@ SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
          WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
            AND q.next_action_at > now()
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
-       NULL, NULL, NULL
+       NULL, NULL, NULL, NULL
   FROM pair p
   JOIN cust ON cust.customer_id = p.customer_id
   LEFT JOIN per_pair pp ON pp.customer_id = p.customer_id AND pp.carrier = p.carrier

@@ -11,7 +11,7 @@
 -- The columns are run_claim.sql's, in the same places (one parser reads both).
 -- @params: pair_customer pair_limit lease_s token claimed_by
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at
+-- @columns: next_us frontier_rows prio due_at expires_us
 WITH pair AS (
     -- (SELECT $n) hides the arrays' lengths from the planner, as a generic plan does not know
     -- them either: both plans then cost the same, so the plan cache keeps the generic one and
@@ -20,14 +20,16 @@ WITH pair AS (
       FROM unnest((SELECT $1::bigint[]), (SELECT $2::integer[])) AS p(customer_id, n)
 ), cand AS (
     SELECT q.item_id, q.customer_id, q.priority, q.next_action_at, q.attempt, q.max_attempts,
-           q.claim_token
+           q.claim_token, q.expires_at
       FROM pair p
      CROSS JOIN LATERAL (
           SELECT q.item_id, q.customer_id, q.priority, q.next_action_at, q.attempt,
-                 q.max_attempts, q.claim_token
+                 q.max_attempts, q.claim_token, q.expires_at
             FROM pgpace.queue q
            WHERE q.customer_id = p.customer_id AND q.carrier = ''
              AND q.next_action_at <= now()
+             -- Past its deadline: never sent; the leader's sweep dead-letters it (run_expire.sql).
+             AND (q.expires_at IS NULL OR q.expires_at > now())
            ORDER BY q.priority DESC, q.next_action_at
            LIMIT p.n
              FOR NO KEY UPDATE SKIP LOCKED) q
@@ -39,14 +41,17 @@ WITH pair AS (
     UPDATE pgpace.queue q
        SET next_action_at = now() + make_interval(secs => $3::integer),
            claim_token = $4::bigint, claimed_by = $5::text, claimed_at = now(),
-           attempt = q.attempt + 1
+           attempt = q.attempt + 1,
+           -- Claimed once, never superseded: the receiver may have seen its webhook-id.
+           supersede_key = NULL
      WHERE q.item_id = ANY (ARRAY(SELECT item_id FROM cand))
 )
 SELECT 'i' AS kind, c.item_id, c.customer_id, '' AS carrier, c.attempt + 1 AS attempt,
        c.max_attempts, c.claim_token IS NOT NULL AS stale, i.payload::text AS payload,
        (extract(epoch FROM i.created_at) * 1000000)::bigint AS created_us,
        NULL::bigint AS next_us, 0::bigint AS frontier_rows,
-       c.priority AS prio, c.next_action_at AS due_at
+       c.priority AS prio, c.next_action_at AS due_at,
+       (extract(epoch FROM c.expires_at) * 1000000)::bigint AS expires_us
   FROM cand c
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
  CROSS JOIN LATERAL (SELECT it.payload, it.created_at FROM pgpace.item it
@@ -58,7 +63,7 @@ SELECT 'd', NULL, p.customer_id, '', NULL, NULL, NULL, NULL, NULL,
          WHERE q.customer_id = p.customer_id AND q.carrier = ''
            AND q.next_action_at > now()
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
-       NULL, NULL, NULL
+       NULL, NULL, NULL, NULL
   FROM pair p
   LEFT JOIN (SELECT c.customer_id, count(*) AS k FROM cand c GROUP BY c.customer_id) pp
          ON pp.customer_id = p.customer_id

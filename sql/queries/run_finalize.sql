@@ -5,9 +5,12 @@
 -- at once, the attempt given back, nothing logged), pause (410 Gone: as release, logged as
 -- 'paused'), throttled (the receiver said "later": 429, or 503 with Retry-After; rescheduled
 -- after the delay like retry, but the attempt is given back and the item is never
--- dead-lettered for it, whatever attempt and max_attempts say; logged as 'throttled').
+-- dead-lettered for it, whatever attempt and max_attempts say; logged as 'throttled'), expired
+-- (past the item's deadline: dead-lettered with last_error 'expired' and logged as 'expired';
+-- with error class 'expired' no request was made and the attempt is given back, otherwise the
+-- request failed and its retry would have come after the deadline).
 --  $1 bigint[] item, $2 bigint[] token,
---  $3 text[] outcome (success|retry|dead|release|pause|throttled),
+--  $3 text[] outcome (success|retry|dead|release|pause|throttled|expired),
 --  $4 bigint[] retry delay ms, $5 int[] http status, $6 text[] error class, $7 text[] error,
 --  $8 bigint[] attempt start (epoch us), $9 float8[] duration ms, $10 text[] response excerpt
 -- @params: item token outcome delay_ms http_status error_class error started_us
@@ -35,11 +38,20 @@ WITH f AS (
      WHERE q.item_id = f.item_id AND q.claim_token = f.token
        AND (f.outcome = 'dead' OR (f.outcome = 'retry' AND q.attempt >= q.max_attempts))
     RETURNING q.item_id, q.customer_id, q.carrier, q.attempt
+), expired AS (
+    DELETE FROM pgpace.queue q USING f
+     WHERE f.outcome = 'expired' AND q.item_id = f.item_id AND q.claim_token = f.token
+    RETURNING q.item_id, q.customer_id, q.carrier, q.attempt
 ), dead_letters AS (
     INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_status, last_error)
     SELECT d.item_id, d.customer_id, nullif(d.carrier, ''), d.attempt, f.http_status,
            left(coalesce(f.error, f.error_class, 'failed'), 1000)
       FROM died d JOIN f ON f.item_id = d.item_id
+    UNION ALL
+    SELECT e.item_id, e.customer_id, nullif(e.carrier, ''),
+           CASE WHEN f.error_class = 'expired' THEN greatest(e.attempt - 1, 0) ELSE e.attempt END,
+           f.http_status, 'expired'
+      FROM expired e JOIN f ON f.item_id = e.item_id
     ON CONFLICT DO NOTHING
 ), released AS (
     -- Not attempted (shutdown) or answered 410 Gone (the customer is paused): the lease is
@@ -70,10 +82,12 @@ WITH f AS (
             UNION ALL SELECT item_id, customer_id, attempt, 'dead' FROM died
             UNION ALL SELECT item_id, customer_id, attempt, 'paused' FROM released
                        WHERE outcome = 'pause'
-            UNION ALL SELECT item_id, customer_id, attempt, 'throttled' FROM throttled) x
+            UNION ALL SELECT item_id, customer_id, attempt, 'throttled' FROM throttled
+            UNION ALL SELECT item_id, customer_id, attempt, 'expired' FROM expired) x
       JOIN f ON f.item_id = x.item_id
 )
 SELECT f.item_id FROM f
  WHERE f.item_id NOT IN (SELECT item_id FROM succeeded UNION ALL SELECT item_id FROM retried
                          UNION ALL SELECT item_id FROM died UNION ALL SELECT item_id FROM released
-                         UNION ALL SELECT item_id FROM throttled)
+                         UNION ALL SELECT item_id FROM throttled
+                         UNION ALL SELECT item_id FROM expired)

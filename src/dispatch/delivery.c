@@ -10,6 +10,13 @@
  * result (outcome.c), queues the outcome for finalisation, frees the room it held and tells the
  * breaker and the scheduler; one never sent is given back (OUTCOME_RELEASE) without a trace in
  * the attempt log or the delivery metrics.
+ *
+ * Deadlines: an item may wait after its claim (for its slot, in a window, or for a retry), so
+ * its deadline is checked right before its request would start: past it, no request is made and
+ * the item is finalised as OUTCOME_EXPIRED (dead-lettered, the attempt given back). A failed
+ * attempt whose retry would start at or after the deadline is OUTCOME_EXPIRED at once too,
+ * rather than waiting for the sweep. Judged on this host's clock (the claim and the sweep judge
+ * on the database's).
  */
 #include "internal.h"
 
@@ -269,6 +276,15 @@ static void log_outcome(const delivery *dl, const customer *c, const http_result
                  LOG_I("retry_in_ms", v->delay_ms), LOG_D("duration_ms", r->duration_ms));
 }
 
+/* An item dead-lettered as expired by this instance (the sweep counts its own). */
+static void count_expired(dispatcher *d, const customer *c, const delivery *dl, const char *why)
+{
+    const char *labels[] = {c ? c->name : "_unknown"};
+    metrics_counter_add(d->obs.m, d->obs.expired, labels, 1);
+    LOG_INFO("item_expired", LOG_I("item", dl->item_id), LOG_S("customer", c ? c->name : "?"),
+             LOG_S("carrier", dl->carrier), LOG_I("attempt", dl->attempt), LOG_S("why", why));
+}
+
 static void count_outcome(dispatcher *d, const customer *c, const http_result *r,
                           delivery_outcome outcome)
 {
@@ -293,6 +309,14 @@ static void on_delivery_done(const http_result *r, void *arg)
                      prng_double(&d->rng), &v);
     if (v.pause_customer && c)
         pause_customer(d, c);
+    if ((v.outcome == OUTCOME_RETRY || v.outcome == OUTCOME_THROTTLED) && dl->expires_us > 0 &&
+        now_us() + v.delay_ms * 1000 >= dl->expires_us) {
+        /* Its retry would start at or after the deadline: dead-lettered now, not later. The
+         * attempt was made and keeps its error class, status and excerpt in the attempt log. */
+        v.outcome = OUTCOME_EXPIRED;
+        v.delay_ms = 0;
+        count_expired(d, c, dl, "its retry would come after its deadline");
+    }
     log_outcome(dl, c, r, &v);
     count_outcome(d, c, r, v.outcome);
 
@@ -352,9 +376,31 @@ static int64_t earliest_send(const customer *c, int64_t planned)
     return planned > min ? planned : min;
 }
 
+/* The deadline passed before the request started: dead-lettered as expired, nothing sent, the
+ * attempt given back (error class "expired" tells run_finalize.sql so). The slot, connection or
+ * window place it held goes to the next item. */
+static void delivery_expire(dispatcher *d, delivery *dl, customer *c)
+{
+    count_expired(d, c, dl, "not sent before its deadline");
+    carrier_state *cs = hmap_get(&d->carriers, dl->carrier, strlen(dl->carrier));
+    push_outcome(d, (final_entry){.item_id = dl->item_id,
+                                  .token = dl->token,
+                                  .outcome = OUTCOME_EXPIRED,
+                                  .started_us = now_us(),
+                                  .carrier = cs,
+                                  .error_class = strdup("expired"),
+                                  .error = strdup("not sent before its deadline")});
+    delivery_unhold(d, dl, c);
+    delivery_finish(d, dl, c, 0);
+}
+
 void delivery_send(dispatcher *d, delivery *dl)
 {
     customer *c = customer_get(d, dl->customer_id);
+    if (dl->expires_us > 0 && now_us() >= dl->expires_us) {
+        delivery_expire(d, dl, c);
+        return;
+    }
     unqueue(d, dl);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
@@ -465,6 +511,7 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     dl->max_attempts = row->max_attempts;
     dl->token = token;
     dl->created_us = row->created_us;
+    dl->expires_us = row->expires_us;
     customer *c = customer_get(d, dl->customer_id);
 
     /* Count it in flight before sending: a synchronous failure path still decrements once. */

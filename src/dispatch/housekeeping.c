@@ -7,7 +7,12 @@
  *   partitions (attempt log, dead letters, delivered item days); idempotency keys of dropped
  *   item days are deleted afterwards, KEY_PURGE_BATCH per backstop tick, so no statement
  *   deletes millions of rows;
- * - the queue gauges of /metrics, every QUEUE_METRICS_MS.
+ * - the queue gauges of /metrics, every QUEUE_METRICS_MS;
+ * - the expiry sweep (run_expire.sql, every EXPIRE_EVERY_MS): queued rows past their deadline
+ *   that no delivery holds (paused customers' included) are dead-lettered as 'expired',
+ *   EXPIRE_BATCH per statement, and the next batch follows at once while batches come back
+ *   full. One statement at a time; one log line per batch (counts only) and
+ *   pgpace_expired_total{customer}. Items on the wire are the dispatcher's (delivery.c).
  */
 #include "internal.h"
 
@@ -19,6 +24,8 @@
 #define HOUSEKEEPING_EVERY_US (3600LL * 1000000)
 #define KEY_PURGE_BATCH       10000
 #define QUEUE_METRICS_MS      15000
+#define EXPIRE_EVERY_MS       1000
+#define EXPIRE_BATCH          1000
 
 static void on_backstop(pgconn *conn, PGresult *res, void *arg)
 {
@@ -146,8 +153,58 @@ static void on_metrics_timer(uv_timer_t *t)
         DSP_QUERY0(d, run_metrics, on_queue_metrics, d, "queue metrics");
 }
 
+static void expire_sweep(dispatcher *d);
+
+static void on_expire(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    d->expire_running = false;
+    if (!res)
+        return; /* connection lost: the timer tries again */
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_EXPIRE_NCOLS, "expiry sweep")) {
+        LOG_WARN("expire_failed", LOG_S("sqlstate", PQresultErrorField(res, PG_DIAG_SQLSTATE)),
+                 LOG_S("error", PQresultErrorMessage(res)));
+        return;
+    }
+    long long total = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        long long n = row_i64(res, r, SQL_RUN_EXPIRE_C_EXPIRED);
+        const char *name = PQgetisnull(res, r, SQL_RUN_EXPIRE_C_CUSTOMER)
+                               ? "_unknown"
+                               : PQgetvalue(res, r, SQL_RUN_EXPIRE_C_CUSTOMER);
+        const char *labels[] = {name};
+        metrics_counter_add(d->obs.m, d->obs.expired, labels, (double)n);
+        total += n;
+    }
+    if (total == 0)
+        return;
+    LOG_INFO("items_expired", LOG_I("items", total), LOG_I("customers", PQntuples(res)),
+             LOG_S("meaning", "not sent by their deadline: dead-lettered as 'expired'"));
+    if (total >= EXPIRE_BATCH)
+        expire_sweep(d); /* more are waiting: the next batch now, not in a second */
+}
+
+static void expire_sweep(dispatcher *d)
+{
+    if (d->expire_running || !is_leading(d))
+        return;
+    char batch[16];
+    snprintf(batch, sizeof batch, "%d", EXPIRE_BATCH);
+    const char *params[] = {[SQL_RUN_EXPIRE_P_BATCH] = batch};
+    if (DSP_QUERY(d, run_expire, params, on_expire, d, "expiry sweep") == 0)
+        d->expire_running = true;
+}
+
+static void on_expire_timer(uv_timer_t *t)
+{
+    expire_sweep(t->data);
+}
+
 void housekeeping_restart_timers(dispatcher *d, bool scan_now)
 {
+    if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_EXPIRE]))
+        uv_timer_start(&d->timers[TIMER_EXPIRE], on_expire_timer, EXPIRE_EVERY_MS, EXPIRE_EVERY_MS);
     if (scan_now) {
         backstop_scan(d);
         uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, 0, QUEUE_METRICS_MS);

@@ -19,7 +19,8 @@
  * - claim.c        claim rounds (scheduled) and batch ticks, and the claim result.
  * - leader.c       the start-up chain and election as one state machine, notifications, the
  *                  statement watchdog.
- * - housekeeping.c the backstop scan, partitions and retention, key purge, queue gauges.
+ * - housekeeping.c the backstop scan, partitions and retention, key purge, queue gauges, the
+ *                  expiry sweep.
  * - rows.c         the dispatcher's statements: sending them, and their result rows parsed
  *                  into structs.
  * - admin.c        what the admin HTTP listener asks: metrics, readiness, HTTP enqueue.
@@ -239,9 +240,11 @@ typedef enum delivery_outcome {
     OUTCOME_PAUSE,   /* 410 Gone: the customer is paused and the item waits for the resume */
     OUTCOME_THROTTLED, /* 429, or 503 with Retry-After: tried again later, the attempt given
                           back (the receiver said "later", not "broken") */
+    OUTCOME_EXPIRED,   /* past the item's deadline: dead-lettered as 'expired', never sent late
+                          (error class "expired": not sent at all; else its retry would be late) */
 } delivery_outcome;
 
-#define OUTCOME_COUNT 6
+#define OUTCOME_COUNT 7
 
 const char *outcome_name(delivery_outcome o);
 
@@ -311,6 +314,7 @@ typedef struct delivery {
     bool probe;         /* the one delivery a half-open breaker lets through */
     int64_t planned_us; /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
     int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
+    int64_t expires_us; /* its deadline (epoch us): no request starts at or after it; 0: none */
     host_state *host;   /* its receiver host (the customer's URL may change meanwhile) */
     bool host_counted;  /* sent, so counted in host->in_flight */
     bool host_booked;   /* waiting for its slot, so counted in host->booked */
@@ -417,7 +421,8 @@ typedef struct claim_row {
     const char *payload;
     size_t payload_len;
     int64_t created_us;
-    bool has_next; /* drained pair: its next future item's time */
+    int64_t expires_us; /* its deadline, epoch us; 0: none */
+    bool has_next;      /* drained pair: its next future item's time */
     int64_t next_us;
 } claim_row;
 
@@ -546,6 +551,7 @@ enum dispatcher_timer {
     TIMER_SEND,     /* the earliest spaced send waiting for its slot (delivery.c) */
     TIMER_WINDOW,   /* the oldest window item's give-back time (window.c) */
     TIMER_HEALTH,   /* health check and operator events (health.c) */
+    TIMER_EXPIRE,   /* the expiry sweep (housekeeping.c) */
     TIMER_COUNT
 };
 
@@ -580,6 +586,7 @@ struct dispatcher {
 
     int64_t housekeeping_at_us;
     enum key_purge_state key_purge;
+    bool expire_running; /* an expiry sweep statement is out */
 
     final_list pending;     /* outcomes waiting for a finalisation statement */
     final_list sending;     /* outcomes of the statement in flight */

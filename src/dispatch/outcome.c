@@ -28,8 +28,8 @@
 
 const char *outcome_name(delivery_outcome o)
 {
-    static const char *const names[OUTCOME_COUNT] = {"success", "retry", "dead",
-                                                     "release", "pause", "throttled"};
+    static const char *const names[OUTCOME_COUNT] = {"success", "retry",     "dead",   "release",
+                                                     "pause",   "throttled", "expired"};
     return (unsigned)o < OUTCOME_COUNT ? names[o] : "retry";
 }
 

@@ -804,13 +804,30 @@ static int client_bad_input(t_ctx *t)
          "{\"error\":\"field customer: unknown customer 'nobody'\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"colour\":\"red\"}",
          "{\"error\":\"unknown field 'colour' (allowed: customer, payload, carrier, kind, run_at, "
-         "idempotency_key, priority)\"}"},
+         "idempotency_key, priority, expires_at, supersede_key)\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":1.5}",
-         "{\"error\":\"field priority: must be an integer between -32768 and 32767\"}"},
+         "{\"error\":\"field priority: must be an integer between -32767 and 32767\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":\"1\"}",
-         "{\"error\":\"field priority: must be an integer between -32768 and 32767\"}"},
+         "{\"error\":\"field priority: must be an integer between -32767 and 32767\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":99999}",
-         "{\"error\":\"field priority: must be an integer between -32768 and 32767\"}"},
+         "{\"error\":\"field priority: must be an integer between -32767 and 32767\"}"},
+        /* -32768 is the recovery lane's (pgpace recover). */
+        {"{\"customer\":\"acme\",\"payload\":{},\"priority\":-32768}",
+         "{\"error\":\"field priority: must be an integer between -32767 and 32767\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"expires_at\":\"later\"}",
+         "{\"error\":\"field expires_at: invalid input syntax for type timestamp with time zone: "
+         "\\\"later\\\"\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"expires_at\":\"-infinity\"}",
+         "{\"error\":\"field expires_at: must be a finite timestamp\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"expires_at\":1893456000}",
+         "{\"error\":\"field expires_at: must be a string\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"run_at\":\"2100-01-02T00:00:00Z\","
+         "\"expires_at\":\"2100-01-01T00:00:00Z\"}",
+         "{\"error\":\"field expires_at: must be later than run_at\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"supersede_key\":\"\"}",
+         "{\"error\":\"field supersede_key: must be 1 to 255 characters\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"supersede_key\":[\"k\"]}",
+         "{\"error\":\"field supersede_key: must be a string\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"kind\":3}",
          "{\"error\":\"field kind: must be a string\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"kind\":\"\"}",
@@ -1435,13 +1452,24 @@ static void enqueue_answer_mapping(void **state)
         {"SELECT * FROM no_such_table", 500, "{\"error\":\"internal error\"}"},
         {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"x\",\"payload\":1}')", 400,
          "{\"error\":\"field customer: unknown customer 'x'\"}"},
-        {"SELECT 1::bigint AS id, false AS created, NULL::text AS estimated_send_at", 200,
-         "{\"id\":1,\"duplicate\":true,\"estimated_send_at\":null}"},
-        {"SELECT 7::bigint AS id, true AS created, '2030-01-01T00:00:00.000000Z' AS e", 201,
-         "{\"id\":7,\"estimated_send_at\":\"2030-01-01T00:00:00.000000Z\"}"},
+        {"SELECT 1::bigint AS id, false AS created, false AS superseded, false AS expired, "
+         "NULL::text AS e",
+         200, "{\"id\":1,\"duplicate\":true,\"estimated_send_at\":null}"},
+        {"SELECT 7::bigint AS id, true AS created, false AS superseded, false AS expired, "
+         "'2030-01-01T00:00:00.000000Z' AS e",
+         201, "{\"id\":7,\"estimated_send_at\":\"2030-01-01T00:00:00.000000Z\"}"},
         /* A paused customer: a new item, no estimate. */
-        {"SELECT 8::bigint AS id, true AS created, NULL::text AS estimated_send_at", 201,
-         "{\"id\":8,\"estimated_send_at\":null}"},
+        {"SELECT 8::bigint AS id, true AS created, false AS superseded, false AS expired, "
+         "NULL::text AS e",
+         201, "{\"id\":8,\"estimated_send_at\":null}"},
+        {"SELECT 8::bigint AS id, false AS created, true AS superseded, false AS expired, "
+         "NULL::text AS e",
+         200, "{\"id\":8,\"superseded\":true,\"estimated_send_at\":null}"},
+        {"SELECT 9::bigint AS id, true AS created, false AS superseded, true AS expired, "
+         "NULL::text AS e",
+         201, "{\"id\":9,\"expired\":true,\"estimated_send_at\":null}"},
+        /* A result of another shape (a stale binary against a changed query) is no answer. */
+        {"SELECT 7::bigint AS id, true AS created", 500, "{\"error\":\"internal error\"}"},
         {"DO $$ BEGIN RAISE EXCEPTION 'gone' USING ERRCODE = '57P01'; END $$", 503,
          "{\"error\":\"database unreachable\"}"},
         {"DO $$ BEGIN RAISE EXCEPTION 'race' USING ERRCODE = '40001'; END $$", 503,

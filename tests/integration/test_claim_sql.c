@@ -4,6 +4,8 @@
  *   returns the same rows as run_claim.sql and leaves the queue the same: leases, token,
  *   claimed_by, attempts, the stale flag, the order, and the next future item of a pair that
  *   came back short.
+ * - both claim statements skip rows past their deadline, return each claimed item's deadline
+ *   and clear its supersede_key.
  * - run_finalize_success.sql deletes the items still held under their token, logs one attempt
  *   each with its own fields, and reports (and leaves alone) the others. */
 #include "testlib.h"
@@ -226,6 +228,79 @@ static void lean_statement_claims_as_run_claim(void **state)
     free(lean);
 }
 
+/* Both claim statements skip rows past their deadline (the sweep dead-letters them), return
+ * each claimed item's deadline, and clear its supersede_key: once claimed, an item is never
+ * superseded. */
+static void claims_skip_expired_and_clear_supersede_keys(void **state)
+{
+    tl_db *db = *state;
+    PGconn *conn = db->conn;
+    tl_exec(conn, "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, "
+                  "signing_secrets) VALUES ('a', 'unlimited', 1, 'http://127.0.0.1:9/a', "
+                  "ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'])");
+    long long live = tl_query_int(conn, "SELECT pgpace.enqueue('a', '{\"x\":1}', run_at => now() - "
+                                        "interval '3 s', expires_at => now() + interval '1 hour', "
+                                        "supersede_key => 's1')");
+    long long dead = tl_query_int(conn, "SELECT pgpace.enqueue('a', '{\"x\":2}', run_at => now() - "
+                                        "interval '2 s', expires_at => now() + interval '1 hour')");
+    tl_exec(conn,
+            "UPDATE pgpace.queue SET expires_at = now() - interval '1 s' WHERE item_id = %lld",
+            dead);
+    long long plain = tl_query_int(conn, "SELECT pgpace.enqueue('a', '{\"x\":3}', run_at => now() "
+                                         "- interval '1 s')");
+    long long a = tl_query_int(conn, "SELECT id FROM pgpace.customer WHERE name = 'a'");
+    char ids[32];
+    snprintf(ids, sizeof ids, "{%lld}", a);
+    const char *p[SQL_RUN_CLAIM_NPARAMS];
+    plain_round(ids, "{10}", "{\"\"}", p);
+    p[SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT] = "{0}";
+    claim_stmt st;
+    claim_statement(p, &st);
+    assert_ptr_equal(st.sql, sql_q_run_claim_unlimited);
+    const struct {
+        const char *sql;
+        int n;
+        const char *const *params;
+    } both[] = {{sql_q_run_claim, SQL_RUN_CLAIM_NPARAMS, p}, {st.sql, st.nparams, st.params}};
+    for (size_t k = 0; k < PGP_ARRAY_LEN(both); k++) {
+        tl_exec(conn, "BEGIN");
+        PGresult *res =
+            PQexecParams(conn, both[k].sql, both[k].n, NULL, both[k].params, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK)
+            fail_msg("claim failed: %s", PQresultErrorMessage(res));
+        int items = 0;
+        for (int r = 0; r < PQntuples(res); r++) {
+            claim_row row;
+            claim_row_parse(res, r, &row);
+            if (!row.is_item)
+                continue;
+            items++;
+            assert_true(row.item_id == live || row.item_id == plain);
+            long long want = row.item_id == live
+                                 ? tl_query_int(conn,
+                                                "SELECT (extract(epoch FROM expires_at) * "
+                                                "1000000)::bigint FROM pgpace.queue WHERE item_id "
+                                                "= %lld",
+                                                live)
+                                 : 0;
+            assert_int_equal(row.expires_us, want);
+        }
+        PQclear(res);
+        assert_int_equal(items, 2);
+        assert_int_equal(tl_query_int(conn,
+                                      "SELECT count(*) FROM pgpace.queue WHERE supersede_key IS "
+                                      "NULL AND claim_token = 4242 AND item_id IN (%lld, %lld)",
+                                      live, plain),
+                         2);
+        assert_int_equal(tl_query_int(conn,
+                                      "SELECT count(*) FROM pgpace.queue WHERE item_id = %lld AND "
+                                      "claim_token IS NULL",
+                                      dead),
+                         1);
+        tl_exec(conn, "ROLLBACK");
+    }
+}
+
 /* Runs run_finalize_success.sql; returns the ids it reports, comma-separated. */
 static char *finalize_success(PGconn *conn, const char *const params[6])
 {
@@ -313,6 +388,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lean_statement_only_for_plain_rounds),
         cmocka_unit_test_setup_teardown(lean_statement_claims_as_run_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(claims_skip_expired_and_clear_supersede_keys, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(success_deletes_what_it_owns_and_reports_the_rest, setup,
                                         teardown),
     };

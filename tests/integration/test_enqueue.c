@@ -5,6 +5,7 @@
 #include "testlib.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,10 +309,24 @@ static void enqueue_rejects_bad_input(void **state)
         {"SELECT pgpace.enqueue('acme', '{}', carrier => 'bad carrier!')", "invalid carrier"},
         {"SELECT pgpace.enqueue('acme', '{}', carrier => '')", "invalid carrier"},
         {"SELECT pgpace.enqueue('acme', '{}', priority => 40000)",
-         "priority must be between -32768 and 32767"},
+         "priority must be between -32767 and 32767"},
         {"SELECT pgpace.enqueue('acme', '{}', priority => -32769)",
-         "priority must be between -32768 and 32767"},
+         "priority must be between -32767 and 32767"},
         {"SELECT pgpace.enqueue('acme', '{}', priority => NULL)", "priority must be between"},
+        /* -32768 is the recovery lane's (pgpace recover). */
+        {"SELECT pgpace.enqueue('acme', '{}', priority => -32768)",
+         "priority must be between -32767 and 32767"},
+        {"SELECT pgpace.enqueue('acme', '{}', expires_at => 'infinity')",
+         "expires_at must be a finite timestamp"},
+        {"SELECT pgpace.enqueue('acme', '{}', expires_at => '-infinity')",
+         "expires_at must be a finite timestamp"},
+        {"SELECT pgpace.enqueue('acme', '{}', run_at => now() + interval '1 hour', expires_at => "
+         "now() + interval '1 minute')",
+         "expires_at must be later than run_at"},
+        {"SELECT pgpace.enqueue('acme', '{}', supersede_key => '')",
+         "supersede_key must be 1 to 255 characters"},
+        {"SELECT pgpace.enqueue('acme', '{}', supersede_key => repeat('s', 256))",
+         "supersede_key must be 1 to 255 characters"},
         {"SELECT pgpace.enqueue('acme', '{}', idempotency_key => repeat('k', 300))",
          "idempotency_key must be 1 to 255 characters"},
         {"SELECT pgpace.enqueue('acme', '{}', idempotency_key => '')",
@@ -628,7 +643,7 @@ static void bulk_file_rejects_bad_lines(void **state)
         {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"priority\":1.5}\n",
          "line 3: field priority: must be an integer"},
         {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"priority\":40000}\n",
-         "line 3: field priority: must be an integer between -32768 and 32767"},
+         "line 3: field priority: must be an integer between -32767 and 32767"},
         {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"run_at\":\"soon-ish\"}\n",
          "line 3: field run_at"},
         {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"run_at\":12}\n",
@@ -641,6 +656,21 @@ static void bulk_file_rejects_bad_lines(void **state)
          "line 3: field kind: must be 1 to 128 characters"},
         {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"idempotency_key\":\"\"}\n",
          "line 3: field idempotency_key: must be 1 to 255 characters"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"priority\":-32768}\n",
+         "line 3: field priority: must be an integer between -32767 and 32767"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"expires_at\":\"whenever\"}\n",
+         "line 3: field expires_at: invalid input syntax"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"expires_at\":\"infinity\"}\n",
+         "line 3: field expires_at: must be a finite timestamp"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"expires_at\":17}\n",
+         "line 3: field expires_at: must be a string"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"run_at\":\"2100-01-02T00:00:00Z\","
+                   "\"expires_at\":\"2100-01-01T00:00:00Z\"}\n",
+         "line 3: field expires_at: must be later than run_at"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"supersede_key\":\"\"}\n",
+         "line 3: field supersede_key: must be 1 to 255 characters"},
+        {GOOD GOOD "{\"customer\":\"acme\",\"payload\":{},\"supersede_key\":true}\n",
+         "line 3: field supersede_key: must be a string"},
     };
 #undef GOOD
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -748,6 +778,498 @@ static void bulk_file_of_100k_items(void **state)
     free(path);
 }
 
+/* ---- deadlines (expires_at, max_age) and coalescing (supersede_key) ---- */
+
+/* Runs `sql`, which must fail with SQLSTATE `state` and a message containing `needle`. */
+static void expect_sqlstate(PGconn *conn, const char *sql, const char *state, const char *needle)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        PQclear(res);
+        fail_msg("expected SQLSTATE %s from: %s", state, sql);
+    }
+    const char *got = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (!got || strcmp(got, state) != 0)
+        fail_msg("%s: SQLSTATE %s, expected %s (%s)", sql, got ? got : "(none)", state,
+                 PQresultErrorMessage(res));
+    tl_assert_contains(PQresultErrorMessage(res), needle);
+    PQclear(res);
+}
+
+static void deadline_is_fixed_at_enqueue(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    long long own = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', expires_at => now() + "
+                                    "interval '1 hour')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i ON i.id "
+                                  "= q.item_id WHERE q.item_id = %lld AND q.expires_at = "
+                                  "i.expires_at AND i.expires_at = i.created_at + interval "
+                                  "'1 hour'",
+                                  own),
+                     1);
+    /* The earlier signature, positional and named, still works: no deadline. */
+    long long old = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', NULL, NULL, NULL, NULL, "
+                                    "0)");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue WHERE item_id = %lld AND "
+                                  "expires_at IS NULL AND supersede_key IS NULL",
+                                  old),
+                     1);
+
+    /* max_age: counted from enqueue, or from run_at when later; the earlier of the two limits. */
+    tl_exec(c, "SELECT pgpace.customer_set_max_age('acme', interval '10 minutes')");
+    long long aged = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}')");
+    long long later = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', run_at => now() + "
+                                      "interval '1 hour')");
+    long long both = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}', expires_at => now() + "
+                                     "interval '1 minute')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i ON i.id "
+                                  "= q.item_id WHERE (q.item_id = %lld AND q.expires_at = "
+                                  "i.created_at + interval '10 minutes' AND i.expires_at IS NULL) "
+                                  "OR (q.item_id = %lld AND q.expires_at = i.run_at + interval "
+                                  "'10 minutes') OR (q.item_id = %lld AND q.expires_at = "
+                                  "i.created_at + interval '1 minute')",
+                                  aged, later, both),
+                     3);
+    /* Beta has no max_age. */
+    long long beta = tl_query_int(c, "SELECT pgpace.enqueue('beta', '{}')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue WHERE item_id = %lld AND "
+                                  "expires_at IS NULL",
+                                  beta),
+                     1);
+    /* 0 removes it, for items enqueued from then on; those before keep their deadline. */
+    tl_exec(c, "SELECT pgpace.customer_set_max_age('acme', interval '0')");
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.customer WHERE name = 'acme' "
+                                     "AND max_age IS NULL"),
+                     1);
+    long long none = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{}')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue WHERE (item_id = %lld AND "
+                                  "expires_at IS NULL) OR (item_id = %lld AND expires_at IS NOT "
+                                  "NULL)",
+                                  none, aged),
+                     2);
+
+    expect_sqlstate(c, "SELECT pgpace.customer_set_max_age('acme', interval '400 days')", "22023",
+                    "max_age must be from 1 microsecond to 365 days");
+    expect_sqlstate(c, "SELECT pgpace.customer_set_max_age('acme', interval '-1 second')", "22023",
+                    "max_age must be");
+    expect_sqlstate(c, "SELECT pgpace.customer_set_max_age('nobody', interval '1 hour')", "P0002",
+                    "unknown customer 'nobody'");
+    expect_sqlstate(c, "UPDATE pgpace.customer SET max_age = interval '0' WHERE name = 'acme'",
+                    "23514", "customer_max_age_valid");
+}
+
+static void deadline_errors_have_their_sqlstate(void **state)
+{
+    tl_db *db = *state;
+    static const struct {
+        const char *sql, *state, *message;
+    } cases[] = {
+        {"SELECT pgpace.enqueue('acme', '{}', expires_at => 'infinity')", "22007",
+         "expires_at must be a finite timestamp"},
+        {"SELECT pgpace.enqueue('acme', '{}', run_at => now() + interval '1 hour', expires_at => "
+         "now() + interval '1 hour')",
+         "22023", "expires_at must be later than run_at"},
+        {"SELECT pgpace.enqueue('acme', '{}', priority => -32768)", "22023",
+         "priority must be between -32767 and 32767"},
+        {"SELECT pgpace.enqueue('acme', '{}', supersede_key => repeat('s', 256))", "22023",
+         "supersede_key must be 1 to 255 characters"},
+        {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":{},"
+         "\"expires_at\":\"-infinity\"}')",
+         "22007", "field expires_at: must be a finite timestamp"},
+        {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":{},"
+         "\"expires_at\":\"tomorrow-ish\"}')",
+         "22007", "field expires_at: invalid input syntax"},
+        {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":{},"
+         "\"run_at\":\"2100-01-02T00:00:00Z\",\"expires_at\":\"2100-01-01T00:00:00Z\"}')",
+         "22023", "field expires_at: must be later than run_at"},
+        {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":{},"
+         "\"supersede_key\":\"\"}')",
+         "22023", "field supersede_key: must be 1 to 255 characters"},
+        {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":{},"
+         "\"priority\":-32768}')",
+         "22023", "field priority: must be an integer between -32767 and 32767"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        expect_sqlstate(db->conn, cases[i].sql, cases[i].state, cases[i].message);
+        assert_nothing_enqueued(db->conn);
+    }
+    /* The edges of the range are accepted. */
+    tl_exec(db->conn, "SELECT pgpace.enqueue('acme', '{}', priority => -32767), "
+                      "pgpace.enqueue('acme', '{}', priority => 32767)");
+    assert_int_equal(count_rows(db->conn, "pgpace.queue"), 2);
+}
+
+/* A deadline already past at enqueue is not an error (the producer's transaction commits): the
+ * item goes straight to the dead letters as 'expired', on every path. */
+static void past_deadline_is_dead_lettered_at_once(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    long long id = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"late\":1}', expires_at => "
+                                   "now() - interval '1 minute')");
+    char *json = tl_query_str(c, "SELECT concat_ws(' ', id, created, superseded, expired) FROM "
+                                 "pgpace.enqueue_json('{\"customer\":\"beta\",\"payload\":{},"
+                                 "\"expires_at\":\"2001-01-01T00:00:00Z\"}')");
+    tl_assert_contains(json, " t f t");
+    free(json);
+    tl_proc p = run_bulk(db, "-",
+                         "{\"customer\":\"acme\",\"payload\":{},\"expires_at\":\"2001-01-01T00:00:"
+                         "00Z\"}\n{\"customer\":\"acme\",\"payload\":{},\"expires_at\":\"2100-01-"
+                         "01T00:00:00Z\"}\n");
+    if (p.status != 0)
+        fail_msg("exit %d: %s", p.status, p.err);
+    tl_assert_contains(p.out, "enqueued 1 item(s)");
+    tl_assert_contains(p.out, "; 1 past their deadline, dead-lettered as expired");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "beta", "{}", "--expires-at",
+                          "2001-01-01T00:00:00Z"),
+                  NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(count_rows(c, "pgpace.item"), 5);
+    assert_int_equal(count_rows(c, "pgpace.queue"), 1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter WHERE last_error = "
+                                     "'expired' AND attempts = 0"),
+                     4);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.dead_letter d JOIN pgpace.item i "
+                                  "ON i.id = d.item_id WHERE d.item_id = %lld AND i.payload = "
+                                  "'{\"late\":1}'",
+                                  id),
+                     1);
+}
+
+static void supersede_replaces_a_queued_item(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    long long a = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"v\":1}', kind => 'k1', "
+                                  "priority => 4, supersede_key => 'order-1')");
+    char *before = tl_query_str(c,
+                                "SELECT concat_ws(' ', next_action_at, priority, carrier) FROM "
+                                "pgpace.queue WHERE item_id = %lld",
+                                a);
+    long long b = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"v\":2}', kind => 'k2', "
+                                  "carrier => 'other', expires_at => now() + interval '1 hour', "
+                                  "supersede_key => 'order-1')");
+    assert_int_equal(b, a);
+    /* The payload, kind and deadline are the newer item's; id, carrier, priority and place stay. */
+    char *after = tl_query_str(c,
+                               "SELECT concat_ws(' ', next_action_at, priority, carrier) FROM "
+                               "pgpace.queue WHERE item_id = %lld",
+                               a);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    assert_int_equal(
+        tl_query_int(c,
+                     "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON q.item_id "
+                     "= i.id WHERE i.id = %lld AND i.payload = '{\"v\":2}' AND i.kind "
+                     "= 'k2' AND q.expires_at IS NOT NULL AND i.carrier IS NULL",
+                     a),
+        1);
+    assert_int_equal(count_rows(c, "pgpace.item"), 1);
+    /* Keys are per customer. */
+    long long other = tl_query_int(c, "SELECT pgpace.enqueue('beta', '{}', supersede_key => "
+                                      "'order-1')");
+    assert_true(other != a);
+    /* Over the JSON path: the same id, and it says it superseded. */
+    char *json =
+        tl_query_str(c, "SELECT concat_ws(' ', id, created, superseded, expired) FROM "
+                        "pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":{\"v\":3},"
+                        "\"supersede_key\":\"order-1\"}')");
+    char want[96];
+    snprintf(want, sizeof want, "%lld f t f", a);
+    assert_string_equal(json, want);
+    free(json);
+
+    /* Once claimed (as the claim statements do: the key is cleared with the claim), the item is
+     * left alone and a newer one queues on its own. */
+    tl_exec(c,
+            "UPDATE pgpace.queue SET claim_token = 1, attempt = 1, supersede_key = NULL, "
+            "next_action_at = now() + interval '1 minute' WHERE item_id = %lld",
+            a);
+    long long fresh = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"v\":4}', supersede_key "
+                                      "=> 'order-1')");
+    assert_true(fresh != a);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item WHERE id = %lld AND payload "
+                                  "= '{\"v\":3}'",
+                                  a),
+                     1);
+
+    /* Both keys: the idempotency key is checked first and is recorded for the item it ends up
+     * in; its repeat changes nothing, whatever it carries. */
+    long long keyed = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"v\":5}', idempotency_key "
+                                      "=> 'i-1', supersede_key => 'order-1')");
+    assert_int_equal(keyed, fresh);
+    long long again = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"v\":6}', idempotency_key "
+                                      "=> 'i-1', supersede_key => 'order-1')");
+    assert_int_equal(again, fresh);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item i JOIN pgpace.item_key k ON "
+                                  "k.item_id = i.id WHERE i.id = %lld AND i.payload = '{\"v\":5}' "
+                                  "AND k.idempotency_key = 'i-1'",
+                                  fresh),
+                     1);
+    assert_int_equal(count_rows(c, "pgpace.queue"), 3);
+}
+
+/* The bulk loader: lines with a supersede_key go one by one after the others, in line order. */
+static void bulk_file_supersedes_and_expires(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    long long queued = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"v\":0}', supersede_key "
+                                       "=> 's1')");
+    tl_proc p = run_bulk(db, "-",
+                         "{\"customer\":\"acme\",\"payload\":{\"v\":1},\"supersede_key\":\"s1\"}\n"
+                         "{\"customer\":\"acme\",\"payload\":{\"v\":2},\"supersede_key\":\"s1\"}\n"
+                         "{\"customer\":\"acme\",\"payload\":{\"w\":1},\"supersede_key\":\"s2\"}\n"
+                         "{\"customer\":\"acme\",\"payload\":{\"w\":2},\"supersede_key\":\"s2\","
+                         "\"expires_at\":\"2100-01-01T00:00:00Z\"}\n"
+                         "{\"customer\":\"beta\",\"payload\":{},\"expires_at\":\"2100-01-01T00:00:"
+                         "00Z\",\"run_at\":\"2099-01-01T00:00:00Z\"}\n");
+    if (p.status != 0)
+        fail_msg("exit %d: %s", p.status, p.err);
+    tl_assert_contains(p.out, "enqueued 2 item(s)");
+    tl_assert_contains(p.out, "(0 duplicate idempotency key(s) skipped); 3 superseded");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item WHERE id = %lld AND payload = "
+                                  "'{\"v\":2}'",
+                                  queued),
+                     1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                     "q.item_id = i.id WHERE i.payload = '{\"w\":2}' AND "
+                                     "q.expires_at = '2100-01-01T00:00:00Z'"),
+                     1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i ON "
+                                     "i.id = q.item_id WHERE i.expires_at = '2100-01-01T00:00:00Z' "
+                                     "AND q.expires_at = i.expires_at"),
+                     2);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.queue WHERE next_action_at = "
+                                     "'2099-01-01T00:00:00Z'"),
+                     1);
+    assert_int_equal(count_rows(c, "pgpace.item"), 3);
+}
+
+/* Many producers superseding the same few keys at once: at most one queued item per key, the
+ * last committed payload in it, and every call answered with that item's id. Each transaction
+ * takes a number from a sequence after its enqueue: the key's lock (the queue row, or the unique
+ * index entry of its first insert) is held until commit, so for one key these numbers follow
+ * the commit order. */
+#define SUP_THREADS 16
+#define SUP_ITEMS   200
+#define SUP_KEYS    5
+
+typedef struct sup_call {
+    long long id, seq;
+} sup_call;
+
+typedef struct sup_thread {
+    const char *conninfo;
+    int t;
+    sup_call calls[SUP_ITEMS];
+    int retries;
+    char error[256];
+} sup_thread;
+
+static void *sup_producer(void *arg)
+{
+    sup_thread *st = arg;
+    PGconn *conn = PQconnectdb(st->conninfo);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        snprintf(st->error, sizeof st->error, "connect: %s", PQerrorMessage(conn));
+        PQfinish(conn);
+        return NULL;
+    }
+    for (int i = 0; i < SUP_ITEMS && !st->error[0]; i++) {
+        char payload[64], key[16];
+        snprintf(payload, sizeof payload, "{\"t\": %d, \"i\": %d}", st->t, i);
+        snprintf(key, sizeof key, "k%d", i % SUP_KEYS);
+        const char *params[] = {payload, key};
+        for (;;) {
+            PGresult *r = PQexec(conn, "BEGIN");
+            PQclear(r);
+            r = PQexecParams(conn, "SELECT pgpace.enqueue('acme', $1::jsonb, supersede_key => $2)",
+                             2, NULL, params, NULL, NULL, 0);
+            bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+            const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            if (!ok && state && strncmp(state, "40", 2) == 0) {
+                PQclear(r);
+                PQclear(PQexec(conn, "ROLLBACK"));
+                st->retries++;
+                continue;
+            }
+            if (!ok) {
+                snprintf(st->error, sizeof st->error, "enqueue: %s", PQresultErrorMessage(r));
+                PQclear(r);
+                break;
+            }
+            st->calls[i].id = atoll(PQgetvalue(r, 0, 0));
+            PQclear(r);
+            r = PQexec(conn, "SELECT nextval('sup_commit_order')");
+            st->calls[i].seq = atoll(PQgetvalue(r, 0, 0));
+            PQclear(r);
+            r = PQexec(conn, "COMMIT");
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                snprintf(st->error, sizeof st->error, "commit: %s", PQresultErrorMessage(r));
+            PQclear(r);
+            break;
+        }
+    }
+    PQfinish(conn);
+    return NULL;
+}
+
+static void supersede_under_concurrent_producers(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    tl_exec(c, "CREATE SEQUENCE public.sup_commit_order");
+    static sup_thread threads[SUP_THREADS];
+    pthread_t tids[SUP_THREADS];
+    for (int t = 0; t < SUP_THREADS; t++) {
+        threads[t] = (sup_thread){.conninfo = db->conninfo, .t = t};
+        assert_int_equal(pthread_create(&tids[t], NULL, sup_producer, &threads[t]), 0);
+    }
+    int retries = 0;
+    for (int t = 0; t < SUP_THREADS; t++) {
+        pthread_join(tids[t], NULL);
+        if (threads[t].error[0])
+            fail_msg("producer %d: %s", t, threads[t].error);
+        retries += threads[t].retries;
+    }
+    print_message("# %d calls, %d retried after a serialization failure\n", SUP_THREADS * SUP_ITEMS,
+                  retries);
+    /* Under READ COMMITTED a producer never has to retry for a supersede_key. */
+    assert_int_equal(retries, 0);
+    /* One item per key, queued once. */
+    assert_int_equal(count_rows(c, "pgpace.item"), SUP_KEYS);
+    assert_int_equal(tl_query_int(c, "SELECT count(DISTINCT supersede_key) FROM pgpace.queue"),
+                     SUP_KEYS);
+    assert_int_equal(count_rows(c, "pgpace.queue"), SUP_KEYS);
+    for (int k = 0; k < SUP_KEYS; k++) {
+        long long id = 0, best = -1;
+        int bt = -1, bi = -1;
+        for (int t = 0; t < SUP_THREADS; t++)
+            for (int i = k; i < SUP_ITEMS; i += SUP_KEYS) {
+                const sup_call *call = &threads[t].calls[i];
+                if (id == 0)
+                    id = call->id;
+                assert_int_equal(call->id, id); /* every call of the key answered its item */
+                if (call->seq > best) {
+                    best = call->seq;
+                    bt = t;
+                    bi = i;
+                }
+            }
+        assert_int_equal(tl_query_int(c,
+                                      "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                      "q.item_id = i.id WHERE i.id = %lld AND q.supersede_key = "
+                                      "'k%d' AND i.payload = jsonb_build_object('t', %d, 'i', %d)",
+                                      id, k, bt, bi),
+                         1);
+    }
+}
+
+/* The command line: --expires-at, --supersede-key, the reserved priority, --max-age. */
+static void cli_deadlines_and_supersede(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "acme", "{\"v\":1}",
+                                  "--expires-at", "2100-01-01T00:00:00Z", "--supersede-key", "s"),
+                          NULL, NULL);
+    assert_int_equal(p.status, 0);
+    long long id = atoll(p.out);
+    tl_proc_free(&p);
+    p = tl_pgpace(
+        TL_ARGV("--db", db->conninfo, "enqueue", "acme", "{\"v\":2}", "--supersede-key", "s"), NULL,
+        NULL);
+    assert_int_equal(p.status, 0);
+    assert_int_equal(atoll(p.out), id);
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn,
+                                  "SELECT count(*) FROM pgpace.item WHERE id = %lld AND payload = "
+                                  "'{\"v\":2}' AND expires_at IS NULL",
+                                  id),
+                     1);
+
+    const struct {
+        const char *const *argv;
+        int status;
+        const char *message;
+    } bad[] = {
+        {TL_ARGV("enqueue", "acme", "{}", "--priority", "-32768"), 2,
+         "pgpace enqueue: --priority: expected an integer from -32767 to 32767, got '-32768'"},
+        {TL_ARGV("enqueue", "acme", "{}", "--supersede-key", ""), 2,
+         "--supersede-key: must be 1 to 255 characters"},
+        {TL_ARGV("enqueue", "acme", "{}", "--expires-at", "next week"), 1,
+         "field expires_at: invalid input syntax"},
+        {TL_ARGV("enqueue", "acme", "{}", "--expires-at", "infinity"), 1,
+         "expires_at must be a finite timestamp"},
+        {TL_ARGV("enqueue", "acme", "{}", "--run-at", "2100-01-02T00:00:00Z", "--expires-at",
+                 "2100-01-01T00:00:00Z"),
+         1, "expires_at must be later than run_at"},
+        {TL_ARGV("enqueue", "--file", "-", "--expires-at", "2100-01-01T00:00:00Z"), 2,
+         "--file takes every field from the file"},
+        {TL_ARGV("customer", "set", "acme", "--max-age", "5w"), 2,
+         "pgpace customer set: --max-age: expected a duration such as 90s, 15m, 2h or 3d (1s to "
+         "365d), or 'none', got '5w'"},
+        {TL_ARGV("customer", "set", "acme", "--max-age", "366d"), 2, "--max-age: expected"},
+        {TL_ARGV("customer", "set", "acme", "--max-age", "0s"), 2, "--max-age: expected"},
+        {TL_ARGV("customer", "set", "acme", "--max-age", "-5m"), 2, "--max-age: expected"},
+        {TL_ARGV("customer", "set", "acme", "--max-age", "99999999999999999999s"), 2,
+         "--max-age: expected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[16] = {"--db", db->conninfo};
+        size_t n = 2;
+        for (const char *const *a = bad[i].argv; *a; a++)
+            argv[n++] = *a;
+        p = tl_pgpace(argv, NULL, NULL);
+        if (p.status != bad[i].status)
+            fail_msg("case %zu: exit %d, expected %d: %s", i, p.status, bad[i].status, p.err);
+        tl_assert_contains(p.err, bad[i].message);
+        tl_proc_free(&p);
+    }
+    assert_int_equal(count_rows(db->conn, "pgpace.item"), 1);
+
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "set", "acme", "--max-age", "90s"),
+                  NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.customer WHERE name = "
+                                            "'acme' AND max_age = interval '90 seconds'"),
+                     1);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "get", "acme"), NULL, NULL);
+    tl_assert_contains(p.out, "max_age            00:01:30\n");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "set", "acme", "--max-age", "3d"), NULL,
+                  NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "list"), NULL, NULL);
+    tl_assert_contains(p.out, "max_age");
+    tl_assert_contains(p.out, "72:00:00");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "set", "acme", "--max-age", "none"),
+                  NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "get", "acme"), NULL, NULL);
+    tl_assert_contains(p.out, "max_age            none\n");
+    tl_proc_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -777,6 +1299,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(bulk_file_rejects_payload_over_the_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_missing_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_of_100k_items, setup, teardown),
+        cmocka_unit_test_setup_teardown(deadline_is_fixed_at_enqueue, setup, teardown),
+        cmocka_unit_test_setup_teardown(deadline_errors_have_their_sqlstate, setup, teardown),
+        cmocka_unit_test_setup_teardown(past_deadline_is_dead_lettered_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(supersede_replaces_a_queued_item, setup, teardown),
+        cmocka_unit_test_setup_teardown(bulk_file_supersedes_and_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(supersede_under_concurrent_producers, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_deadlines_and_supersede, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

@@ -78,10 +78,15 @@ static void migrate_creates_schema_and_records_it(void **state)
                      1);
     assert_true(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                                        "'pgpace.delivery_attempt'::regclass") >= 8);
-    /* Exactly one index on queue besides its primary key: the partial claim index. */
+    /* Besides its primary key, queue has three partial indexes: the claim's, the expiry sweep's
+     * and the one that keeps a supersede_key unique among never claimed items. */
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
                                             "'pgpace.queue'::regclass AND NOT indisprimary"),
-                     1);
+                     3);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
+                                            "'pgpace.queue'::regclass AND NOT indisprimary AND "
+                                            "indpred IS NOT NULL"),
+                     3);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indexrelid = "
                                             "'pgpace.queue_claim'::regclass AND indpred IS NOT "
                                             "NULL"),
@@ -390,7 +395,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 31);
+    assert_int_equal(functions, 34);
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -474,7 +479,7 @@ static void changed_function_file_is_reapplied(void **state)
                "('05_enqueue', '08_customer')");
     tl_exec(c, "UPDATE pgpace.schema_function_digest SET digest = repeat('1', 64)");
     tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
-               "integer) SET work_mem = '1MB'");
+               "integer, timestamptz, text) SET work_mem = '1MB'");
     tl_exec(c, "ALTER FUNCTION pgpace.customer_set_timeouts(text, integer, integer) SET work_mem "
                "= '1MB'");
     p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
@@ -539,12 +544,13 @@ static void failing_function_file_rolls_back(void **state)
     tl_exec(c, "UPDATE pgpace.schema_function SET checksum = repeat('0', 64) WHERE name IN "
                "('05_enqueue', '11_instance')");
     tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
-               "integer) SET work_mem = '1MB'");
+               "integer, timestamptz, text) SET work_mem = '1MB'");
     tl_exec(c, "DROP VIEW pgpace.leader; DROP VIEW pgpace.instance; CREATE VIEW pgpace.instance "
                "AS SELECT 1 AS pid");
     static const char odd_enqueue[] =
         "SELECT count(*) FROM pg_proc WHERE oid = 'pgpace.enqueue(text, jsonb, text, text, "
-        "timestamptz, text, integer)'::regprocedure AND proconfig @> '{work_mem=1MB}'";
+        "timestamptz, text, integer, timestamptz, text)'::regprocedure AND proconfig @> "
+        "'{work_mem=1MB}'";
 
     tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
     assert_int_equal(p.status, 1);
@@ -932,8 +938,11 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
     tl_exec(c, "GRANT SELECT ON pgpace.item TO %s", reader);
 
     static const char *const snapshots[] = {
-        "SELECT md5(string_agg(t::text, ',' ORDER BY t.id)) FROM pgpace.item t",
-        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.queue t",
+        /* Without the columns of later migrations (0010: deadlines, supersede keys). */
+        "SELECT md5(string_agg((to_jsonb(t) - 'expires_at')::text, ',' ORDER BY t.id)) FROM "
+        "pgpace.item t",
+        "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,supersede_key}'::text[])::text, ',' "
+        "ORDER BY t.item_id)) FROM pgpace.queue t",
         "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.dead_letter t",
     };
     char *before[3];
@@ -1013,7 +1022,7 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
                      0);
     assert_int_equal(tl_query_int(c, "SELECT has_function_privilege('pgpace_producer', "
                                      "'pgpace.enqueue(text, jsonb, text, text, timestamptz, "
-                                     "text, integer)', 'EXECUTE')::int + "
+                                     "text, integer, timestamptz, text)', 'EXECUTE')::int + "
                                      "has_function_privilege('pgpace_producer', "
                                      "'pgpace.enqueue_json(jsonb)', 'EXECUTE')::int"),
                      2);
@@ -1072,8 +1081,8 @@ static void upgrade_to_throttle_keeps_rows(void **state)
                "now(), now() - interval '3 days', '1990-01-01'::timestamptz]) t");
     static const char *const snapshots[] = {
         "SELECT md5(string_agg((to_jsonb(c) - '{throttle_decrease,throttle_increase,"
-        "throttle_floor,disabled_at,disabled_reason}'::text[])::text, ',' ORDER BY c.id)) FROM "
-        "pgpace.customer c",
+        "throttle_floor,disabled_at,disabled_reason,max_age}'::text[])::text, ',' ORDER BY "
+        "c.id)) FROM pgpace.customer c",
         "SELECT md5(string_agg((to_jsonb(f) - 'effective_rate')::text, ',' ORDER BY "
         "f.customer_id)) FROM pgpace.frontier f",
         "SELECT md5(string_agg(a::text, ',' ORDER BY a.started_at, a.item_id)) FROM "
