@@ -54,13 +54,19 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
          * key ("duplicate") or a queued item whose payload this one replaced ("superseded").
          * "expired": its deadline had passed, so it went straight to the dead letters. */
         const char *id = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ID);
+        bool created = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0;
+        bool superseded = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_SUPERSEDED), "t") == 0;
+        bool expired = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_EXPIRED), "t") == 0;
         /* RFC 3339 UTC text made by the statement (digits, '-', ':', '.', 'T', 'Z': nothing
-         * to escape), or null: a duplicate, or a paused customer. */
+         * to escape), or null: a duplicate, a superseded or expired item, or a customer that
+         * sends nothing now (paused, disabled). */
         bool has_estimate = !PQgetisnull(res, 0, SQL_HTTP_ENQUEUE_C_ESTIMATED_SEND_AT);
         const char *estimate = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ESTIMATED_SEND_AT);
-        bool created = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0;
-        strbuf_printf(json, "{\"id\":%s%s,\"estimated_send_at\":%s%s%s}", id,
-                      created ? "" : ",\"duplicate\":true", has_estimate ? "\"" : "",
+        strbuf_printf(json, "{\"id\":%s%s%s,\"estimated_send_at\":%s%s%s}", id,
+                      created      ? ""
+                      : superseded ? ",\"superseded\":true"
+                                   : ",\"duplicate\":true",
+                      expired ? ",\"expired\":true" : "", has_estimate ? "\"" : "",
                       has_estimate ? estimate : "null", has_estimate ? "\"" : "");
         return created ? 201 : 200;
     }

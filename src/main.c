@@ -53,8 +53,7 @@ static const struct {
     {"migrate", cli_migrate}, {"customer", cli_customer}, {"carrier", cli_carrier},
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
     {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
-    {"dlq", cli_dlq},         {"events", cli_events},
-    {"recover", cli_recover},
+    {"dlq", cli_dlq},         {"events", cli_events},     {"recover", cli_recover},
 };
 
 int main(int argc, char **argv)
