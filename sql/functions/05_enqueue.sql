@@ -53,6 +53,7 @@ DECLARE
     size_limit   bigint;
     payload_size bigint;
     deadline     timestamptz;
+    due          timestamptz;
     old          record;
     tries        integer := 0;
 BEGIN
@@ -147,7 +148,9 @@ BEGIN
                       greatest(coalesce(enqueue_item.run_at, now()), now()) + cust_age);
     expired := coalesce(deadline <= now(), false);
 
-    WHILE enqueue_item.supersede_key IS NOT NULL LOOP
+    -- An item already past its deadline replaces nothing: it is dead-lettered by itself below,
+    -- and the queued item with its key (if any) stays as it was.
+    WHILE enqueue_item.supersede_key IS NOT NULL AND NOT expired LOOP
         -- A queued, never claimed item with this key. FOR UPDATE: it is deleted below; a claim
         -- that holds it (FOR NO KEY UPDATE) makes this wait, and then clears the key, so the
         -- row no longer matches when re-checked and this item is queued on its own.
@@ -159,9 +162,12 @@ BEGIN
                SET payload = enqueue_item.payload, kind = enqueue_item.kind,
                    expires_at = enqueue_item.expires_at
              WHERE i.id = old.item_id;
-            deadline := least(enqueue_item.expires_at,
-                              greatest(old.next_action_at, now()) + cust_age);
-            expired := coalesce(deadline <= now(), false);
+            -- It keeps its place, but not before the newer item's own run_at; and it can only
+            -- be sent if its deadline comes after the time it is due: otherwise it is
+            -- dead-lettered as expired now rather than when the deadline passes.
+            due := greatest(old.next_action_at, enqueue_item.run_at); -- NULL run_at: its place
+            deadline := least(enqueue_item.expires_at, greatest(due, now()) + cust_age);
+            expired := coalesce(deadline <= greatest(due, now()), false);
             -- Deleted and inserted again rather than updated: a claim statement whose snapshot
             -- predates this transaction's commit then skips the row (deleted) instead of
             -- locking its new version and sending the item's payload as its snapshot saw it,
@@ -173,7 +179,7 @@ BEGIN
             ELSE
                 INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
                                           attempt, max_attempts, last_error, expires_at, supersede_key)
-                VALUES (old.item_id, cust_id, old.carrier, old.priority, old.next_action_at,
+                VALUES (old.item_id, cust_id, old.carrier, old.priority, due,
                         old.attempt, old.max_attempts, old.last_error, deadline, old.supersede_key);
                 -- The round that skipped the row may have taken its pair for drained.
                 PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || old.carrier);

@@ -32,6 +32,9 @@ DECLARE
         '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key}';
     one record;
     ln record;
+    -- A file where some line has both keys: every keyed line goes one by one, in line order,
+    -- so that a repeated idempotency key keeps its first line whichever lines supersede.
+    mixed boolean;
 BEGIN
     SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
 
@@ -162,6 +165,9 @@ BEGIN
             USING ERRCODE = 'foreign_key_violation';
     END IF;
 
+    mixed := EXISTS (SELECT 1 FROM pgpace_bulk_row b
+                      WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NOT NULL);
+
     -- Rows without a key cannot conflict, so only keyed rows pay for ON CONFLICT's speculative
     -- insertion (into the narrow pgpace.item_key). `keyed` is materialised once (it is volatile
     -- and read twice), so each keyed line has one id for its key and its item.
@@ -179,7 +185,7 @@ BEGIN
                b.payload, b.idempotency_key, coalesce(b.priority::smallint, 0) AS priority,
                coalesce(b.run_at::timestamptz, now()) AS run_at, b.expires_at::timestamptz AS expires_at
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-         WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL
+         WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL AND NOT mixed
     ), ins_key AS (
         INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id)
         SELECT k.customer_id, k.idempotency_key, k.id FROM keyed k
@@ -223,12 +229,15 @@ BEGIN
     SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM dead)
       INTO inserted, expired
       FROM notified;
-    duplicates := (SELECT count(*) FROM pgpace_bulk_row b WHERE b.supersede_key IS NULL)
+    duplicates := (SELECT count(*) FROM pgpace_bulk_row b
+                    WHERE b.supersede_key IS NULL AND NOT (mixed AND b.idempotency_key IS NOT NULL))
                   - inserted - expired;
     superseded := 0;
 
     -- A call per line, in line order (a join would call them in scan order, before sorting).
-    FOR ln IN SELECT * FROM pgpace_bulk_row b WHERE b.supersede_key IS NOT NULL ORDER BY b.line_no
+    FOR ln IN SELECT * FROM pgpace_bulk_row b
+               WHERE b.supersede_key IS NOT NULL OR (mixed AND b.idempotency_key IS NOT NULL)
+               ORDER BY b.line_no
     LOOP
         SELECT * INTO one
           FROM pgpace.enqueue_item(ln.customer, ln.payload, ln.carrier, ln.kind,

@@ -196,7 +196,10 @@ BEGIN
             SELECT count(*) INTO failed
               FROM (SELECT 1 FROM pgpace.delivery_attempt a
                      WHERE a.customer_id = r.customer_id AND a.started_at >= r.failing_since
-                       AND a.outcome IN ('retry', 'dead')
+                       -- A failed attempt whose retry would have come after its deadline is
+                       -- logged 'expired' with its own error class; one never sent, with 'expired'.
+                       AND (a.outcome IN ('retry', 'dead')
+                            OR (a.outcome = 'expired' AND a.error_class IS DISTINCT FROM 'expired'))
                      LIMIT min_attempts) x;
             CONTINUE WHEN failed < min_attempts;
             UPDATE pgpace.customer c

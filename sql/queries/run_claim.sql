@@ -9,14 +9,14 @@
 --  $14 bigint[] GCRA period us, $15 float8[] batch credit after this tick (NULL = not batch),
 --  $16 bigint batch tick number (NULL when the round is not a batch tick)
 --  $17 int[] pair items in flight (turns it already had when the customer's carriers take turns)
--- Rows: kind 'i' per claimed item (expires_us: its deadline, NULL for none; the dispatcher
--- checks it again right before sending); kind 'd' per pair that had fewer due rows than its limit,
+-- Rows: kind 'i' per claimed item (expires_in_us: the time left to its deadline from this
+-- statement's start, NULL for none; the dispatcher checks it again right before sending); kind 'd' per pair that had fewer due rows than its limit,
 -- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
 -- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
 -- @params: fr_period fr_credit tick pair_in_flight
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at expires_us
+-- @columns: next_us frontier_rows prio due_at expires_in_us
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
     SELECT p.customer_id, p.carrier, p.n, p.ord, p.in_flight
@@ -114,7 +114,10 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
        NULL::bigint AS next_us,
        (SELECT count(*) FROM frontier_new) AS frontier_rows,
        ch.priority AS prio, ch.next_action_at AS due_at,
-       (extract(epoch FROM c.expires_at) * 1000000)::bigint AS expires_us
+       -- Time left, not the deadline: the dispatcher adds it to its own clock (see rows.c).
+       CASE WHEN c.expires_at IS NOT NULL
+            THEN greatest((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 1)
+       END AS expires_in_us
   FROM claimed c
   JOIN chosen ch ON ch.item_id = c.item_id
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.

@@ -11,7 +11,7 @@
 -- The columns are run_claim.sql's, in the same places (one parser reads both).
 -- @params: pair_customer pair_limit lease_s token claimed_by
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at expires_us
+-- @columns: next_us frontier_rows prio due_at expires_in_us
 WITH pair AS (
     -- (SELECT $n) hides the arrays' lengths from the planner, as a generic plan does not know
     -- them either: both plans then cost the same, so the plan cache keeps the generic one and
@@ -51,7 +51,10 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, '' AS carrier, c.attempt + 1 AS at
        (extract(epoch FROM i.created_at) * 1000000)::bigint AS created_us,
        NULL::bigint AS next_us, 0::bigint AS frontier_rows,
        c.priority AS prio, c.next_action_at AS due_at,
-       (extract(epoch FROM c.expires_at) * 1000000)::bigint AS expires_us
+       -- Time left, not the deadline: the dispatcher adds it to its own clock (see rows.c).
+       CASE WHEN c.expires_at IS NOT NULL
+            THEN greatest((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 1)
+       END AS expires_in_us
   FROM cand c
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
  CROSS JOIN LATERAL (SELECT it.payload, it.created_at FROM pgpace.item it

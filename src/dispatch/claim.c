@@ -809,9 +809,15 @@ static void take_rows(dispatcher *d, claim_round *r, claim_result *cr, int64_t n
 {
     const PGresult *res = cr->res;
     int claimed = 0, stale = 0;
+    /* Deadlines come as time left from the statement's start, which was after it was sent:
+     * counted from the send on this host's clock, they err early by at most the round trip,
+     * whatever this clock's offset from the database's (an item is never sent late). */
+    int64_t sent_us = now_us() - (int64_t)((uv_hrtime() - r->sent_ns) / 1000);
     for (int i = 0; i < PQntuples(res); i++) {
         claim_row row;
         claim_row_parse(res, i, &row);
+        if (row.expires_in_us > 0)
+            row.expires_us = sent_us + row.expires_in_us;
         customer *c = customer_get(d, row.customer_id);
         if (!row.is_item) {
             if (c)

@@ -421,8 +421,9 @@ typedef struct claim_row {
     const char *payload;
     size_t payload_len;
     int64_t created_us;
-    int64_t expires_us; /* its deadline, epoch us; 0: none */
-    bool has_next;      /* drained pair: its next future item's time */
+    int64_t expires_in_us; /* time left to its deadline at the statement's start; 0: none */
+    int64_t expires_us;    /* that deadline on this host's clock (take_rows), epoch us; 0: none */
+    bool has_next;         /* drained pair: its next future item's time */
     int64_t next_us;
 } claim_row;
 

@@ -946,6 +946,55 @@ static void past_deadline_is_dead_lettered_at_once(void **state)
                      1);
 }
 
+/* A superseding item's own schedule: not due before its run_at; a deadline before the time the
+ * item is due expires it at once; an item already past its deadline replaces nothing. */
+static void supersede_respects_the_newer_schedule(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    /* (a) due now, superseded by an item to run in an hour: due in an hour. */
+    long long a = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"a\":1}', supersede_key => "
+                                  "'ka')");
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"a\":2}', run_at => "
+                                     "now() + interval '1 hour', supersede_key => 'ka')"),
+                     a);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.queue WHERE item_id = %lld AND "
+                                     "next_action_at >= now() + interval '59 minutes'",
+                                     a),
+                     1);
+    /* (b) due in an hour, superseded by an item that must go within 10 minutes: expired now,
+     * and the call says so. */
+    long long b = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"b\":1}', run_at => now() + "
+                                  "interval '1 hour', supersede_key => 'kb')");
+    char *r = tl_query_str(c, "SELECT concat_ws(' ', id, created, superseded, expired) FROM "
+                              "pgpace.enqueue_json(('{\"customer\":\"acme\",\"payload\":{\"b\":2},"
+                              "\"supersede_key\":\"kb\",\"expires_at\":\"' || (now() + "
+                              "interval '10 minutes') || '\"}')::jsonb)");
+    char want[96];
+    snprintf(want, sizeof want, "%lld f t t", b);
+    assert_string_equal(r, want);
+    free(r);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = "
+                                     "%lld AND last_error = 'expired'",
+                                     b),
+                     1);
+    /* (c) an item already past its deadline leaves the queued one as it was. */
+    long long k = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"c\":1}', supersede_key => "
+                                  "'kc')");
+    long long late = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"c\":2}', expires_at => "
+                                     "now() - interval '1 second', supersede_key => 'kc')");
+    assert_true(late != k);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                     "q.item_id = i.id WHERE i.id = %lld AND i.payload = "
+                                     "'{\"c\":1}' AND q.supersede_key = 'kc'",
+                                     k),
+                     1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = "
+                                     "%lld AND last_error = 'expired'",
+                                     late),
+                     1);
+}
+
 static void supersede_replaces_a_queued_item(void **state)
 {
     tl_db *db = *state;
@@ -1059,6 +1108,26 @@ static void bulk_file_supersedes_and_expires(void **state)
                                      "'2099-01-01T00:00:00Z'"),
                      1);
     assert_int_equal(count_rows(c, "pgpace.item"), 3);
+
+    /* Both keys on a line: a repeat of its idempotency key later in the file keeps the first
+     * line (as two pgpace.enqueue calls would), and its supersede_key stays with that item. */
+    p = run_bulk(db, "-",
+                 "{\"customer\":\"acme\",\"payload\":{\"m\":1},\"idempotency_key\":\"i1\","
+                 "\"supersede_key\":\"s3\"}\n"
+                 "{\"customer\":\"acme\",\"payload\":{\"m\":2},\"idempotency_key\":\"i1\"}\n"
+                 "{\"customer\":\"acme\",\"payload\":{\"m\":3},\"idempotency_key\":\"i2\"}\n");
+    if (p.status != 0)
+        fail_msg("exit %d: %s", p.status, p.err);
+    tl_assert_contains(p.out, "enqueued 2 item(s)");
+    tl_assert_contains(p.out, "(1 duplicate idempotency key(s) skipped)");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                     "q.item_id = i.id WHERE i.payload = '{\"m\":1}' AND "
+                                     "q.supersede_key = 's3' AND i.idempotency_key = 'i1'"),
+                     1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item WHERE payload = "
+                                     "'{\"m\":2}'"),
+                     0);
 }
 
 /* Many producers superseding the same few keys at once: at most one queued item per key, the
@@ -1304,6 +1373,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(past_deadline_is_dead_lettered_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(supersede_replaces_a_queued_item, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_supersedes_and_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(supersede_respects_the_newer_schedule, setup, teardown),
         cmocka_unit_test_setup_teardown(supersede_under_concurrent_producers, setup, teardown),
         cmocka_unit_test_setup_teardown(cli_deadlines_and_supersede, setup, teardown),
     };
