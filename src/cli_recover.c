@@ -128,6 +128,11 @@ int cli_recover(cli_ctx *ctx, int argc, char **argv)
         case OPT_RATE:
             if (validate_rate("--rate", optarg, &r, &err) != 0)
                 return cli_usage_error(ctx, "%s", err.msg);
+            if (r < 0.0001)
+                return cli_usage_error(ctx,
+                                       "--rate: expected at least 0.0001 per minute (one item a "
+                                       "week), got '%s'",
+                                       optarg);
             rate = optarg;
             break;
         case OPT_DRY_RUN:
@@ -175,7 +180,7 @@ int cli_recover(cli_ctx *ctx, int argc, char **argv)
         }
         return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     }
-    if (PQnfields(res) != SQL_RECOVER_NCOLS || PQntuples(res) < 2) {
+    if (PQnfields(res) != SQL_RECOVER_NCOLS || PQntuples(res) < 3) {
         PQclear(res);
         return cli_fail(ctx, CLI_FAILED, "unexpected answer from pgpace.recover");
     }
@@ -190,11 +195,13 @@ int cli_recover(cli_ctx *ctx, int argc, char **argv)
     else
         printf("recovered %s %s, sent at the customer's rate behind live traffic\n", n_send, what);
     printf("still queued (skipped, they are sent anyway): %s\n", n_queued);
-    int days = PQntuples(res) - 2;
+    printf("past their own deadline (expires_at; skipped, never sent late): %s\n",
+           PQgetvalue(res, 2, SQL_RECOVER_C_ITEMS));
+    int days = PQntuples(res) - 3;
     if (days > 0)
         printf("days no longer kept (dropped by retention; their items cannot be sent): %d\n",
                days);
-    for (int i = 2; i < PQntuples(res); i++)
+    for (int i = 3; i < PQntuples(res); i++)
         printf("  %s: %s item id(s) known from the attempt log or dead letters\n",
                PQgetvalue(res, i, SQL_RECOVER_C_DAY), PQgetvalue(res, i, SQL_RECOVER_C_ITEMS));
     PQclear(res);

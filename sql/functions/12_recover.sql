@@ -27,11 +27,12 @@
 CREATE OR REPLACE FUNCTION pgpace.recover_candidates(cust_id bigint, since timestamptz,
                                                      win_end timestamptz, lo bigint, hi bigint,
                                                      failed_only boolean)
-RETURNS TABLE (item_id bigint, carrier text, created_at timestamptz, failed_at timestamptz)
+RETURNS TABLE (item_id bigint, carrier text, created_at timestamptz, failed_at timestamptz,
+               expires_at timestamptz)
 LANGUAGE sql STABLE
 AS $$
     -- An item fails after it is created, so failed_at >= since prunes dead_letter's days too.
-    SELECT d.item_id, i.carrier, i.created_at, d.failed_at
+    SELECT d.item_id, i.carrier, i.created_at, d.failed_at, i.expires_at
       FROM pgpace.dead_letter d
       JOIN pgpace.item i ON i.id = d.item_id
      WHERE $6 AND d.customer_id = $1 AND d.failed_at >= $2
@@ -39,7 +40,7 @@ AS $$
        AND ((i.id >= $4 AND i.id < $5) OR i.id < 8589934592) -- prunes item's days too
        AND i.created_at >= $2 AND i.created_at < $3
     UNION ALL
-    SELECT i.id, i.carrier, i.created_at, d.failed_at
+    SELECT i.id, i.carrier, i.created_at, d.failed_at, i.expires_at
       FROM pgpace.item i
       LEFT JOIN pgpace.dead_letter d
              ON d.item_id = i.id AND d.customer_id = $1 AND d.failed_at >= $2
@@ -56,14 +57,19 @@ $$;
 -- nothing and returns the same counts. Rows:
 --   ('recovered' or, in a dry run, 'to_send', NULL, items sent again / that would be)
 --   ('still_queued', NULL, items of the window queued now: skipped, they are sent anyway)
+--   ('past_deadline', NULL, items whose own expires_at has passed: never sent late, skipped;
+--       their dead letters stay. A recovered item keeps its expires_at; the customer's max_age
+--       is not applied again: recovering old items is what the operator asked for)
 --   ('day_not_kept', day, ids) per UTC day of the window whose items are no longer kept
 --       (its partition was dropped by retention, or never existed): none of its items can be
 --       sent, and `ids` is how many of this customer's item ids of that day the attempt log or
 --       the dead letters still name.
--- One statement for the whole window: it is atomic (a dry run and the run count the same
--- set), and a million items take seconds, not minutes (README, "Recovering a time range").
--- Bad input raises SQLSTATE 22004 (a NULL), 22023 (naming since, until or rate_per_minute) or
--- 23503 (unknown customer).
+-- One statement for the whole window: the run is atomic, and a million items take seconds, not
+-- minutes (README, "Recovering a time range"); a dry run counts the same set as a run started
+-- at that moment would. Two recoveries of one customer take turns (an advisory lock), so an
+-- item delivered meanwhile is not sent twice by both.
+-- Bad input raises SQLSTATE 22004 (a NULL), 22023 (naming since, until or rate_per_minute: at
+-- least 0.0001, one item a week) or 23503 (unknown customer).
 CREATE OR REPLACE FUNCTION pgpace.recover(
     customer        text,
     since           timestamptz,
@@ -87,6 +93,8 @@ DECLARE
     hi        bigint;
     n_send    bigint;
     n_queued  bigint;
+    n_late    bigint;
+    legacy_to date;
     rate      double precision := recover.rate_per_minute;
 BEGIN
     IF recover.customer IS NULL OR recover.since IS NULL OR recover.failed_only IS NULL
@@ -116,8 +124,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- NaN compares greater than every number, so "< Infinity" rejects it too.
-    IF rate IS NOT NULL AND NOT (rate > 0 AND rate < 'Infinity'::float8) THEN
-        RAISE EXCEPTION 'pgpace.recover: rate_per_minute must be a number greater than 0, got %', rate
+    IF rate IS NOT NULL AND NOT (rate >= 0.0001 AND rate < 'Infinity'::float8) THEN
+        RAISE EXCEPTION 'pgpace.recover: rate_per_minute must be a number of at least 0.0001 (one item a week), got %', rate
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -131,6 +139,10 @@ BEGIN
             USING ERRCODE = 'foreign_key_violation';
     END IF;
 
+    -- One recovery of a customer at a time: a second one waits for the first to commit, and
+    -- then sees its rows queued (skipped as still_queued), not delivered-and-gone.
+    PERFORM pg_advisory_xact_lock(hashtext('pgpace.recover'), hashtext(cust_id::text));
+
     first_day := (recover.since AT TIME ZONE 'UTC')::date;
     last_day := ((win_end - interval '1 microsecond') AT TIME ZONE 'UTC')::date;
     lo := pgpace.item_day_first_id(first_day);
@@ -143,13 +155,18 @@ BEGIN
        AND ((q.item_id >= lo AND q.item_id < hi) OR q.item_id < 8589934592)
        AND i.created_at >= recover.since AND i.created_at < win_end;
 
+    SELECT count(*) INTO n_late
+      FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi, recover.failed_only) x
+     WHERE x.expires_at <= now();
     IF recover.dry_run THEN
         SELECT count(*) INTO n_send
-          FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi, recover.failed_only);
+          FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi, recover.failed_only) x
+         WHERE x.expires_at IS NULL OR x.expires_at > now();
     ELSE
         WITH cand AS MATERIALIZED (
             SELECT * FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
-                                                    recover.failed_only)
+                                                    recover.failed_only) x
+             WHERE x.expires_at IS NULL OR x.expires_at > now()
         ), locked AS (
             -- Their dead letters, locked as `dlq replay` locks them: a concurrent replay or purge
             -- of the same rows waits, and one that got there first leaves its item out here.
@@ -162,16 +179,17 @@ BEGIN
              WHERE d.item_id = l.item_id AND d.failed_at = l.failed_at AND d.failed_at >= recover.since
             RETURNING d.item_id
         ), picked AS (
-            SELECT c.item_id, coalesce(c.carrier, '') AS carrier,
+            SELECT c.item_id, coalesce(c.carrier, '') AS carrier, c.expires_at,
                    row_number() OVER (ORDER BY c.created_at, c.item_id) - 1 AS seq
               FROM cand c
              WHERE c.failed_at IS NULL OR c.item_id IN (SELECT r.item_id FROM removed r)
         ), queued AS (
-            INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
+            INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                      max_attempts, expires_at)
             SELECT p.item_id, cust_id, p.carrier, -32768,
                    CASE WHEN rate IS NULL THEN now()
                         ELSE now() + p.seq * (60.0 / rate) * interval '1 second' END,
-                   cust_max
+                   cust_max, p.expires_at
               FROM picked p
             ON CONFLICT (item_id) DO NOTHING
             RETURNING queue.carrier
@@ -185,6 +203,15 @@ BEGIN
 
     RETURN QUERY SELECT CASE WHEN recover.dry_run THEN 'to_send' ELSE 'recovered' END, NULL::date, n_send;
     RETURN QUERY SELECT 'still_queued'::text, NULL::date, n_queued;
+    RETURN QUERY SELECT 'past_deadline'::text, NULL::date, n_late;
+    -- Items from before migration 0007 are in item_legacy whatever their day: the days up to
+    -- its newest item are kept there (its highest id is about its newest, as
+    -- drop_item_partitions reads it). Days after today have nothing to lose.
+    IF to_regclass('pgpace.item_legacy') IS NOT NULL THEN
+        EXECUTE 'SELECT (l.created_at AT TIME ZONE ''UTC'')::date FROM pgpace.item_legacy l '
+                'ORDER BY l.id DESC LIMIT 1' INTO legacy_to;
+    END IF;
+    last_day := least(last_day, (now() AT TIME ZONE 'UTC')::date);
     -- Days of the window without their partition (and without ids in the DEFAULT partition,
     -- which keeps the days whose partition could not be created): retention dropped them, or
     -- pgpace held nothing then. The ids still known come from the id ranges of the attempt log
@@ -203,6 +230,7 @@ BEGIN
           FROM generate_series(first_day::timestamp, last_day::timestamp, interval '1 day') AS s(t)
          CROSS JOIN LATERAL (SELECT s.t::date AS d) g
          WHERE to_regclass(format('pgpace.%I', 'item_p' || to_char(g.d, 'YYYYMMDD'))) IS NULL
+           AND (legacy_to IS NULL OR g.d > legacy_to)
            AND NOT EXISTS (SELECT 1 FROM pgpace.item_default x
                             WHERE x.id >= pgpace.item_day_first_id(g.d)
                               AND x.id < pgpace.item_day_first_id(g.d + 1))

@@ -958,9 +958,10 @@ static void supersede_respects_the_newer_schedule(void **state)
     assert_int_equal(tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"a\":2}', run_at => "
                                      "now() + interval '1 hour', supersede_key => 'ka')"),
                      a);
-    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.queue WHERE item_id = %lld AND "
-                                     "next_action_at >= now() + interval '59 minutes'",
-                                     a),
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue WHERE item_id = %lld AND "
+                                  "next_action_at >= now() + interval '59 minutes'",
+                                  a),
                      1);
     /* (b) due in an hour, superseded by an item that must go within 10 minutes: expired now,
      * and the call says so. */
@@ -974,9 +975,10 @@ static void supersede_respects_the_newer_schedule(void **state)
     snprintf(want, sizeof want, "%lld f t t", b);
     assert_string_equal(r, want);
     free(r);
-    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = "
-                                     "%lld AND last_error = 'expired'",
-                                     b),
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = "
+                                  "%lld AND last_error = 'expired'",
+                                  b),
                      1);
     /* (c) an item already past its deadline leaves the queued one as it was. */
     long long k = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"c\":1}', supersede_key => "
@@ -984,14 +986,16 @@ static void supersede_respects_the_newer_schedule(void **state)
     long long late = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"c\":2}', expires_at => "
                                      "now() - interval '1 second', supersede_key => 'kc')");
     assert_true(late != k);
-    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
-                                     "q.item_id = i.id WHERE i.id = %lld AND i.payload = "
-                                     "'{\"c\":1}' AND q.supersede_key = 'kc'",
-                                     k),
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                  "q.item_id = i.id WHERE i.id = %lld AND i.payload = "
+                                  "'{\"c\":1}' AND q.supersede_key = 'kc'",
+                                  k),
                      1);
-    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = "
-                                     "%lld AND last_error = 'expired'",
-                                     late),
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = "
+                                  "%lld AND last_error = 'expired'",
+                                  late),
                      1);
 }
 

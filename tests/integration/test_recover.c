@@ -164,6 +164,44 @@ static void failed_resends_the_windows_dead_letters(void **state)
     tl_proc_free(&p);
 }
 
+/* A recovered item keeps its own deadline; one already past it is skipped and reported, and
+ * its dead letter stays. Days after today are not reported as dropped. */
+static void deadlines_are_kept(void **state)
+{
+    fx *f = *state;
+    scene s;
+    make_scene(f, &s, "600");
+    tl_exec(f->db->conn,
+            "UPDATE pgpace.item SET expires_at = now() - interval '1 minute' WHERE id = %lld",
+            s.dead[0]);
+    tl_exec(f->db->conn,
+            "UPDATE pgpace.item SET expires_at = now() + interval '1 hour' WHERE id = %lld",
+            s.dead[1]);
+    char *until = tl_query_str(f->db->conn, "SELECT (now() + interval '30 days')::text");
+    tl_proc p = recover(
+        f, TL_ARGV("--customer", "acme", "--since", s.since, "--until", until, "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 1 dead-lettered item(s) to send");
+    tl_assert_contains(p.out, "past their own deadline (expires_at; skipped, never sent late): 1");
+    assert_null(strstr(p.out, "no longer kept"));
+    tl_proc_free(&p);
+    free(until);
+    p = recover(f, TL_ARGV("--customer", "acme", "--since", s.since));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 1 dead-lettered item(s)");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i ON "
+                                  "i.id = q.item_id WHERE q.item_id = %lld AND q.expires_at = "
+                                  "i.expires_at AND q.priority = -32768",
+                                  s.dead[1]),
+                     1);
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = %lld",
+                                  s.dead[0]),
+                     1);
+}
+
 /* --all sends every item of the window that is not queued (delivered and dead-lettered), at the
  * customer's rate, and a live item enqueued after the recovery started goes before the
  * recovered ones still waiting. */
@@ -305,6 +343,9 @@ static void bad_input_names_the_flag(void **state)
          "pgpace recover: --rate: must be greater than 0 per minute, got '0'"},
         {{"--customer", "acme", "--since", "2026-01-01", "--rate", "nan"},
          "pgpace recover: --rate: "},
+        {{"--customer", "acme", "--since", "2026-01-01", "--rate", "1e-12"},
+         "pgpace recover: --rate: expected at least 0.0001 per minute (one item a week), got "
+         "'1e-12'"},
         {{"--customer", "bad name", "--since", "2026-01-01"}, "--customer: "},
         {{"--customer", "ghost", "--since", "2026-01-01"},
          "pgpace recover: --customer: unknown customer 'ghost'"},
@@ -346,9 +387,11 @@ static void bad_input_names_the_flag(void **state)
          "must be before until"},
         {"pgpace.recover('acme', '-infinity')", "22023", "since must be a finite timestamp"},
         {"pgpace.recover('acme', now() - interval '1 day', rate_per_minute => 'NaN')", "22023",
-         "rate_per_minute must be a number greater than 0"},
+         "rate_per_minute must be a number of at least 0.0001 (one item a week)"},
         {"pgpace.recover('acme', now() - interval '1 day', rate_per_minute => -1)", "22023",
-         "rate_per_minute must be a number greater than 0"},
+         "rate_per_minute must be a number of at least 0.0001"},
+        {"pgpace.recover('acme', now() - interval '1 day', rate_per_minute => 1e-12)", "22023",
+         "rate_per_minute must be a number of at least 0.0001"},
     };
     for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
         char q[256];
@@ -371,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(all_resends_the_window_behind_live_traffic, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(dropped_days_are_reported, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(deadlines_are_kept, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(bad_input_names_the_flag, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
