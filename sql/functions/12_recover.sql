@@ -155,24 +155,24 @@ BEGIN
        AND ((q.item_id >= lo AND q.item_id < hi) OR q.item_id < 8589934592)
        AND i.created_at >= recover.since AND i.created_at < win_end;
 
-    SELECT count(*) INTO n_late
-      FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi, recover.failed_only) x
-     WHERE x.expires_at <= now();
+    -- Candidates past their own deadline (`late`) are counted, never sent.
     IF recover.dry_run THEN
-        SELECT count(*) INTO n_send
-          FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi, recover.failed_only) x
-         WHERE x.expires_at IS NULL OR x.expires_at > now();
+        SELECT count(*) FILTER (WHERE NOT x.late), count(*) FILTER (WHERE x.late)
+          INTO n_send, n_late
+          FROM (SELECT coalesce(c.expires_at <= now(), false) AS late
+                  FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
+                                                 recover.failed_only) c) x;
     ELSE
         WITH cand AS MATERIALIZED (
-            SELECT * FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
-                                                    recover.failed_only) x
-             WHERE x.expires_at IS NULL OR x.expires_at > now()
+            SELECT x.*, coalesce(x.expires_at <= now(), false) AS late
+              FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
+                                             recover.failed_only) x
         ), locked AS (
             -- Their dead letters, locked as `dlq replay` locks them: a concurrent replay or purge
             -- of the same rows waits, and one that got there first leaves its item out here.
             SELECT d.item_id, d.failed_at
               FROM pgpace.dead_letter d JOIN cand c ON c.item_id = d.item_id AND c.failed_at = d.failed_at
-             WHERE d.customer_id = cust_id AND d.failed_at >= recover.since
+             WHERE NOT c.late AND d.customer_id = cust_id AND d.failed_at >= recover.since
                FOR UPDATE OF d
         ), removed AS (
             DELETE FROM pgpace.dead_letter d USING locked l
@@ -182,7 +182,7 @@ BEGIN
             SELECT c.item_id, coalesce(c.carrier, '') AS carrier, c.expires_at,
                    row_number() OVER (ORDER BY c.created_at, c.item_id) - 1 AS seq
               FROM cand c
-             WHERE c.failed_at IS NULL OR c.item_id IN (SELECT r.item_id FROM removed r)
+             WHERE NOT c.late AND (c.failed_at IS NULL OR c.item_id IN (SELECT r.item_id FROM removed r))
         ), queued AS (
             INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
                                       max_attempts, expires_at)
@@ -198,7 +198,8 @@ BEGIN
             SELECT count(pg_notify('pgpace_enqueue', cust_id::text || ' ' || x.carrier)) AS n
               FROM (SELECT DISTINCT qd.carrier FROM queued qd) x
         )
-        SELECT (SELECT count(*) FROM queued) INTO n_send FROM woken;
+        SELECT (SELECT count(*) FROM queued), (SELECT count(*) FROM cand WHERE cand.late)
+          INTO n_send, n_late FROM woken;
     END IF;
 
     RETURN QUERY SELECT CASE WHEN recover.dry_run THEN 'to_send' ELSE 'recovered' END, NULL::date, n_send;
