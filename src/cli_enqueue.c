@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "db.h"
 #include "sql_embed.h"
+#include "trace_context.h"
 #include "validate.h"
 
 #include <errno.h>
@@ -25,12 +26,16 @@ static const char enqueue_usage[] =
     "                          (already past: dead-lettered at once; must be after --run-at)\n"
     "  --supersede-key KEY     replace the payload of this customer's queued, never claimed\n"
     "                          item with this key (it keeps its id and place)\n"
+    "  --traceparent V         W3C Trace Context traceparent, sent with the webhook as the\n"
+    "                          traceparent header (00-<32 hex>-<16 hex>-<2 hex>)\n"
+    "  --tracestate V          W3C tracestate (key=value,...), sent as the tracestate header;\n"
+    "                          needs --traceparent\n"
     "  --payload-file FILE     read the payload from FILE\n"
     "Prints the item id (the superseded item's when it superseded one).\n"
     "\n"
     "Many items: --file FILE ('-' for stdin), one JSON object per line with the fields\n"
     "customer, payload (required), carrier, kind, run_at, idempotency_key, priority,\n"
-    "expires_at, supersede_key.\n"
+    "expires_at, supersede_key, traceparent, tracestate.\n"
     "All lines are loaded in one transaction: the first bad line is reported by number and\n"
     "nothing is enqueued.\n";
 
@@ -43,12 +48,15 @@ enum {
     OPT_PAYLOAD_FILE,
     OPT_FILE,
     OPT_EXPIRES_AT,
-    OPT_SUPERSEDE_KEY
+    OPT_SUPERSEDE_KEY,
+    OPT_TRACEPARENT,
+    OPT_TRACESTATE
 };
 
 /* The optional fields of one item, as given on the command line (NULL: not given). */
 typedef struct item_args {
     const char *carrier, *kind, *run_at, *key, *priority, *expires_at, *supersede_key;
+    const char *traceparent, *tracestate;
 } item_args;
 
 /* Reads a whole stream into a NUL-terminated buffer; fails on NUL bytes (never valid JSON). */
@@ -124,7 +132,9 @@ static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, 
                             a->key,
                             a->priority ? a->priority : "0",
                             a->expires_at,
-                            a->supersede_key};
+                            a->supersede_key,
+                            a->traceparent,
+                            a->tracestate};
     PGresult *res = PQexecParams(ctx->conn, sql_q_enqueue_one, (int)PGP_ARRAY_LEN(params), NULL,
                                  params, NULL, NULL, 0);
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -277,6 +287,8 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
         {"file", required_argument, NULL, OPT_FILE},
         {"expires-at", required_argument, NULL, OPT_EXPIRES_AT},
         {"supersede-key", required_argument, NULL, OPT_SUPERSEDE_KEY},
+        {"traceparent", required_argument, NULL, OPT_TRACEPARENT},
+        {"tracestate", required_argument, NULL, OPT_TRACESTATE},
         {NULL, 0, NULL, 0}};
     item_args a = {0};
     const char *payload_file = NULL, *file = NULL;
@@ -312,6 +324,12 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
                 return cli_usage_error(ctx, "--supersede-key: must be 1 to 255 characters");
             a.supersede_key = optarg;
             break;
+        case OPT_TRACEPARENT:
+            a.traceparent = optarg;
+            break;
+        case OPT_TRACESTATE:
+            a.tracestate = optarg;
+            break;
         case OPT_KEY:
             if (!*optarg || strlen(optarg) > 255)
                 return cli_usage_error(ctx, "--idempotency-key: must be 1 to 255 characters");
@@ -336,11 +354,15 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
     int nargs = argc - optind;
     if (file) {
         if (nargs > 0 || a.carrier || a.kind || a.run_at || a.key || a.priority || a.expires_at ||
-            a.supersede_key || payload_file)
+            a.supersede_key || a.traceparent || a.tracestate || payload_file)
             return cli_usage_error(ctx, "--file takes every field from the file; give no other "
                                         "item arguments");
         return enqueue_file(ctx, file);
     }
+    /* Checked together (a tracestate needs a traceparent), after both flags were read. */
+    if (trace_context_check("--traceparent", a.traceparent, "--tracestate", a.tracestate, &err) !=
+        0)
+        return cli_usage_error(ctx, "%s", err.msg);
     if (nargs < 1)
         return cli_usage_error(ctx, "missing CUSTOMER (or --file FILE)");
     if (nargs > 2)

@@ -88,7 +88,9 @@ struct sock_ctx {
     pgp_list link;
 };
 
-/* Header nodes of a request: curl reads the list, never frees or changes it. */
+/* Header nodes of a request: curl reads the list, never frees or changes it. The nodes up to
+ * HDR_EXPECT are in every request; the optional ones after it are linked in by build_headers
+ * for the requests that carry them, so that a request without them has no such header. */
 enum {
     HDR_CONTENT_TYPE,
     HDR_USER_AGENT,
@@ -96,6 +98,8 @@ enum {
     HDR_TIMESTAMP,
     HDR_SIGNATURE,
     HDR_EXPECT,
+    HDR_TRACEPARENT,
+    HDR_TRACESTATE,
     HDR_COUNT
 };
 
@@ -699,6 +703,19 @@ static bool header_safe(const char *v)
     return true;
 }
 
+/* A tracestate may hold spaces and tabs inside (around its list-members), never at its ends
+ * (HTTP would strip them); otherwise as header_safe. pgpace.item's CHECK allows no other. */
+static bool tracestate_safe(const char *v)
+{
+    if (!v || !*v || *v == ' ' || *v == '\t')
+        return false;
+    const unsigned char *p = (const unsigned char *)v;
+    for (; *p; p++)
+        if ((*p < 0x20 || *p > 0x7e) && *p != '\t')
+            return false;
+    return p[-1] != ' ' && p[-1] != '\t';
+}
+
 #define SETOPT(opt, val)                                                                           \
     do {                                                                                           \
         if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
@@ -798,17 +815,23 @@ static size_t put_decimal(char *p, int64_t v)
 }
 
 /* Fills the varying Standard Webhooks header lines (webhook-id, webhook-timestamp,
- * webhook-signature) into r->hbuf, which r's fixed header nodes point into. */
+ * webhook-signature) and the optional trace context lines into r->hbuf, which r's fixed
+ * header nodes point into. */
 static int build_headers(http_req *r, const http_request *req)
 {
     static const char id_prefix[] = "webhook-id: ";
     static const char ts_prefix[] = "webhook-timestamp: ";
     static const char sig_prefix[] = "webhook-signature: ";
+    static const char tp_prefix[] = "traceparent: ";
+    static const char tstate_prefix[] = "tracestate: ";
     size_t id_len = strlen(req->webhook_id);
     /* id line + timestamp line (a long long is at most 20 digits and a sign) + signature line
      * ("v1,<sig>" for each secret, space separated, each shorter than SECRET_SIGNATURE_MAX) */
+    size_t tp_len = req->traceparent ? strlen(req->traceparent) : 0;
+    size_t ts_len = req->tracestate ? strlen(req->tracestate) : 0;
     size_t need = sizeof id_prefix + id_len + sizeof "webhook-timestamp: " + 21 +
-                  sizeof sig_prefix + req->n_secrets * SECRET_SIGNATURE_MAX;
+                  sizeof sig_prefix + req->n_secrets * SECRET_SIGNATURE_MAX + sizeof tp_prefix +
+                  tp_len + sizeof tstate_prefix + ts_len;
     if (need > r->hbuf_cap) {
         size_t cap = 512;
         while (cap < need)
@@ -848,13 +871,37 @@ static int build_headers(http_req *r, const http_request *req)
         memcpy(p, sig, sl);
         p += sl;
     }
-    *p = '\0';
+    *p++ = '\0';
+
+    /* The optional lines: linked after the fixed ones only when present (the pooled object's
+     * links are whatever its previous request left, so they are set every time). */
+    struct curl_slist **tail = &r->hdr[HDR_EXPECT].next;
+    if (req->traceparent) {
+        r->hdr[HDR_TRACEPARENT].data = p;
+        memcpy(p, tp_prefix, sizeof tp_prefix - 1);
+        p += sizeof tp_prefix - 1;
+        memcpy(p, req->traceparent, tp_len + 1);
+        p += tp_len + 1;
+        *tail = &r->hdr[HDR_TRACEPARENT];
+        tail = &r->hdr[HDR_TRACEPARENT].next;
+    }
+    if (req->tracestate) {
+        r->hdr[HDR_TRACESTATE].data = p;
+        memcpy(p, tstate_prefix, sizeof tstate_prefix - 1);
+        p += sizeof tstate_prefix - 1;
+        memcpy(p, req->tracestate, ts_len + 1);
+        *tail = &r->hdr[HDR_TRACESTATE];
+        tail = &r->hdr[HDR_TRACESTATE].next;
+    }
+    *tail = NULL;
     return 0;
 }
 
 int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
 {
-    if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) || req->n_secrets == 0 ||
+    if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) ||
+        (req->traceparent && !header_safe(req->traceparent)) ||
+        (req->tracestate && !tracestate_safe(req->tracestate)) || req->n_secrets == 0 ||
         !req->secrets || (!req->body && req->body_len > 0) || req->total_timeout_ms <= 0 ||
         req->connect_timeout_ms < 0)
         return -EINVAL;

@@ -8,7 +8,9 @@
  * - Each request is a POST of the body as given with the Standard Webhooks headers:
  *   webhook-id, webhook-timestamp, webhook-signature ("v1,<sig>" per active secret, space
  *   separated, signed by secret.h), content-type: application/json, user-agent
- *   "pgpace/<version>". No redirects, only http/https, TLS verification on, connect and total
+ *   "pgpace/<version>"; traceparent and tracestate when the request carries them (an item's
+ *   W3C Trace Context), none when it does not. No redirects, only http/https, TLS
+ *   verification on, connect and total
  *   timeouts per request, keep-alive reuse, total and per-host connection limits, HTTP/2 over
  *   TLS where offered.
  * - Every connect is checked against netcheck (CURLOPT_OPENSOCKETFUNCTION) on the address
@@ -43,6 +45,9 @@ typedef struct http_request {
                          until the done callback runs (or http_send fails) */
     size_t body_len;
     const char *webhook_id;     /* stable across retries of one item */
+    const char *traceparent;    /* W3C Trace Context headers, sent verbatim when not NULL; */
+    const char *tracestate;     /* copied (like webhook_id), printable ASCII (tracestate: and
+                                   spaces, tabs) or the request is refused */
     int64_t timestamp_s;        /* webhook-timestamp (epoch seconds) */
     const char *const *secrets; /* whsec_ secrets, n_secrets of them, newest first */
     size_t n_secrets;

@@ -3,6 +3,85 @@
 -- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
 -- "Migrations, functions and views"), so it must stay safe to run any number of times.
 
+-- What is wrong with a W3C Trace Context (Trace Context level 1, the traceparent and tracestate
+-- HTTP headers) given at enqueue, as a message that starts with the field ("traceparent must
+-- ..."), or NULL when it is fine (or absent). Shared by every enqueue path, so that they all
+-- refuse the same values in the same words. The values are sent to receivers verbatim as
+-- headers; pgpace.item's CHECK constraints (0012_trace_context.sql) are the second line of
+-- defence.
+-- - traceparent: version-traceid-parentid-flags, 2-32-16-2 lowercase hex digits; version ff is
+--   invalid, an all-zero trace-id or parent-id too; version 00 is exactly 55 characters. A
+--   later version may append "-..." (the spec's forward compatibility), visible ASCII only and
+--   at most 256 characters in all.
+-- - tracestate: at most 32 list-members key=value separated by commas (optional spaces or tabs
+--   around them, empty members allowed and not counted), keys and values per the spec's
+--   grammar, at most 512 characters, not starting or ending with a space or tab (HTTP would
+--   strip those, and the receiver would not see what was enqueued), and only with a
+--   traceparent (without one, the spec has receivers ignore it).
+CREATE OR REPLACE FUNCTION pgpace.trace_context_error(traceparent text, tracestate text)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    members text[];
+    m       text;
+    n       integer := 0;
+BEGIN
+    IF traceparent IS NOT NULL THEN
+        IF length(traceparent) > 256
+           OR traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[!-~]*)?$' THEN
+            RETURN 'traceparent must be version-traceid-parentid-flags: 2, 32, 16 and 2 lowercase '
+                   'hex digits joined by "-" (W3C Trace Context)';
+        END IF;
+        IF left(traceparent, 2) = 'ff' THEN
+            RETURN 'traceparent must not have version ff (invalid in W3C Trace Context)';
+        END IF;
+        IF left(traceparent, 2) = '00' AND length(traceparent) <> 55 THEN
+            RETURN format('traceparent must be exactly 55 characters for version 00, got %s',
+                          length(traceparent));
+        END IF;
+        IF substr(traceparent, 4, 32) = repeat('0', 32) THEN
+            RETURN 'traceparent must not have an all-zero trace-id';
+        END IF;
+        IF substr(traceparent, 37, 16) = repeat('0', 16) THEN
+            RETURN 'traceparent must not have an all-zero parent-id';
+        END IF;
+    END IF;
+    IF tracestate IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF traceparent IS NULL THEN
+        RETURN 'tracestate must come with a traceparent';
+    END IF;
+    IF tracestate = '' THEN
+        RETURN 'tracestate must not be empty (leave it out)';
+    END IF;
+    IF length(tracestate) > 512 THEN
+        RETURN format('tracestate must be at most 512 characters, got %s', length(tracestate));
+    END IF;
+    IF tracestate ~ '^[\t ]|[\t ]$' THEN
+        RETURN 'tracestate must not start or end with a space or tab';
+    END IF;
+    members := string_to_array(tracestate, ',');
+    FOR i IN 1 .. cardinality(members) LOOP
+        m := btrim(members[i], E' \t');
+        CONTINUE WHEN m = '';
+        n := n + 1;
+        IF m !~ ('^([a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})'
+                 '=[ -+\--<>-~]{0,255}[!-+\--<>-~]$') THEN
+            RETURN format('tracestate must be a list of key=value members separated by commas '
+                          '(W3C Trace Context): member %s is not', i);
+        END IF;
+    END LOOP;
+    IF n > 32 THEN
+        RETURN format('tracestate must have at most 32 list-members, got %s', n);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- One item, with every check and rule of every enqueue path; returns its id and what became of
 -- it: `result` is 'created', 'duplicate' (a repeated idempotency key: the first item's id,
 -- nothing changed) or 'superseded' (the id of the queued item whose payload this one replaced);
@@ -38,6 +117,8 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue_item(
     priority        integer,
     expires_at      timestamptz,
     supersede_key   text,
+    traceparent     text,
+    tracestate      text,
     OUT id          bigint,
     OUT result      text,
     OUT expired     boolean)
@@ -56,6 +137,7 @@ DECLARE
     due          timestamptz;
     old          record;
     tries        integer := 0;
+    trace_error  text;
 BEGIN
     IF enqueue_item.customer IS NULL THEN
         RAISE EXCEPTION 'pgpace.enqueue: customer must not be null'
@@ -95,6 +177,12 @@ BEGIN
         RAISE EXCEPTION 'pgpace.enqueue: expires_at must be later than run_at'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'an item due at run_at could never be sent before such a deadline';
+    END IF;
+    trace_error := pgpace.trace_context_error(enqueue_item.traceparent, enqueue_item.tracestate);
+    IF trace_error IS NOT NULL THEN
+        RAISE EXCEPTION 'pgpace.enqueue: %', trace_error
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'see https://www.w3.org/TR/trace-context/ (leave both out for none)';
     END IF;
     -- -32768 is the recovery lane's (items sent again by `pgpace recover`), below all live
     -- traffic; producers get the symmetric range.
@@ -160,7 +248,9 @@ BEGIN
         IF FOUND THEN
             UPDATE pgpace.item i
                SET payload = enqueue_item.payload, kind = enqueue_item.kind,
-                   expires_at = enqueue_item.expires_at
+                   expires_at = enqueue_item.expires_at,
+                   -- The trace context belongs to the payload: the newer item's replaces it.
+                   traceparent = enqueue_item.traceparent, tracestate = enqueue_item.tracestate
              WHERE i.id = old.item_id;
             -- It keeps its place, but not before the newer item's own run_at; and it can only
             -- be sent if its deadline comes after the time it is due: otherwise it is
@@ -217,10 +307,10 @@ BEGIN
     END LOOP;
 
     INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,
-                             run_at, expires_at)
+                             run_at, expires_at, traceparent, tracestate)
     VALUES (new_id, cust_id, enqueue_item.carrier, enqueue_item.kind, enqueue_item.payload,
             enqueue_item.idempotency_key, enqueue_item.priority, coalesce(enqueue_item.run_at, now()),
-            enqueue_item.expires_at);
+            enqueue_item.expires_at, enqueue_item.traceparent, enqueue_item.tracestate);
     result := 'created';
     IF expired THEN
         INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
@@ -244,8 +334,9 @@ $$;
 -- Transactional enqueue. Call it inside the producer's own transaction: the item exists if and
 -- only if that transaction commits, and the wake-up NOTIFY is delivered on commit only. Returns
 -- the item's id (the first item's for a repeated idempotency key, the superseded item's when
--- it superseded one). expires_at and supersede_key came last, with defaults, so calls written
--- for the earlier signature (positional or named) work unchanged.
+-- it superseded one). expires_at and supersede_key, then traceparent and tracestate (a W3C
+-- Trace Context, sent with the webhook as headers), came last, with defaults, so calls written
+-- for an earlier signature (positional or named) work unchanged.
 CREATE OR REPLACE FUNCTION pgpace.enqueue(
     customer        text,
     payload         jsonb,
@@ -255,22 +346,25 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue(
     idempotency_key text DEFAULT NULL,
     priority        integer DEFAULT 0,
     expires_at      timestamptz DEFAULT NULL,
-    supersede_key   text DEFAULT NULL)
+    supersede_key   text DEFAULT NULL,
+    traceparent     text DEFAULT NULL,
+    tracestate      text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT e.id FROM pgpace.enqueue_item($1, $2, $3, $4, $5, $6, $7, $8, $9) AS e
+    SELECT e.id FROM pgpace.enqueue_item($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS e
 $$;
 
+REVOKE EXECUTE ON FUNCTION pgpace.trace_context_error(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
-    pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text)
+    pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text)
     FROM PUBLIC;
 -- Producers (the pgpace_producer group) may call this and pgpace.enqueue_json, nothing else.
 REVOKE EXECUTE ON FUNCTION
-    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text)
+    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text)
+    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text)
     TO pgpace_producer;

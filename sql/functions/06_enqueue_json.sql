@@ -4,7 +4,7 @@
 
 -- Enqueues the item described by `doc`, an object with the fields of a bulk line:
 -- {customer, payload, carrier?, kind?, run_at?, idempotency_key?, priority?, expires_at?,
--- supersede_key?}. Returns the item's id, whether this call created it (false: a repeated
+-- supersede_key?, traceparent?, tracestate?}. Returns the item's id, whether this call created it (false: a repeated
 -- idempotency key, or a supersede), whether it superseded a queued item (whose id it is), and
 -- whether the item's deadline had already passed (it was dead-lettered as 'expired' at once).
 --
@@ -21,7 +21,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
     allowed CONSTANT text[] :=
-        '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key}';
+        '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key,'
+        'traceparent,tracestate}';
     f          text;
     run_at     timestamptz;
     expires_at timestamptz;
@@ -51,7 +52,7 @@ BEGIN
         RAISE EXCEPTION 'field payload: required, must not be null'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    FOREACH f IN ARRAY '{carrier,kind,run_at,idempotency_key,expires_at,supersede_key}'::text[] LOOP
+    FOREACH f IN ARRAY '{carrier,kind,run_at,idempotency_key,expires_at,supersede_key,traceparent,tracestate}'::text[] LOOP
         IF coalesce(jsonb_typeof(doc -> f), 'null') NOT IN ('string', 'null') THEN
             RAISE EXCEPTION 'field %: must be a string', f
                 USING ERRCODE = 'invalid_parameter_value';
@@ -86,13 +87,14 @@ BEGIN
         SELECT * INTO e FROM pgpace.enqueue_item(doc ->> 'customer', doc -> 'payload',
                                                  doc ->> 'carrier', doc ->> 'kind', run_at,
                                                  doc ->> 'idempotency_key', priority, expires_at,
-                                                 doc ->> 'supersede_key');
+                                                 doc ->> 'supersede_key', doc ->> 'traceparent',
+                                                 doc ->> 'tracestate');
     EXCEPTION WHEN data_exception OR foreign_key_violation OR program_limit_exceeded THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
         msg := regexp_replace(msg, '^pgpace\.enqueue: ', '');
         -- pgpace.enqueue_item's messages start with the field ("kind must be ...", "payload is
         -- N bytes ...") or name it ("unknown customer 'x'", "invalid carrier 'x'").
-        f := CASE WHEN msg ~ '^(customer|payload|carrier|kind|run_at|idempotency_key|priority|expires_at|supersede_key) '
+        f := CASE WHEN msg ~ '^(customer|payload|carrier|kind|run_at|idempotency_key|priority|expires_at|supersede_key|traceparent|tracestate) '
                   THEN substring(msg FROM '^([a-z_]+) ')
                   WHEN msg ~ '^unknown customer ' THEN 'customer'
                   WHEN msg ~ '^invalid carrier ' THEN 'carrier'

@@ -29,7 +29,8 @@ DECLARE
     bad record;
     size_limit bigint;
     allowed CONSTANT text[] :=
-        '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key}';
+        '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key,'
+        'traceparent,tracestate}';
     one record;
     ln record;
     -- A file where some line has both keys: every keyed line goes one by one, in line order,
@@ -80,11 +81,14 @@ BEGIN
                     WHEN jsonb_typeof(d.j -> 'priority') NOT IN ('number', 'null') THEN 'priority'
                     WHEN jsonb_typeof(d.j -> 'expires_at') NOT IN ('string', 'null') THEN 'expires_at'
                     WHEN jsonb_typeof(d.j -> 'supersede_key') NOT IN ('string', 'null') THEN 'supersede_key'
+                    WHEN jsonb_typeof(d.j -> 'traceparent') NOT IN ('string', 'null') THEN 'traceparent'
+                    WHEN jsonb_typeof(d.j -> 'tracestate') NOT IN ('string', 'null') THEN 'tracestate'
                END AS mistyped
           FROM pgpace_bulk_doc d,
                jsonb_to_record(d.j) AS r(customer text, payload jsonb, carrier text, kind text,
                                          run_at text, idempotency_key text, priority text,
-                                         expires_at text, supersede_key text);
+                                         expires_at text, supersede_key text, traceparent text,
+                                         tracestate text);
     ANALYZE pgpace_bulk_row;
 
     SELECT b.line_no, msg INTO bad FROM pgpace_bulk_row b
@@ -104,6 +108,10 @@ BEGIN
             THEN 'field idempotency_key: must be 1 to 255 characters'
           WHEN length(b.supersede_key) NOT BETWEEN 1 AND 255
             THEN 'field supersede_key: must be 1 to 255 characters'
+          -- "traceparent must ..." -> "field traceparent: must ...", as pgpace.enqueue_json says it.
+          WHEN pgpace.trace_context_error(b.traceparent, b.tracestate) IS NOT NULL
+            THEN regexp_replace(pgpace.trace_context_error(b.traceparent, b.tracestate),
+                                '^([a-z]+) ', 'field \1: ')
           -- -32768 is the recovery lane's (pgpace recover), as in pgpace.enqueue_item.
           WHEN b.priority !~ '^-?[0-9]{1,5}$' OR b.priority::integer NOT BETWEEN -32767 AND 32767
             THEN 'field priority: must be an integer between -32767 and 32767'
@@ -172,10 +180,11 @@ BEGIN
     -- insertion (into the narrow pgpace.item_key). `keyed` is materialised once (it is volatile
     -- and read twice), so each keyed line has one id for its key and its item.
     WITH ins_plain AS (
-        INSERT INTO pgpace.item (customer_id, carrier, kind, payload, priority, run_at, expires_at)
+        INSERT INTO pgpace.item (customer_id, carrier, kind, payload, priority, run_at, expires_at,
+                                 traceparent, tracestate)
         SELECT c.id, b.carrier, b.kind, b.payload,
                coalesce(b.priority::smallint, 0), coalesce(b.run_at::timestamptz, now()),
-               b.expires_at::timestamptz
+               b.expires_at::timestamptz, b.traceparent, b.tracestate
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
          WHERE b.idempotency_key IS NULL AND b.supersede_key IS NULL
          ORDER BY b.line_no
@@ -183,7 +192,8 @@ BEGIN
     ), keyed AS (
         SELECT pgpace.next_item_id() AS id, b.line_no, c.id AS customer_id, b.carrier, b.kind,
                b.payload, b.idempotency_key, coalesce(b.priority::smallint, 0) AS priority,
-               coalesce(b.run_at::timestamptz, now()) AS run_at, b.expires_at::timestamptz AS expires_at
+               coalesce(b.run_at::timestamptz, now()) AS run_at, b.expires_at::timestamptz AS expires_at,
+               b.traceparent, b.tracestate
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
          WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL AND NOT mixed
     ), ins_key AS (
@@ -194,9 +204,9 @@ BEGIN
         RETURNING item_id
     ), ins_keyed AS (
         INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,
-                                 run_at, expires_at)
+                                 run_at, expires_at, traceparent, tracestate)
         SELECT k.id, k.customer_id, k.carrier, k.kind, k.payload, k.idempotency_key, k.priority,
-               k.run_at, k.expires_at
+               k.run_at, k.expires_at, k.traceparent, k.tracestate
           FROM keyed k JOIN ins_key n ON n.item_id = k.id
          ORDER BY k.line_no
         RETURNING id, customer_id, carrier, priority, run_at, expires_at
@@ -243,7 +253,8 @@ BEGIN
           FROM pgpace.enqueue_item(ln.customer, ln.payload, ln.carrier, ln.kind,
                                    ln.run_at::timestamptz, ln.idempotency_key,
                                    coalesce(ln.priority::integer, 0),
-                                   ln.expires_at::timestamptz, ln.supersede_key);
+                                   ln.expires_at::timestamptz, ln.supersede_key,
+                                   ln.traceparent, ln.tracestate);
         IF one.expired THEN
             expired := expired + 1;
         ELSIF one.result = 'superseded' THEN

@@ -16,7 +16,7 @@
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
 -- @params: fr_period fr_credit tick pair_in_flight
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at expires_in_us
+-- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
     SELECT p.customer_id, p.carrier, p.n, p.ord, p.in_flight
@@ -117,11 +117,14 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
        -- Time left, not the deadline: the dispatcher adds it to its own clock (see rows.c).
        CASE WHEN c.expires_at IS NOT NULL
             THEN greatest((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 1)
-       END AS expires_in_us
+       END AS expires_in_us,
+       -- W3C Trace Context given at enqueue (NULL: none), sent as headers of the same names.
+       i.traceparent, i.tracestate
   FROM claimed c
   JOIN chosen ch ON ch.item_id = c.item_id
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
- CROSS JOIN LATERAL (SELECT it.payload, it.created_at FROM pgpace.item it
+ CROSS JOIN LATERAL (SELECT it.payload, it.created_at, it.traceparent, it.tracestate
+                       FROM pgpace.item it
                       WHERE it.id = c.item_id LIMIT 1) i
 UNION ALL
 SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
@@ -130,7 +133,7 @@ SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
          WHERE q.customer_id = p.customer_id AND q.carrier = p.carrier
            AND q.next_action_at > now()
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
-       NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL
   FROM pair p
   JOIN cust ON cust.customer_id = p.customer_id
   LEFT JOIN per_pair pp ON pp.customer_id = p.customer_id AND pp.carrier = p.carrier

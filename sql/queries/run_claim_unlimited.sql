@@ -11,7 +11,7 @@
 -- The columns are run_claim.sql's, in the same places (one parser reads both).
 -- @params: pair_customer pair_limit lease_s token claimed_by
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at expires_in_us
+-- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate
 WITH pair AS (
     -- (SELECT $n) hides the arrays' lengths from the planner, as a generic plan does not know
     -- them either: both plans then cost the same, so the plan cache keeps the generic one and
@@ -54,10 +54,13 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, '' AS carrier, c.attempt + 1 AS at
        -- Time left, not the deadline: the dispatcher adds it to its own clock (see rows.c).
        CASE WHEN c.expires_at IS NOT NULL
             THEN greatest((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 1)
-       END AS expires_in_us
+       END AS expires_in_us,
+       -- W3C Trace Context given at enqueue (NULL: none), sent as headers of the same names.
+       i.traceparent, i.tracestate
   FROM cand c
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
- CROSS JOIN LATERAL (SELECT it.payload, it.created_at FROM pgpace.item it
+ CROSS JOIN LATERAL (SELECT it.payload, it.created_at, it.traceparent, it.tracestate
+                       FROM pgpace.item it
                       WHERE it.id = c.item_id LIMIT 1) i
 UNION ALL
 SELECT 'd', NULL, p.customer_id, '', NULL, NULL, NULL, NULL, NULL,
@@ -66,7 +69,7 @@ SELECT 'd', NULL, p.customer_id, '', NULL, NULL, NULL, NULL, NULL,
          WHERE q.customer_id = p.customer_id AND q.carrier = ''
            AND q.next_action_at > now()
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
-       NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL
   FROM pair p
   LEFT JOIN (SELECT c.customer_id, count(*) AS k FROM cand c GROUP BY c.customer_id) pp
          ON pp.customer_id = p.customer_id

@@ -434,6 +434,8 @@ void delivery_send(dispatcher *d, delivery *dl)
             .body = dl->body,
             .body_len = dl->body_len,
             .webhook_id = webhook_id,
+            .traceparent = dl->traceparent,
+            .tracestate = dl->tracestate,
             .timestamp_s = dl->started_us / 1000000,
             .secrets = (const char *const *)c->secrets,
             .n_secrets = c->n_secrets,
@@ -512,6 +514,8 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     dl->token = token;
     dl->created_us = row->created_us;
     dl->expires_us = row->expires_us;
+    dl->traceparent = row->traceparent;
+    dl->tracestate = row->tracestate;
     customer *c = customer_get(d, dl->customer_id);
 
     /* Count it in flight before sending: a synchronous failure path still decrements once. */

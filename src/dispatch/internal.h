@@ -283,7 +283,8 @@ char *text_excerpt(const char *s, size_t n);
 
 /* ---- delivery.c ---------------------------------------------------------------------------- */
 
-/* A claim's result, kept while deliveries point into it (their bodies and carriers): the
+/* A claim's result, kept while deliveries point into it (their bodies, carriers and trace
+ * contexts): the
  * request body is sent from libpq's memory, never copied. */
 typedef struct claim_result {
     PGresult *res;
@@ -304,7 +305,7 @@ typedef struct delivery {
     delivery_stage stage;
     size_t slot_pos;  /* STAGE_SLOT: its index in dispatcher.slots */
     int64_t due_us;   /* STAGE_SLOT: when it is sent; STAGE_WINDOW: when it is given back */
-    claim_result *cr; /* holds body and carrier */
+    claim_result *cr; /* holds body, carrier and trace context */
     const char *body;
     size_t body_len;
     int64_t item_id, token, customer_id;
@@ -315,10 +316,11 @@ typedef struct delivery {
     int64_t planned_us; /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
     int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
     int64_t expires_us; /* its deadline (epoch us): no request starts at or after it; 0: none */
-    host_state *host;   /* its receiver host (the customer's URL may change meanwhile) */
-    bool host_counted;  /* sent, so counted in host->in_flight */
-    bool host_booked;   /* waiting for its slot, so counted in host->booked */
-    bool spaced;        /* sent for a spaced customer: counted in host->spaced_in_flight */
+    const char *traceparent, *tracestate; /* W3C Trace Context headers (in cr); NULL: none */
+    host_state *host;  /* its receiver host (the customer's URL may change meanwhile) */
+    bool host_counted; /* sent, so counted in host->in_flight */
+    bool host_booked;  /* waiting for its slot, so counted in host->booked */
+    bool spaced;       /* sent for a spaced customer: counted in host->spaced_in_flight */
 } delivery;
 
 /* ---- finalize.c ---------------------------------------------------------------------------- */
@@ -423,7 +425,8 @@ typedef struct claim_row {
     int64_t created_us;
     int64_t expires_in_us; /* time left to its deadline at the statement's start; 0: none */
     int64_t expires_us;    /* that deadline on this host's clock (take_rows), epoch us; 0: none */
-    bool has_next;         /* drained pair: its next future item's time */
+    const char *traceparent, *tracestate; /* W3C Trace Context; NULL: none */
+    bool has_next;                        /* drained pair: its next future item's time */
     int64_t next_us;
 } claim_row;
 

@@ -67,7 +67,8 @@ _Static_assert((int)SQL_RUN_CLAIM_NCOLS == (int)SQL_RUN_CLAIM_UNLIMITED_NCOLS &&
                    SAME_COLUMN(KIND) && SAME_COLUMN(ITEM_ID) && SAME_COLUMN(CUSTOMER_ID) &&
                    SAME_COLUMN(CARRIER) && SAME_COLUMN(ATTEMPT) && SAME_COLUMN(MAX_ATTEMPTS) &&
                    SAME_COLUMN(STALE) && SAME_COLUMN(PAYLOAD) && SAME_COLUMN(CREATED_US) &&
-                   SAME_COLUMN(NEXT_US) && SAME_COLUMN(EXPIRES_IN_US),
+                   SAME_COLUMN(NEXT_US) && SAME_COLUMN(EXPIRES_IN_US) && SAME_COLUMN(TRACEPARENT) &&
+                   SAME_COLUMN(TRACESTATE),
                "run_claim_unlimited.sql must return run_claim.sql's columns in the same places");
 #undef SAME_COLUMN
 
@@ -139,6 +140,10 @@ void claim_row_parse(const PGresult *res, int r, claim_row *out)
     out->created_us = row_i64(res, r, SQL_RUN_CLAIM_C_CREATED_US);
     if (!row_null(res, r, SQL_RUN_CLAIM_C_EXPIRES_IN_US))
         out->expires_in_us = row_i64(res, r, SQL_RUN_CLAIM_C_EXPIRES_IN_US);
+    if (!row_null(res, r, SQL_RUN_CLAIM_C_TRACEPARENT))
+        out->traceparent = PQgetvalue(res, r, SQL_RUN_CLAIM_C_TRACEPARENT);
+    if (!row_null(res, r, SQL_RUN_CLAIM_C_TRACESTATE))
+        out->tracestate = PQgetvalue(res, r, SQL_RUN_CLAIM_C_TRACESTATE);
 }
 
 void customer_row_parse(const PGresult *res, int r, customer_row *out)

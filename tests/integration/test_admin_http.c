@@ -804,7 +804,7 @@ static int client_bad_input(t_ctx *t)
          "{\"error\":\"field customer: unknown customer 'nobody'\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"colour\":\"red\"}",
          "{\"error\":\"unknown field 'colour' (allowed: customer, payload, carrier, kind, run_at, "
-         "idempotency_key, priority, expires_at, supersede_key)\"}"},
+         "idempotency_key, priority, expires_at, supersede_key, traceparent, tracestate)\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":1.5}",
          "{\"error\":\"field priority: must be an integer between -32767 and 32767\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":\"1\"}",

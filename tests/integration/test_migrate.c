@@ -395,7 +395,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 34);
+    assert_int_equal(functions, 35);
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -479,7 +479,7 @@ static void changed_function_file_is_reapplied(void **state)
                "('05_enqueue', '08_customer')");
     tl_exec(c, "UPDATE pgpace.schema_function_digest SET digest = repeat('1', 64)");
     tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
-               "integer, timestamptz, text) SET work_mem = '1MB'");
+               "integer, timestamptz, text, text, text) SET work_mem = '1MB'");
     tl_exec(c, "ALTER FUNCTION pgpace.customer_set_timeouts(text, integer, integer) SET work_mem "
                "= '1MB'");
     p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
@@ -544,12 +544,13 @@ static void failing_function_file_rolls_back(void **state)
     tl_exec(c, "UPDATE pgpace.schema_function SET checksum = repeat('0', 64) WHERE name IN "
                "('05_enqueue', '11_instance')");
     tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
-               "integer, timestamptz, text) SET work_mem = '1MB'");
+               "integer, timestamptz, text, text, text) SET work_mem = '1MB'");
     tl_exec(c, "DROP VIEW pgpace.leader; DROP VIEW pgpace.instance; CREATE VIEW pgpace.instance "
                "AS SELECT 1 AS pid");
     static const char odd_enqueue[] =
         "SELECT count(*) FROM pg_proc WHERE oid = 'pgpace.enqueue(text, jsonb, text, text, "
-        "timestamptz, text, integer, timestamptz, text)'::regprocedure AND proconfig @> "
+        "timestamptz, text, integer, timestamptz, text, text, text)'::regprocedure AND "
+        "proconfig @> "
         "'{work_mem=1MB}'";
 
     tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
@@ -938,9 +939,10 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
     tl_exec(c, "GRANT SELECT ON pgpace.item TO %s", reader);
 
     static const char *const snapshots[] = {
-        /* Without the columns of later migrations (0010: deadlines, supersede keys). */
-        "SELECT md5(string_agg((to_jsonb(t) - 'expires_at')::text, ',' ORDER BY t.id)) FROM "
-        "pgpace.item t",
+        /* Without the columns of later migrations (0010: deadlines, supersede keys; 0012:
+         * trace context). */
+        "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,traceparent,tracestate}'::text[])::"
+        "text, ',' ORDER BY t.id)) FROM pgpace.item t",
         "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,supersede_key}'::text[])::text, ',' "
         "ORDER BY t.item_id)) FROM pgpace.queue t",
         "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.dead_letter t",
@@ -1020,12 +1022,13 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
                                      "'SELECT')::int + has_function_privilege('pgpace_producer', "
                                      "'pgpace.next_item_id()', 'EXECUTE')::int"),
                      0);
-    assert_int_equal(tl_query_int(c, "SELECT has_function_privilege('pgpace_producer', "
-                                     "'pgpace.enqueue(text, jsonb, text, text, timestamptz, "
-                                     "text, integer, timestamptz, text)', 'EXECUTE')::int + "
-                                     "has_function_privilege('pgpace_producer', "
-                                     "'pgpace.enqueue_json(jsonb)', 'EXECUTE')::int"),
-                     2);
+    assert_int_equal(
+        tl_query_int(c, "SELECT has_function_privilege('pgpace_producer', "
+                        "'pgpace.enqueue(text, jsonb, text, text, timestamptz, "
+                        "text, integer, timestamptz, text, text, text)', 'EXECUTE')::int + "
+                        "has_function_privilege('pgpace_producer', "
+                        "'pgpace.enqueue_json(jsonb)', 'EXECUTE')::int"),
+        2);
     assert_int_equal(tl_query_int(c,
                                   "SELECT has_table_privilege('%s', 'pgpace.item', "
                                   "'SELECT')::int",

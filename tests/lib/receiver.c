@@ -342,6 +342,10 @@ static int parse_header(request_head *h, receiver_request *rq, const char *name,
         copy_field(rq->content_type, sizeof rq->content_type, v, vlen);
     } else if (ieq(name, nlen, "user-agent")) {
         copy_field(rq->user_agent, sizeof rq->user_agent, v, vlen);
+    } else if (ieq(name, nlen, "traceparent")) {
+        copy_field(rq->traceparent, sizeof rq->traceparent, v, vlen);
+    } else if (ieq(name, nlen, "tracestate")) {
+        copy_field(rq->tracestate, sizeof rq->tracestate, v, vlen);
     }
     return P_OK;
 }

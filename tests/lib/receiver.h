@@ -64,6 +64,10 @@ typedef struct receiver_request {
     char webhook_signature[512];
     char content_type[128];
     char user_agent[128];
+    /* W3C Trace Context headers ("" when absent; pgpace never sends them empty). Sized for the
+     * longest values pgpace accepts (256 and 512 characters). */
+    char traceparent[264];
+    char tracestate[520];
     char *body; /* NUL-terminated copy, owned by the receiver */
     size_t body_len;
     /* The status line's code sent for this request; 0 while not (or never) answered: RECV_HANG,
