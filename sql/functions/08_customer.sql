@@ -242,7 +242,8 @@ BEGIN
                             i, hname
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = CASE WHEN lower(hname) = 'authorization'
-                                  THEN 'set receiver authentication with pgpace.customer_set_auth (customer set --auth)' END;
+                                  THEN 'set receiver authentication with pgpace.customer_set_auth (customer set --auth)'
+                                  ELSE 'reserved: webhook-* and ' || array_to_string(reserved, ', ') END;
         END IF;
         IF lower(hname) = ANY (seen) THEN
             RAISE EXCEPTION 'headers[%]: % is given twice', i, hname
