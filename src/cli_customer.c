@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char customer_usage[] =
     "usage: pgpace customer COMMAND [ARGS...]\n"
@@ -46,6 +47,20 @@ static const char set_usage[] =
     "                        enqueue) are dead-lettered as 'expired': 90s, 15m, 2h, 3d (at\n"
     "                        most 365d); applies to items enqueued from then on\n"
     "\n"
+    "What the receiver requires besides the signature (secrets: shown only by\n"
+    "'customer get --show-secrets', never logged):\n"
+    "  --header 'Name: value'  an extra header sent with every webhook; repeat it for more (at\n"
+    "                        most 20). The given ones replace the customer's whole set. Names\n"
+    "                        are HTTP tokens (at most 64); webhook-*, content-type,\n"
+    "                        content-length, host, user-agent, authorization, transfer-encoding,\n"
+    "                        connection, traceparent, tracestate, expect, keep-alive, te,\n"
+    "                        trailer, upgrade, proxy-connection are reserved; values 1 to 4096\n"
+    "                        bytes without control characters\n"
+    "  --clear-headers       remove every extra header\n"
+    "  --auth basic:USER:PASSWORD | bearer:TOKEN | none\n"
+    "                        the Authorization header: Basic (USER without a colon) or Bearer\n"
+    "                        (a token68 token), or none\n"
+    "\n"
     "Pacing that listens to the receiver (429, or 503 with Retry-After, lowers the effective\n"
     "rate; each success raises it again, up to --rate). 'default' uses the [delivery] setting:\n"
     "  --throttle-decrease F|default   rate multiplied by F on a throttled answer (0 < F < 1)\n"
@@ -72,8 +87,39 @@ enum {
     OPT_THROTTLE_DECREASE,
     OPT_THROTTLE_INCREASE,
     OPT_THROTTLE_FLOOR,
-    OPT_MAX_AGE
+    OPT_MAX_AGE,
+    OPT_HEADER,
+    OPT_CLEAR_HEADERS,
+    OPT_AUTH
 };
+
+/* The lines as a PostgreSQL array literal, every element quoted ('\\' and '"' escaped):
+ * "{}" for none. Returns NULL when out of memory (the caller frees the result). */
+static char *header_array(const char *const *lines, size_t n)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++)
+        cap += 2 * strlen(lines[i]) + 3;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    char *p = out;
+    *p++ = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        *p++ = '"';
+        for (const char *c = lines[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                *p++ = '\\';
+            *p++ = *c;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return out;
+}
 
 /* --max-age: a whole number of seconds, minutes, hours or days ("90s", "15m", "2h", "3d"), at
  * most 365 days, or "none". Writes the interval for SQL ("5400 seconds"; "0" for none) to out;
@@ -170,6 +216,9 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"throttle-increase", required_argument, NULL, OPT_THROTTLE_INCREASE},
         {"throttle-floor", required_argument, NULL, OPT_THROTTLE_FLOOR},
         {"max-age", required_argument, NULL, OPT_MAX_AGE},
+        {"header", required_argument, NULL, OPT_HEADER},
+        {"clear-headers", no_argument, NULL, OPT_CLEAR_HEADERS},
+        {"auth", required_argument, NULL, OPT_AUTH},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
@@ -178,6 +227,11 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     bool rotate = false, retire = false, clear_max_in_flight = false;
     char max_age_buf[32];
     const char *max_age = NULL;
+    const char *header_lines[VALIDATE_HEADERS_MAX];
+    char header_names[VALIDATE_HEADERS_MAX][VALIDATE_HEADER_NAME_MAX + 1];
+    size_t n_headers = 0;
+    bool clear_headers = false;
+    validate_auth_parts auth = {0};
     pgp_error err;
     double rate_value;
     long long int_value;
@@ -264,6 +318,28 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                                        optarg);
             max_age = max_age_buf;
             break;
+        case OPT_HEADER: {
+            char what[32];
+            snprintf(what, sizeof what, "--header #%zu", n_headers + 1);
+            if (n_headers == VALIDATE_HEADERS_MAX)
+                return cli_usage_error(ctx, "--header: at most %d extra headers",
+                                       VALIDATE_HEADERS_MAX);
+            if (validate_header_line(what, optarg, header_names[n_headers], &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            for (size_t i = 0; i < n_headers; i++)
+                if (strcasecmp(header_names[i], header_names[n_headers]) == 0)
+                    return cli_usage_error(ctx, "%s: %s is given twice", what,
+                                           header_names[n_headers]);
+            header_lines[n_headers++] = optarg;
+            break;
+        }
+        case OPT_CLEAR_HEADERS:
+            clear_headers = true;
+            break;
+        case OPT_AUTH:
+            if (validate_auth("--auth", optarg, &auth, &err) != 0)
+                return cli_usage_error(ctx, "%s", err.msg);
+            break;
         case OPT_THROTTLE_DECREASE:
         case OPT_THROTTLE_INCREASE:
         case OPT_THROTTLE_FLOOR: {
@@ -291,6 +367,8 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
     if (validate_name("customer name", name, &err) != 0)
         return cli_usage_error(ctx, "%s", err.msg);
+    if (clear_headers && n_headers > 0)
+        return cli_usage_error(ctx, "use --header or --clear-headers, not both");
     if ((secret != NULL) + rotate + retire > 1)
         return cli_usage_error(ctx, "use one of --secret, --rotate-secret, --retire-old-secrets "
                                     "at a time");
@@ -362,8 +440,20 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             throttle[0],
                             throttle[1],
                             throttle[2],
-                            max_age};
+                            max_age,
+                            NULL,
+                            auth.scheme,
+                            auth.username[0] ? auth.username : NULL,
+                            auth.secret};
+    char *headers = NULL;
+    if (n_headers > 0 || clear_headers) {
+        headers = header_array(header_lines, n_headers);
+        if (!headers)
+            return cli_fail(ctx, CLI_FAILED, "out of memory");
+        params[16] = headers;
+    }
     PGresult *res = cli_query(ctx, sql_q_customer_set, (int)PGP_ARRAY_LEN(params), params);
+    free(headers);
     if (!res)
         return CLI_FAILED;
     bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -379,8 +469,9 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
     static const struct option extra[] = {{"show-secrets", no_argument, NULL, OPT_SHOW},
                                           {NULL, 0, NULL, 0}};
     static const char usage[] = "usage: pgpace customer get NAME [--show-secrets]\n\n"
-                                "Prints the customer's settings. Signing secrets are shown only "
-                                "with --show-secrets.\n";
+                                "Prints the customer's settings. Signing secrets, extra header "
+                                "values and receiver\ncredentials are shown only with "
+                                "--show-secrets.\n";
     int flags = 0;
     const char *name = NULL;
     int rc = parse_name_and_flags(ctx, argc, argv, usage, extra, &flags, &name);
@@ -400,9 +491,32 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
     bool show = flags & (1 << OPT_SHOW);
     for (int c = 0; c < PQnfields(res); c++) {
         const char *field = PQfname(res, c);
+        const char *value = PQgetvalue(res, 0, c);
         if (strcmp(field, "secret_list") == 0 && !show)
             continue;
-        printf("%-18s %s\n", field, PQgetvalue(res, 0, c));
+        if (strcmp(field, "headers") == 0) {
+            /* One line each; without --show-secrets only the names (values are API keys). */
+            if (!*value)
+                printf("%-18s none\n", field);
+            for (const char *line = value; *line;) {
+                size_t len = strcspn(line, "\n");
+                size_t name_len = strcspn(line, ":");
+                if (name_len > len)
+                    name_len = len;
+                if (show)
+                    printf("%-18s %.*s\n", field, (int)len, line);
+                else
+                    printf("%-18s %.*s: (hidden)\n", field, (int)name_len, line);
+                line += len + (line[len] == '\n');
+            }
+            continue;
+        }
+        if (strcmp(field, "auth_credentials") == 0) {
+            if (PQgetisnull(res, 0, c))
+                continue;
+            value = show ? value : "(hidden)";
+        }
+        printf("%-18s %s\n", field, value);
     }
     PQclear(res);
     return CLI_OK;

@@ -107,7 +107,8 @@ struct http_req {
     pgp_list link; /* in s->reqs while in flight, in s->idle while pooled */
     http_sender *s;
     CURL *easy; /* created with the object, reused by every request it carries */
-    struct curl_slist hdr[HDR_COUNT];
+    struct curl_slist hdr[HDR_COUNT]; /* the last one links to extra->nodes while in flight */
+    http_headers *extra;              /* the customer's extra headers, referenced; or NULL */
     char *hbuf; /* the varying header lines (id, timestamp, signatures), NUL-separated */
     size_t hbuf_cap;
     const char *body; /* what curl sends: the caller's, borrowed until the callback */
@@ -133,6 +134,62 @@ static char hdr_content_type[] = "content-type: application/json";
 static char hdr_user_agent[] = "user-agent: " USER_AGENT;
 /* No "Expect: 100-continue" round trip for larger bodies. */
 static char hdr_expect[] = "Expect:";
+
+/* A customer's extra headers: one allocation holding the nodes and the lines they point to. */
+struct http_headers {
+    unsigned refs;
+    size_t n;
+    struct curl_slist nodes[]; /* n nodes, then the lines, NUL-terminated */
+};
+
+/* ---- extra headers ---- */
+
+int http_headers_new(const char *lines, http_headers **out)
+{
+    *out = NULL;
+    if (!lines || !*lines)
+        return 0;
+    size_t n = 1, len = strlen(lines);
+    for (const char *p = lines; *p; p++)
+        if (*p == '\n')
+            n++;
+    if (n > HTTP_HEADERS_MAX)
+        return -EINVAL;
+    http_headers *h = malloc(sizeof *h + n * sizeof h->nodes[0] + len + 1);
+    if (!h)
+        return -ENOMEM;
+    h->refs = 1;
+    h->n = n;
+    char *text = (char *)(h->nodes + n);
+    memcpy(text, lines, len + 1);
+    char *line = text;
+    for (size_t i = 0; i < n; i++) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        /* "Name: value": a colon after a non-empty name, no control character but tab (a CR or
+         * LF would let the value start a header, or a request, of its own). */
+        bool ok = line[0] != ':' && strchr(line, ':') != NULL;
+        for (const unsigned char *c = (const unsigned char *)line; ok && *c; c++)
+            if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
+                ok = false;
+        if (!ok) {
+            free(h);
+            return -EINVAL;
+        }
+        h->nodes[i].data = line;
+        h->nodes[i].next = i + 1 < n ? &h->nodes[i + 1] : NULL;
+        line = end ? end + 1 : line + strlen(line);
+    }
+    *out = h;
+    return 0;
+}
+
+void http_headers_release(http_headers *h)
+{
+    if (h && --h->refs == 0)
+        free(h);
+}
 
 /* ---- completion ---- */
 
@@ -193,6 +250,7 @@ static const char *classify(CURLcode c)
 
 static void req_destroy(http_req *r)
 {
+    http_headers_release(r->extra);
     if (r->easy)
         curl_easy_cleanup(r->easy);
     free(r->hbuf);
@@ -213,6 +271,10 @@ static void req_put(http_req *r)
         r->hbuf = NULL;
         r->hbuf_cap = 0;
     }
+    /* The customer's set may be released as soon as no request holds it. */
+    r->hdr[HDR_COUNT - 1].next = NULL;
+    http_headers_release(r->extra);
+    r->extra = NULL;
     r->body = NULL;
     r->cb = NULL;
     r->arg = NULL;
@@ -945,6 +1007,13 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     SETOPT(CURLOPT_FRESH_CONNECT, fresh);
     SETOPT(CURLOPT_MAXLIFETIME_CONN, max_life);
 
+    /* Linked after the fixed nodes (the list curl has from easy_setup), referenced until
+     * req_put: no allocation, and a reload of the customer cannot free it under curl. */
+    if (req->headers) {
+        r->extra = req->headers;
+        r->extra->refs++;
+        r->hdr[HDR_COUNT - 1].next = r->extra->nodes;
+    }
     r->cb = cb;
     r->arg = arg;
     r->start_ns = uv_hrtime();

@@ -9,10 +9,10 @@
  *   webhook-id, webhook-timestamp, webhook-signature ("v1,<sig>" per active secret, space
  *   separated, signed by secret.h), content-type: application/json, user-agent
  *   "pgpace/<version>"; traceparent and tracestate when the request carries them (an item's
- *   W3C Trace Context), none when it does not. No redirects, only http/https, TLS
- *   verification on, connect and total
- *   timeouts per request, keep-alive reuse, total and per-host connection limits, HTTP/2 over
- *   TLS where offered.
+ *   W3C Trace Context), none when it does not; then the customer's extra header lines
+ *   (http_headers: static headers and its Authorization), which cost no allocation per request.
+ *   No redirects, only http/https, TLS verification on, connect and total timeouts per request,
+ *   keep-alive reuse, total and per-host connection limits, HTTP/2 over TLS where offered.
  * - Every connect is checked against netcheck (CURLOPT_OPENSOCKETFUNCTION) on the address
  *   actually connected to; a refused address fails the request with error_class "ssrf".
  * - The response body is read up to max_response_bytes; the first bytes (excerpt) are kept.
@@ -39,6 +39,23 @@ typedef struct http_sender_options {
     const netcheck_allow *allow; /* SSRF allow-list (copied); NULL = empty */
 } http_sender_options;
 
+/* A customer's extra header lines ("Name: value", the Authorization one included), built once
+ * when the customer is (re)loaded and linked after the request's own header nodes, so a request
+ * pays nothing for them. Reference-counted: the creator holds one reference, each request in
+ * flight another (taken in http_send, dropped after its callback), so a customer reloaded or
+ * deleted while its requests are in flight can release its set at once. Single-threaded (the
+ * loop's thread), like the sender. The values are secrets: never logged. */
+typedef struct http_headers http_headers;
+
+/* Builds a set from LF-separated lines (as run_customers.sql gives them). "" or NULL gives
+ * *out = NULL: no extra headers. Each line needs a colon and no control character other than
+ * tab (the database refused them already; this keeps the sender safe from any other caller).
+ * Returns 0, -EINVAL (a bad line, more than HTTP_HEADERS_MAX lines) or -ENOMEM. */
+#define HTTP_HEADERS_MAX 32
+int http_headers_new(const char *lines, http_headers **out) PGP_MUST_CHECK;
+/* Drops a reference; the set is freed with its last one. NULL is a no-op. */
+void http_headers_release(http_headers *h);
+
 typedef struct http_request {
     const char *url;
     const char *body; /* JSON text as stored: not copied, so it must stay valid (and unchanged)
@@ -53,6 +70,7 @@ typedef struct http_request {
     size_t n_secrets;
     long connect_timeout_ms;
     long total_timeout_ms;
+    http_headers *headers; /* extra header lines, or NULL; referenced until the callback */
 } http_request;
 
 typedef struct http_result {

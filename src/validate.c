@@ -1,4 +1,5 @@
-/* validate.c - pure checks of names, rates, bounded numbers, integers, modes and webhook URLs. */
+/* validate.c - pure checks of names, rates, bounded numbers, integers, modes, webhook URLs,
+ * extra header lines and receiver credentials. */
 #include "validate.h"
 
 #include <arpa/inet.h>
@@ -405,4 +406,126 @@ int validate_url(const char *what, const char *s, pgp_error *err)
     if (memchr(auth, '@', alen))
         return pgp_error_set(err, -EINVAL, "%s: user info (user@host) is not allowed", what);
     return check_host_port(what, auth, alen, err);
+}
+
+/* RFC 9110 tchar. */
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static bool has_control(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+int validate_header_line(const char *what, const char *line,
+                         char name_out[VALIDATE_HEADER_NAME_MAX + 1], pgp_error *err)
+{
+    static const char *const reserved[] = {"content-type", "content-length", "host",
+                                           "user-agent",   "authorization",  "transfer-encoding",
+                                           "connection",   "traceparent",    "tracestate",
+                                           "expect",       "keep-alive",     "te",
+                                           "trailer",      "upgrade",        "proxy-connection"};
+    name_out[0] = '\0';
+    const char *colon = line ? strchr(line, ':') : NULL;
+    if (!colon)
+        return pgp_error_set(err, -EINVAL, "%s: expected \"Name: value\"", what);
+    size_t nlen = (size_t)(colon - line);
+    bool token = nlen >= 1 && nlen <= VALIDATE_HEADER_NAME_MAX;
+    for (size_t i = 0; token && i < nlen; i++)
+        token = is_tchar((unsigned char)line[i]);
+    if (!token)
+        return pgp_error_set(err, -EINVAL,
+                             "%s: the name must be 1 to %d characters of letters, digits and "
+                             "!#$%%&'*+-.^_`|~ (an HTTP token)",
+                             what, VALIDATE_HEADER_NAME_MAX);
+    memcpy(name_out, line, nlen);
+    name_out[nlen] = '\0';
+    bool is_reserved = strncasecmp(name_out, "webhook-", 8) == 0;
+    for (size_t i = 0; !is_reserved && i < sizeof reserved / sizeof reserved[0]; i++)
+        is_reserved = strcasecmp(name_out, reserved[i]) == 0;
+    if (is_reserved)
+        return pgp_error_set(err, -EINVAL,
+                             "%s: %s is reserved (pgpace sets it, or it would change the "
+                             "request's framing)%s",
+                             what, name_out,
+                             strcasecmp(name_out, "authorization") == 0 ? "; use --auth" : "");
+    const char *v = colon + 1;
+    const char *end = v + strlen(v);
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t vlen = (size_t)(end - v);
+    if (vlen == 0)
+        return pgp_error_set(err, -EINVAL, "%s: the value of %s is empty", what, name_out);
+    if (has_control(v, vlen))
+        return pgp_error_set(err, -EINVAL,
+                             "%s: the value of %s contains a control character (CR, LF, tab, "
+                             "...)",
+                             what, name_out);
+    if (vlen > VALIDATE_HEADER_VALUE_MAX)
+        return pgp_error_set(err, -EINVAL, "%s: the value of %s is longer than %d bytes", what,
+                             name_out, VALIDATE_HEADER_VALUE_MAX);
+    return 0;
+}
+
+int validate_auth(const char *what, const char *s, validate_auth_parts *out, pgp_error *err)
+{
+    out->scheme = NULL;
+    out->username[0] = '\0';
+    out->secret = NULL;
+    if (s && strcmp(s, "none") == 0) {
+        out->scheme = "none";
+        return 0;
+    }
+    if (s && strncmp(s, "basic:", 6) == 0) {
+        const char *user = s + 6;
+        const char *colon = strchr(user, ':');
+        size_t ulen = colon ? (size_t)(colon - user) : 0;
+        if (!colon || ulen == 0 || ulen >= sizeof out->username || has_control(user, ulen))
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: expected basic:USER:PASSWORD with USER 1 to 256 bytes "
+                                 "without a colon or a control character",
+                                 what);
+        const char *pw = colon + 1;
+        size_t plen = strlen(pw);
+        if (plen == 0 || plen > 1024 || has_control(pw, plen))
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: the password must be 1 to 1024 bytes without a control "
+                                 "character",
+                                 what);
+        memcpy(out->username, user, ulen);
+        out->username[ulen] = '\0';
+        out->scheme = "basic";
+        out->secret = pw;
+        return 0;
+    }
+    if (s && strncmp(s, "bearer:", 7) == 0) {
+        const char *tok = s + 7;
+        size_t i = 0;
+        while (tok[i] && ((tok[i] >= '0' && tok[i] <= '9') || (tok[i] >= 'a' && tok[i] <= 'z') ||
+                          (tok[i] >= 'A' && tok[i] <= 'Z') || strchr("-._~+/", tok[i])))
+            i++;
+        size_t body = i;
+        while (tok[i] == '=')
+            i++;
+        if (body == 0 || tok[i] != '\0' || i > 4096)
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: the token must be 1 to 4096 characters of letters, digits "
+                                 "and -._~+/ (then = padding)",
+                                 what);
+        out->scheme = "bearer";
+        out->secret = tok;
+        return 0;
+    }
+    return pgp_error_set(err, -EINVAL, "%s: expected basic:USER:PASSWORD, bearer:TOKEN or none",
+                         what);
 }

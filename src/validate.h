@@ -48,4 +48,32 @@ int validate_mode(const char *what, const char *s, pgp_error *err) PGP_MUST_CHEC
  * control characters, no fragment, at most 2048 bytes. */
 int validate_url(const char *what, const char *s, pgp_error *err) PGP_MUST_CHECK;
 
+/* A customer's extra header line "Name: value" (pgpace.customer_set_headers holds the same
+ * rules): the name an HTTP token (RFC 9110) of 1 to VALIDATE_HEADER_NAME_MAX characters, not
+ * reserved (webhook-*, content-type, content-length, host, user-agent, authorization,
+ * transfer-encoding, connection, traceparent, tracestate, expect, keep-alive, te, trailer,
+ * upgrade, proxy-connection; any case); the value, without the spaces and tabs around it, 1 to
+ * VALIDATE_HEADER_VALUE_MAX bytes without control characters (no CR/LF: header injection). The
+ * name is copied to name_out (for the caller's duplicate check). Messages never quote the value
+ * (a secret), nor a name that is not a token (a mistyped line may hold a secret there). */
+#define VALIDATE_HEADER_NAME_MAX  64
+#define VALIDATE_HEADER_VALUE_MAX 4096
+#define VALIDATE_HEADERS_MAX      20
+int validate_header_line(const char *what, const char *line,
+                         char name_out[VALIDATE_HEADER_NAME_MAX + 1],
+                         pgp_error *err) PGP_MUST_CHECK;
+
+/* Receiver authentication as the CLI spells it: "none", "basic:USER:PASSWORD" (USER 1 to 256
+ * bytes without a colon, PASSWORD 1 to 1024 bytes; no control characters) or "bearer:TOKEN"
+ * (1 to 4096 characters of token68: letters, digits, -._~+/ then '=' padding). On success
+ * scheme is "none", "basic" or "bearer", username the user (basic; else ""), secret points into
+ * s (the password or token; NULL for none). Messages never quote credentials. */
+typedef struct validate_auth_parts {
+    const char *scheme;
+    char username[257];
+    const char *secret;
+} validate_auth_parts;
+int validate_auth(const char *what, const char *s, validate_auth_parts *out,
+                  pgp_error *err) PGP_MUST_CHECK;
+
 #endif

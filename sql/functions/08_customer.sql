@@ -184,6 +184,166 @@ BEGIN
 END
 $$;
 
+-- Sets a customer's static extra headers: "Name: value" lines that replace the current set
+-- ('{}' removes them all; NULL leaves them). They go with every webhook of the customer, after
+-- the Standard Webhooks headers. Each line is checked and refused with SQLSTATE 22023 naming it
+-- (headers[N], 1-based) and never quoting its value, which is a secret (an API key): the name
+-- must be an HTTP token (RFC 9110) of at most 64 characters, not one the sender sets itself or
+-- that would change the request's framing or routing (reserved, below), and not given twice
+-- (names compare case-insensitively); the value (without the spaces or tabs around it) must be
+-- 1 to 4096 bytes without control characters: no CR or LF that would start a header (or a
+-- request) of its own. At most 20 lines. An unknown customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_headers(name text, headers text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    -- Set by the sender (the Standard Webhooks headers, content-type, user-agent, Expect),
+    -- by libcurl from the request (host, content-length, the framing and connection headers),
+    -- by the auth setting (authorization), or by trace context (traceparent, tracestate).
+    reserved constant text[] := ARRAY['content-type', 'content-length', 'host', 'user-agent',
+                                      'authorization', 'transfer-encoding', 'connection',
+                                      'traceparent', 'tracestate', 'expect', 'keep-alive', 'te',
+                                      'trailer', 'upgrade', 'proxy-connection'];
+    line text;
+    colon integer;
+    hname text;
+    hvalue text;
+    i integer := 0;
+    seen text[] := '{}';
+    lines text[] := '{}';
+BEGIN
+    IF customer_set_headers.headers IS NULL THEN
+        RETURN;
+    END IF;
+    IF cardinality(customer_set_headers.headers) > 20 THEN
+        RAISE EXCEPTION 'headers: at most 20 extra headers, got %',
+                        cardinality(customer_set_headers.headers)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOREACH line IN ARRAY coalesce(customer_set_headers.headers, '{}') LOOP
+        i := i + 1;
+        colon := strpos(coalesce(line, ''), ':');
+        IF colon = 0 THEN
+            RAISE EXCEPTION 'headers[%]: expected "Name: value"', i
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        hname := substr(line, 1, colon - 1);
+        hvalue := btrim(substr(line, colon + 1), E' \t');
+        -- The name is not quoted: a mistyped line may have a secret before its colon.
+        IF hname !~ '^[-!#$%&''*+.^_`|~0-9A-Za-z]{1,64}$' THEN
+            RAISE EXCEPTION 'headers[%]: the name must be 1 to 64 characters of letters, digits and !#$%%&''*+-.^_`|~ (an HTTP token)', i
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF lower(hname) LIKE 'webhook-%' OR lower(hname) = ANY (reserved) THEN
+            RAISE EXCEPTION 'headers[%]: % is reserved (pgpace sets it, or it would change the request''s framing)',
+                            i, hname
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = CASE WHEN lower(hname) = 'authorization'
+                                  THEN 'set receiver authentication with pgpace.customer_set_auth (customer set --auth)'
+                                  ELSE 'reserved: webhook-* and ' || array_to_string(reserved, ', ') END;
+        END IF;
+        IF lower(hname) = ANY (seen) THEN
+            RAISE EXCEPTION 'headers[%]: % is given twice', i, hname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF hvalue = '' THEN
+            RAISE EXCEPTION 'headers[%]: the value of % is empty', i, hname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF hvalue ~ '[[:cntrl:]]' OR strpos(hvalue, chr(127)) > 0 THEN
+            RAISE EXCEPTION 'headers[%]: the value of % contains a control character (CR, LF, tab, ...)', i, hname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF octet_length(hvalue) > 4096 THEN
+            RAISE EXCEPTION 'headers[%]: the value of % is longer than 4096 bytes', i, hname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        seen := seen || lower(hname);
+        lines := lines || (hname || ': ' || hvalue);
+    END LOOP;
+    UPDATE pgpace.customer c SET extra_headers = lines, updated_at = now()
+     WHERE c.name = customer_set_headers.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_headers.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
+-- Sets how the customer's webhooks authenticate to the receiver: scheme 'basic' (username and
+-- secret, the password: an "Authorization: Basic base64(username:password)" header, RFC 7617),
+-- 'bearer' (secret, the token: "Authorization: Bearer TOKEN", RFC 6750), 'none' (no
+-- Authorization header), or NULL to leave it. The credentials are secrets like the headers:
+-- refused with SQLSTATE 22023 naming the field (auth, auth.username, auth.password,
+-- auth.token), never quoting them. A username is 1 to 256 bytes without a colon (RFC 7617) or a
+-- control character; a password 1 to 1024 bytes without control characters; a token 1 to 4096
+-- characters of the token68 syntax (letters, digits, -._~+/ then '=' padding). An unknown
+-- customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_auth(name text, scheme text, username text,
+                                                    secret text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF customer_set_auth.scheme IS NULL THEN
+        RETURN;
+    END IF;
+    IF customer_set_auth.scheme NOT IN ('basic', 'bearer', 'none') THEN
+        RAISE EXCEPTION 'auth: expected basic, bearer or none, got %',
+                        quote_literal(left(customer_set_auth.scheme, 16))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF customer_set_auth.scheme = 'basic' THEN
+        IF customer_set_auth.username IS NULL OR customer_set_auth.username = ''
+           OR octet_length(customer_set_auth.username) > 256
+           OR strpos(customer_set_auth.username, ':') > 0
+           OR customer_set_auth.username ~ '[[:cntrl:]]'
+           OR strpos(customer_set_auth.username, chr(127)) > 0 THEN
+            RAISE EXCEPTION 'auth.username: expected 1 to 256 bytes without a colon or a control character'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF customer_set_auth.secret IS NULL OR customer_set_auth.secret = ''
+           OR octet_length(customer_set_auth.secret) > 1024
+           OR customer_set_auth.secret ~ '[[:cntrl:]]'
+           OR strpos(customer_set_auth.secret, chr(127)) > 0 THEN
+            RAISE EXCEPTION 'auth.password: expected 1 to 1024 bytes without a control character'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    ELSIF customer_set_auth.scheme = 'bearer' THEN
+        IF customer_set_auth.username IS NOT NULL THEN
+            RAISE EXCEPTION 'auth.username: a bearer token has no username'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF customer_set_auth.secret IS NULL
+           OR customer_set_auth.secret !~ '^[-A-Za-z0-9._~+/]+=*$'
+           OR length(customer_set_auth.secret) > 4096 THEN
+            RAISE EXCEPTION 'auth.token: expected 1 to 4096 characters of letters, digits and -._~+/ (then = padding)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    ELSIF customer_set_auth.username IS NOT NULL OR customer_set_auth.secret IS NOT NULL THEN
+        RAISE EXCEPTION 'auth: none takes no credentials'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE pgpace.customer c SET
+        auth_scheme = nullif(customer_set_auth.scheme, 'none'),
+        auth_username = CASE WHEN customer_set_auth.scheme = 'basic' THEN customer_set_auth.username END,
+        auth_secret = CASE WHEN customer_set_auth.scheme <> 'none' THEN customer_set_auth.secret END,
+        updated_at = now()
+     WHERE c.name = customer_set_auth.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_auth.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
 -- Deletes a customer. Refuses while it has pending items unless force, in which case its
 -- items, queue rows, dead letters and idempotency keys go too. Returns the number of items
 -- removed.
@@ -226,5 +386,7 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.customer_set_timeouts(text, integer, integer),
     pgpace.customer_set_throttle(text, double precision, double precision, double precision),
     pgpace.customer_set_max_age(text, interval),
+    pgpace.customer_set_headers(text, text[]),
+    pgpace.customer_set_auth(text, text, text, text),
     pgpace.customer_delete(text, boolean)
     FROM PUBLIC;

@@ -2,11 +2,14 @@
 -- with their breaker state so a new leader resumes an open breaker, and their failing streak.
 -- A disabled customer is held like a paused one (`disabled`). The timeouts and the
 -- throttle settings are 0 where the customer has none: the configured default applies.
+-- `headers` are the extra header lines to send, the Authorization one included, separated by
+-- LF ('' when none): no line holds a CR or LF (the table's constraints). base64 from encode()
+-- breaks lines every 76 characters; translate() joins them.
 -- @params: customer_id
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
--- @columns: failing_since_us
+-- @columns: failing_since_us headers
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
@@ -20,7 +23,14 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        coalesce(c.throttle_increase, 0) AS throttle_increase,
        coalesce(c.throttle_floor, 0) AS throttle_floor,
        c.disabled_at IS NOT NULL AS disabled,
-       (extract(epoch FROM h.failing_since) * 1000000)::bigint AS failing_since_us
+       (extract(epoch FROM h.failing_since) * 1000000)::bigint AS failing_since_us,
+       array_to_string(c.extra_headers || CASE c.auth_scheme
+           WHEN 'basic' THEN ARRAY['Authorization: Basic '
+                                   || translate(encode(convert_to(c.auth_username || ':'
+                                                                  || c.auth_secret, 'UTF8'),
+                                                       'base64'), E'\n', '')]
+           WHEN 'bearer' THEN ARRAY['Authorization: Bearer ' || c.auth_secret]
+           ELSE '{}'::text[] END, E'\n') AS headers
   FROM pgpace.customer c
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id

@@ -439,6 +439,7 @@ void delivery_send(dispatcher *d, delivery *dl)
             .timestamp_s = dl->started_us / 1000000,
             .secrets = (const char *const *)c->secrets,
             .n_secrets = c->n_secrets,
+            .headers = c->headers,
             .connect_timeout_ms =
                 c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
             .total_timeout_ms =

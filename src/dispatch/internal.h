@@ -195,9 +195,13 @@ typedef struct customer {
     char *secrets_buf; /* the space-separated list, split in place into secrets[] */
     char *secrets[4];
     size_t n_secrets;
-    int max_in_flight; /* 0 = unlimited */
-    bool paused;       /* held: paused (operator, 410 Gone) or disabled (health) */
-    bool disabled;     /* disabled by health (customer.disabled_at), until `customer enable` */
+    /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
+     * own references (http_sender.h), so a reload just releases this one. NULL = none. */
+    http_headers *headers;
+    bool headers_invalid; /* they did not parse: the customer is held (logged, no values) */
+    int max_in_flight;    /* 0 = unlimited */
+    bool paused;          /* held: paused (operator, 410 Gone) or disabled (health) */
+    bool disabled;        /* disabled by health (customer.disabled_at), until `customer enable` */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
     breaker breaker;
@@ -433,6 +437,7 @@ typedef struct claim_row {
 typedef struct customer_row {
     int64_t id;
     const char *name, *mode, *url, *secrets;
+    const char *headers; /* extra header lines, LF-separated ("" = none); secrets */
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
     bool paused, disabled;

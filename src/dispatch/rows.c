@@ -154,6 +154,7 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .mode = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_MODE),
         .url = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_WEBHOOK_URL),
         .secrets = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_SECRETS),
+        .headers = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_HEADERS),
         .rate = row_double(res, r, SQL_RUN_CUSTOMERS_C_RATE_PER_MINUTE),
         .burst = row_int(res, r, SQL_RUN_CUSTOMERS_C_BURST),
         .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_C_MAX_IN_FLIGHT),

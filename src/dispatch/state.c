@@ -11,6 +11,7 @@
 #include "gcra.h"
 #include "log.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ void customer_free(customer *c)
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
+    http_headers_release(c->headers);
     free(c);
 }
 
@@ -115,11 +117,16 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     char *name = strdup(row->name);
     char *url = strdup(row->url);
     char *secrets = strdup(row->secrets);
-    if (!name || !url || !secrets ||
+    /* Rebuilt on every load (a customer changes rarely): the old set stays with the requests
+     * that hold it. */
+    http_headers *headers = NULL;
+    int hrc = http_headers_new(row->headers, &headers);
+    if (!name || !url || !secrets || hrc == -ENOMEM ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
         free(name);
         free(url);
         free(secrets);
+        http_headers_release(headers);
         if (fresh)
             free(c);
         return NULL;
@@ -131,6 +138,15 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->url = url;
     c->secrets_buf = secrets;
     c->n_secrets = 0;
+    http_headers_release(c->headers);
+    c->headers = headers;
+    /* The table's constraints and pgpace.customer_set_headers refuse what would not parse;
+     * should a row get past them, its webhooks are held rather than sent without the headers
+     * (its Authorization) the receiver expects. The values are secrets: only the name is said. */
+    c->headers_invalid = hrc != 0;
+    if (c->headers_invalid)
+        LOG_ERROR("customer_headers_invalid", LOG_S("customer", row->name),
+                  LOG_S("action", "held until its headers are set again"));
     char *save = NULL;
     for (char *tok = strtok_r(c->secrets_buf, " ", &save);
          tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
@@ -150,7 +166,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (!fresh && c->disabled && !row->disabled)
         health_reset(d, c);
     c->disabled = row->disabled;
-    c->paused = row->paused || row->disabled;
+    c->paused = row->paused || row->disabled || c->headers_invalid;
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
     if (fresh) {

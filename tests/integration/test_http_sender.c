@@ -309,6 +309,52 @@ static void delivers_with_standard_webhooks_headers(void **state)
     free(rq.body);
 }
 
+/* A customer's extra headers ride after the request's own, need no copy per request, outlive
+ * the owner's release while a request holds them (ASan checks), and leave no trace in the
+ * pooled request object that carries the next request. Lines that could inject are refused. */
+static void extra_headers_are_borrowed_by_requests(void **state)
+{
+    fixture *fx = *state;
+    http_headers *bad = NULL;
+    assert_int_equal(http_headers_new("X-A: v\r", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X-A: v\nno colon", &bad), -EINVAL);
+    assert_int_equal(http_headers_new(": v", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X-A: \x01", &bad), -EINVAL);
+    assert_null(bad);
+    assert_int_equal(http_headers_new("", &bad), 0);
+    assert_null(bad);
+
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 1, 1);
+    char url[256];
+    url_for(fx, "/ok/extra", url, sizeof url);
+    http_headers *h = NULL;
+    assert_int_equal(http_headers_new("X-Api-Key: k1\nAuthorization: Bearer t0k", &h), 0);
+    http_request req = base_request(url);
+    req.headers = h;
+    outcome o1 = {0}, o2 = {0}, o3 = {0};
+    send_req(fx, &req, &o1);
+    send_req(fx, &req, &o2);
+    /* The owner lets go while both requests are in flight (a customer reload). */
+    http_headers_release(h);
+    run_until(fx, &fx->done, 2, 5000);
+    assert_true(o1.ok && o2.ok);
+    req.headers = NULL;
+    send_req(fx, &req, &o3);
+    run_until(fx, &fx->done, 3, 5000);
+    assert_true(o3.ok);
+    assert_int_equal(receiver_count(fx->rcv, "/ok/extra"), 3);
+    char v[64];
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(receiver_header(fx->rcv, i, "x-api-key", v, sizeof v), 1);
+        assert_string_equal(v, "k1");
+        assert_int_equal(receiver_header(fx->rcv, i, "authorization", v, sizeof v), 1);
+        assert_string_equal(v, "Bearer t0k");
+        assert_int_equal(receiver_header(fx->rcv, i, "webhook-id", v, sizeof v), 1);
+    }
+    assert_int_equal(receiver_header(fx->rcv, 2, "x-api-key", NULL, 0), 0);
+    assert_int_equal(receiver_header(fx->rcv, 2, "authorization", NULL, 0), 0);
+}
+
 static void two_secrets_give_two_verifiable_signatures(void **state)
 {
     fixture *fx = *state;
@@ -1093,6 +1139,7 @@ int main(void)
         cmocka_unit_test(verifier_matches_spec_vector),
         T(delivers_with_standard_webhooks_headers),
         T(two_secrets_give_two_verifiable_signatures),
+        T(extra_headers_are_borrowed_by_requests),
         T(status_503_records_retry_after),
         T(excerpt_is_capped),
         T(hang_times_out_within_total_timeout),

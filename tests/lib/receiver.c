@@ -711,6 +711,7 @@ static size_t record_request(receiver *r, receiver_request *rq)
         if (!n) {
             fprintf(stderr, "receiver: out of memory, request to %s not recorded\n", rq->path);
             free(rq->body);
+            free(rq->head);
             return SIZE_MAX;
         }
         r->reqs = n;
@@ -962,10 +963,15 @@ static void conn_process(conn *c)
             return;
         }
         rq.body = malloc(body_len + 1);
-        if (!rq.body) {
+        rq.head = malloc(h.head_len + 1);
+        if (!rq.body || !rq.head) {
+            free(rq.body);
+            free(rq.head);
             conn_close(c);
             return;
         }
+        memcpy(rq.head, c->in, h.head_len);
+        rq.head[h.head_len] = '\0';
         if (h.chunked)
             parse_chunked(b, avail, rq.body, &body_len, &used);
         else
@@ -1206,8 +1212,10 @@ void receiver_stop(receiver *r)
         fprintf(stderr, "receiver: uv_loop_close: %s\n", uv_strerror(rc));
         abort();
     }
-    for (size_t i = 0; i < r->nreqs; i++)
+    for (size_t i = 0; i < r->nreqs; i++) {
         free(r->reqs[i].body);
+        free(r->reqs[i].head);
+    }
     free(r->reqs);
     for (size_t i = 0; i < r->nrules; i++)
         free_rule(&r->rules[i]);
@@ -1437,6 +1445,7 @@ int receiver_get(receiver *r, size_t i, receiver_request *out)
         return -1;
     }
     *out = r->reqs[i];
+    out->head = NULL; /* the receiver's: receiver_header() reads it */
     out->body = malloc(out->body_len + 1);
     if (out->body)
         memcpy(out->body, r->reqs[i].body, out->body_len + 1);
@@ -1482,4 +1491,42 @@ size_t receiver_accepted(receiver *r)
     size_t n = r->accepted;
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+int receiver_header(receiver *r, size_t i, const char *name, char *buf, size_t len)
+{
+    int found = -1;
+    size_t nlen = strlen(name);
+    pthread_mutex_lock(&r->mu);
+    if (i < r->nreqs && r->reqs[i].head) {
+        /* The head was parsed already (parse_head): CRLF or LF lines, the request line first,
+         * "Name: value" lines after it, no folding. */
+        const char *p = strchr(r->reqs[i].head, '\n');
+        while (p && *++p && *p != '\r' && *p != '\n') {
+            const char *end = strchr(p, '\n');
+            if (!end)
+                break;
+            const char *colon = memchr(p, ':', (size_t)(end - p));
+            if (found < 0 && colon && (size_t)(colon - p) == nlen &&
+                strncasecmp(p, name, nlen) == 0) {
+                const char *v = colon + 1, *ve = end;
+                while (v < ve && (*v == ' ' || *v == '\t'))
+                    v++;
+                while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                    ve--;
+                found = 1;
+                if (len) {
+                    size_t n = (size_t)(ve - v) < len - 1 ? (size_t)(ve - v) : len - 1;
+                    memcpy(buf, v, n);
+                    buf[n] = '\0';
+                }
+            } else if (found > 0 && colon && (size_t)(colon - p) == nlen &&
+                       strncasecmp(p, name, nlen) == 0) {
+                found++;
+            }
+            p = end;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return found < 0 ? 0 : found;
 }

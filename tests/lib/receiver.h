@@ -70,6 +70,9 @@ typedef struct receiver_request {
     char tracestate[520];
     char *body; /* NUL-terminated copy, owned by the receiver */
     size_t body_len;
+    /* The request line and header lines as received (NUL-terminated), owned by the receiver;
+     * NULL in receiver_get's copies: read headers with receiver_header(). */
+    char *head;
     /* The status line's code sent for this request; 0 while not (or never) answered: RECV_HANG,
      * RECV_RESET, RECV_CLOSE, RECV_GARBAGE, or a delayed answer not sent yet (or never: the
      * connection closed or the receiver stopped first). RECV_TRICKLE_HUGE records 200 (its
@@ -152,6 +155,10 @@ size_t receiver_max_concurrent(receiver *r, const char *path_prefix);
 /* Copies out recorded request i (0-based, arrival order) into *out; body is strdup'ed and must
  * be freed by the caller. Returns 0, or -1 when i is out of range. */
 int receiver_get(receiver *r, size_t i, receiver_request *out);
+/* How many times header `name` (case-insensitive) came with recorded request i: 0 when it did
+ * not (or i is out of range). The first one's value (without the spaces around it) is copied
+ * to buf (len bytes, NUL-terminated, cut short if need be). */
+int receiver_header(receiver *r, size_t i, const char *name, char *buf, size_t len);
 /* Waits until receiver_count(prefix) >= n or timeout_ms passes; returns the count reached. */
 size_t receiver_wait(receiver *r, const char *path_prefix, size_t n, int timeout_ms);
 /* Connections currently open (for keep-alive assertions). */
