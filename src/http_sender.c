@@ -107,7 +107,8 @@ struct http_req {
     pgp_list link; /* in s->reqs while in flight, in s->idle while pooled */
     http_sender *s;
     CURL *easy; /* created with the object, reused by every request it carries */
-    struct curl_slist hdr[HDR_COUNT]; /* the last one links to extra->nodes while in flight */
+    struct curl_slist hdr[HDR_COUNT]; /* the last one linked links to extra->nodes in flight */
+    struct curl_slist **hdr_end;      /* that last node's next, set by build_headers */
     http_headers *extra;              /* the customer's extra headers, referenced; or NULL */
     char *hbuf; /* the varying header lines (id, timestamp, signatures), NUL-separated */
     size_t hbuf_cap;
@@ -272,7 +273,8 @@ static void req_put(http_req *r)
         r->hbuf_cap = 0;
     }
     /* The customer's set may be released as soon as no request holds it. */
-    r->hdr[HDR_COUNT - 1].next = NULL;
+    if (r->hdr_end)
+        *r->hdr_end = NULL;
     http_headers_release(r->extra);
     r->extra = NULL;
     r->body = NULL;
@@ -956,6 +958,7 @@ static int build_headers(http_req *r, const http_request *req)
         tail = &r->hdr[HDR_TRACESTATE].next;
     }
     *tail = NULL;
+    r->hdr_end = tail;
     return 0;
 }
 
@@ -1012,7 +1015,7 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     if (req->headers) {
         r->extra = req->headers;
         r->extra->refs++;
-        r->hdr[HDR_COUNT - 1].next = r->extra->nodes;
+        *r->hdr_end = r->extra->nodes;
     }
     r->cb = cb;
     r->arg = arg;
