@@ -28,6 +28,7 @@
 
 #include "pgpace_version.h"
 #include "secret.h"
+#include "validate.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -168,12 +169,19 @@ int http_headers_new(const char *lines, http_headers **out)
         char *end = strchr(line, '\n');
         if (end)
             *end = '\0';
-        /* "Name: value": a colon after a non-empty name, no control character but tab (a CR or
-         * LF would let the value start a header, or a request, of its own). */
-        bool ok = line[0] != ':' && strchr(line, ':') != NULL;
-        for (const unsigned char *c = (const unsigned char *)line; ok && *c; c++)
-            if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
-                ok = false;
+        /* The rules pgpace.customer_set_headers applied, checked again: a direct UPDATE passes
+         * only the table's CHECK (no CR/LF), and a "Content-Length: 0" or "Host:" line would
+         * change the request's framing. The one Authorization line is what run_customers.sql
+         * builds from the customer's auth, last. */
+        char name[VALIDATE_HEADER_NAME_MAX + 1];
+        bool ok;
+        if (i + 1 == n && strncasecmp(line, "Authorization:", 14) == 0) {
+            ok = line[14] != '\0';
+            for (const unsigned char *c = (const unsigned char *)line; ok && *c; c++)
+                ok = *c >= 0x20 && *c != 0x7f;
+        } else {
+            ok = validate_header_line("header", line, name, NULL) == 0;
+        }
         if (!ok) {
             free(h);
             return -EINVAL;

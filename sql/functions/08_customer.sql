@@ -253,7 +253,7 @@ BEGIN
             RAISE EXCEPTION 'headers[%]: the value of % is empty', i, hname
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        IF hvalue ~ '[[:cntrl:]]' OR strpos(hvalue, chr(127)) > 0 THEN
+        IF hvalue ~ '[\x01-\x1f\x7f-\x9f]' THEN
             RAISE EXCEPTION 'headers[%]: the value of % contains a control character (CR, LF, tab, ...)', i, hname
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
@@ -303,14 +303,14 @@ BEGIN
         IF customer_set_auth.username IS NULL OR customer_set_auth.username = ''
            OR octet_length(customer_set_auth.username) > 256
            OR strpos(customer_set_auth.username, ':') > 0
-           OR customer_set_auth.username ~ '[[:cntrl:]]'
+           OR customer_set_auth.username ~ '[\x01-\x1f\x7f-\x9f]'
            OR strpos(customer_set_auth.username, chr(127)) > 0 THEN
             RAISE EXCEPTION 'auth.username: expected 1 to 256 bytes without a colon or a control character'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         IF customer_set_auth.secret IS NULL OR customer_set_auth.secret = ''
            OR octet_length(customer_set_auth.secret) > 1024
-           OR customer_set_auth.secret ~ '[[:cntrl:]]'
+           OR customer_set_auth.secret ~ '[\x01-\x1f\x7f-\x9f]'
            OR strpos(customer_set_auth.secret, chr(127)) > 0 THEN
             RAISE EXCEPTION 'auth.password: expected 1 to 1024 bytes without a control character'
                 USING ERRCODE = 'invalid_parameter_value';

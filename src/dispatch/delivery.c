@@ -401,6 +401,12 @@ void delivery_send(dispatcher *d, delivery *dl)
         delivery_expire(d, dl, c);
         return;
     }
+    /* A reload found headers it cannot send (state.c holds the customer): a delivery claimed
+     * before goes back rather than out without them, its Authorization among them. */
+    if (c && c->headers_invalid) {
+        delivery_give_back(d, dl);
+        return;
+    }
     unqueue(d, dl);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot

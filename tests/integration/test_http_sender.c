@@ -312,6 +312,8 @@ static void delivers_with_standard_webhooks_headers(void **state)
 /* A customer's extra headers ride after the request's own, need no copy per request, outlive
  * the owner's release while a request holds them (ASan checks), and leave no trace in the
  * pooled request object that carries the next request. Lines that could inject are refused. */
+#define TRACEPARENT "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 static void extra_headers_are_borrowed_by_requests(void **state)
 {
     fixture *fx = *state;
@@ -320,6 +322,14 @@ static void extra_headers_are_borrowed_by_requests(void **state)
     assert_int_equal(http_headers_new("X-A: v\nno colon", &bad), -EINVAL);
     assert_int_equal(http_headers_new(": v", &bad), -EINVAL);
     assert_int_equal(http_headers_new("X-A: \x01", &bad), -EINVAL);
+    /* What only a direct UPDATE gets past the table's CHECK: framing and reserved names, an
+     * Authorization that is not the last line (run_customers.sql puts it last). */
+    assert_int_equal(http_headers_new("Content-Length: 0", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X-A: v\nHost: evil", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("webhook-id: x", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X A: v", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("Authorization: Bearer t\nX-A: v", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X-A: v\nAuthorization:", &bad), -EINVAL);
     assert_null(bad);
     assert_int_equal(http_headers_new("", &bad), 0);
     assert_null(bad);
@@ -353,6 +363,38 @@ static void extra_headers_are_borrowed_by_requests(void **state)
     }
     assert_int_equal(receiver_header(fx->rcv, 2, "x-api-key", NULL, 0), 0);
     assert_int_equal(receiver_header(fx->rcv, 2, "authorization", NULL, 0), 0);
+
+    /* The one pooled request object carries every mix of trace headers and extra headers: the
+     * extras follow whichever line came last, each header comes once or not at all. */
+    static const struct {
+        const char *tp, *ts;
+        bool extra;
+    } mix[] = {
+        {TRACEPARENT, NULL, true},   {TRACEPARENT, "a=b", true}, {NULL, NULL, true},
+        {TRACEPARENT, "a=b", false}, {TRACEPARENT, NULL, false}, {TRACEPARENT, NULL, true},
+    };
+    assert_int_equal(http_headers_new("X-Api-Key: k2\nAuthorization: Basic eDp5", &h), 0);
+    for (size_t i = 0; i < PGP_ARRAY_LEN(mix); i++) {
+        req.traceparent = mix[i].tp;
+        req.tracestate = mix[i].ts;
+        req.headers = mix[i].extra ? h : NULL;
+        outcome o = {0};
+        send_req(fx, &req, &o);
+        run_until(fx, &fx->done, 4 + i, 5000);
+        assert_true(o.ok);
+        size_t at = 3 + i;
+        assert_int_equal(receiver_header(fx->rcv, at, "traceparent", NULL, 0), mix[i].tp ? 1 : 0);
+        assert_int_equal(receiver_header(fx->rcv, at, "tracestate", NULL, 0), mix[i].ts ? 1 : 0);
+        assert_int_equal(receiver_header(fx->rcv, at, "x-api-key", v, sizeof v),
+                         mix[i].extra ? 1 : 0);
+        assert_int_equal(receiver_header(fx->rcv, at, "authorization", v, sizeof v),
+                         mix[i].extra ? 1 : 0);
+        if (mix[i].extra)
+            assert_string_equal(v, "Basic eDp5");
+        assert_int_equal(receiver_header(fx->rcv, at, "webhook-signature", NULL, 0), 1);
+        assert_int_equal(receiver_header(fx->rcv, at, "content-type", NULL, 0), 1);
+    }
+    http_headers_release(h);
 }
 
 static void two_secrets_give_two_verifiable_signatures(void **state)
