@@ -181,7 +181,7 @@ static void ed25519_bad_keys_refused_without_echoing_them(void **state)
     pgp_error err = {{0}};
     const char *bad[] = {
         "whsk_",
-        "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JB",         /* 24 bytes: too short */
+        "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JB",         /* 30 bytes: too short */
         "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlkK",     /* 33 bytes, no padding */
         "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk",      /* padding left out */
         "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=AAAA", /* trailing data */

@@ -461,7 +461,7 @@ static void bad_keys_refused(void **state)
     static const struct {
         const char *value, *sql_says, *cli_says;
     } cases[] = {
-        /* 24 bytes, 33 bytes, the seed+public key 64-byte form, no padding. */
+        /* 30 bytes, 33 bytes, the seed+public key 64-byte form, no padding. */
         {"whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JB", "32-byte Ed25519 seed", "32-byte"},
         {"whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlkK", "32-byte Ed25519 seed", "32-byte"},
         {"whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTllmU3h6Dt1JKqLSahf2FBSTeius6i4rdBVBKUlrbj"
