@@ -35,8 +35,12 @@ static const char set_usage[] =
     "                        unlimited: plain work queue, as fast as deliveries allow\n"
     "  --burst N             spaced mode: items that may go back to back after idling (>= 1)\n"
     "  --url URL             webhook endpoint, http:// or https://\n"
-    "  --secret S            set the signing secret (whsec_...); generated when creating\n"
+    "  --secret S            set the signing secret: whsec_... (HMAC-SHA256, v1 signatures) or\n"
+    "                        whsk_... (Ed25519, v1a: receivers verify with the whpk_ public\n"
+    "                        key 'customer get' shows); generated when creating\n"
     "  --rotate-secret       add a new generated secret; old ones keep signing until retired\n"
+    "  --key-type hmac|ed25519  the kind of secret generated (--rotate-secret: default the\n"
+    "                        kind of the newest secret; creating: hmac)\n"
     "  --retire-old-secrets  keep only the newest secret\n"
     "  --max-in-flight N     most outstanding deliveries for this customer, or 'none'\n"
     "  --max-attempts N      attempts before an item is dead-lettered (1-1000, default 12)\n"
@@ -90,7 +94,8 @@ enum {
     OPT_MAX_AGE,
     OPT_HEADER,
     OPT_CLEAR_HEADERS,
-    OPT_AUTH
+    OPT_AUTH,
+    OPT_KEY_TYPE
 };
 
 /* The lines as a PostgreSQL array literal, every element quoted ('\\' and '"' escaped):
@@ -219,6 +224,7 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"header", required_argument, NULL, OPT_HEADER},
         {"clear-headers", no_argument, NULL, OPT_CLEAR_HEADERS},
         {"auth", required_argument, NULL, OPT_AUTH},
+        {"key-type", required_argument, NULL, OPT_KEY_TYPE},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
@@ -232,6 +238,7 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     size_t n_headers = 0;
     bool clear_headers = false;
     validate_auth_parts auth = {0};
+    const char *key_type = NULL; /* --key-type: "hmac" or "ed25519" */
     pgp_error err;
     double rate_value;
     long long int_value;
@@ -340,6 +347,12 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
             if (validate_auth("--auth", optarg, &auth, &err) != 0)
                 return cli_usage_error(ctx, "%s", err.msg);
             break;
+        case OPT_KEY_TYPE:
+            if (strcmp(optarg, "hmac") != 0 && strcmp(optarg, "ed25519") != 0)
+                return cli_usage_error(ctx, "--key-type: expected hmac or ed25519, got '%.32s'",
+                                       optarg);
+            key_type = optarg;
+            break;
         case OPT_THROTTLE_DECREASE:
         case OPT_THROTTLE_INCREASE:
         case OPT_THROTTLE_FLOOR: {
@@ -372,12 +385,24 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     if ((secret != NULL) + rotate + retire > 1)
         return cli_usage_error(ctx, "use one of --secret, --rotate-secret, --retire-old-secrets "
                                     "at a time");
+    if (key_type && (secret || retire))
+        return cli_usage_error(ctx, "--key-type: applies to generated secrets (--rotate-secret, "
+                                    "or creating without --secret); a given secret's prefix "
+                                    "says its kind");
     if (secret) {
-        /* Check by signing with it: the same decoding the sender will use. */
+        /* Check by signing with it: the same decoding the sender will use. A whsk_ or whpk_
+         * value gets the parser's own reason (which never quotes the value). */
         char sig[SECRET_SIGNATURE_MAX];
-        if (strlen(secret) > 100 || secret_sign(secret, "check", 0, "", 0, sig, &err) != 0)
+        bool asym = strncmp(secret, SECRET_ED25519_PREFIX, 5) == 0 ||
+                    strncmp(secret, SECRET_PUBLIC_PREFIX, 5) == 0;
+        if (strlen(secret) > SECRET_TEXT_MAX ||
+            secret_sign(secret, "check", 0, "", 0, sig, &err) != 0) {
+            if (asym && strlen(secret) <= SECRET_TEXT_MAX)
+                return cli_usage_error(ctx, "--secret: %s", err.msg);
             return cli_usage_error(ctx, "--secret: expected whsec_ followed by base64 of 24 to "
-                                        "64 bytes");
+                                        "64 bytes, or whsk_ followed by base64 of a 32-byte "
+                                        "Ed25519 seed");
+        }
     }
 
     int status = cli_connect(ctx);
@@ -400,10 +425,22 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                         "customer '%s' does not exist; creating it needs --rate and --url", name);
     if ((rotate || retire) && !exists)
         return cli_fail(ctx, CLI_FAILED, "customer '%s' does not exist: nothing to rotate", name);
+    if (key_type && exists && !rotate)
+        return cli_usage_error(ctx,
+                               "--key-type: customer '%s' exists; use it with "
+                               "--rotate-secret to add a secret of that kind",
+                               name);
 
+    /* The generated secret's kind: --key-type, else on rotation the kind of the newest secret
+     * (a customer verifying Ed25519 keeps doing so), else HMAC. */
+    secret_type type = SECRET_HMAC;
+    if (key_type)
+        type = strcmp(key_type, "ed25519") == 0 ? SECRET_ED25519 : SECRET_HMAC;
+    else if (rotate && strncmp(current, SECRET_ED25519_PREFIX, 5) == 0)
+        type = SECRET_ED25519;
     char fresh[64];
     if (rotate || (!exists && !secret)) {
-        if (secret_generate(fresh, sizeof fresh, &err) != 0)
+        if (secret_generate_type(type, fresh, sizeof fresh, &err) != 0)
             return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     }
     if (secret) {
@@ -460,8 +497,53 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     PQclear(res);
     printf("%s customer %s%s\n", created ? "created" : "updated", name,
            rotate ? " (new signing secret added; see: pgpace customer get --show-secrets)" : "");
+    /* An Ed25519 secret's public key is what the receiver needs: shown at once. */
+    if (rotate || !exists || secret) {
+        secret_key *k = NULL;
+        char pub[SECRET_PUBLIC_KEY_MAX];
+        if (secret_key_parse(secret ? secret : fresh, &k, &err) == 0 &&
+            secret_key_type(k) == SECRET_ED25519 && secret_key_public(k, pub, &err) == 0)
+            printf("public key %s (give it to the receiver to verify v1a signatures)\n", pub);
+        secret_key_free(k);
+    }
     memset(fresh, 0, sizeof fresh);
     return CLI_OK;
+}
+
+/* For the space-separated secrets (newest first): their kinds, and the whpk_ public key of
+ * each Ed25519 one. Public keys are not secret: the receiver needs them, so they are always
+ * shown (the whsk_ itself only with --show-secrets). */
+static void print_secret_kinds(const char *list)
+{
+    char kinds[64] = "";
+    size_t klen = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, " ");
+        bool ed = strncmp(p, SECRET_ED25519_PREFIX, 5) == 0;
+        klen += (size_t)snprintf(kinds + klen, sizeof kinds - klen, "%s%s", klen ? " " : "",
+                                 ed ? "ed25519" : "hmac");
+        if (klen >= sizeof kinds)
+            klen = sizeof kinds - 1;
+        p += len + (p[len] == ' ');
+    }
+    printf("%-18s %s\n", "secret_kinds", kinds);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, " ");
+        if (strncmp(p, SECRET_ED25519_PREFIX, 5) == 0) {
+            char text[SECRET_TEXT_MAX + 1];
+            secret_key *k = NULL;
+            char pub[SECRET_PUBLIC_KEY_MAX];
+            pgp_error err;
+            snprintf(text, sizeof text, "%.*s", (int)len, p);
+            if (secret_key_parse(text, &k, &err) == 0 && secret_key_public(k, pub, &err) == 0)
+                printf("%-18s %s\n", "public_key", pub);
+            else
+                printf("%-18s (invalid whsk_ secret)\n", "public_key");
+            secret_key_free(k);
+            memset(text, 0, sizeof text);
+        }
+        p += len + (p[len] == ' ');
+    }
 }
 
 static int customer_get(cli_ctx *ctx, int argc, char **argv)
@@ -471,7 +553,8 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
     static const char usage[] = "usage: pgpace customer get NAME [--show-secrets]\n\n"
                                 "Prints the customer's settings. Signing secrets, extra header "
                                 "values and receiver\ncredentials are shown only with "
-                                "--show-secrets.\n";
+                                "--show-secrets; the whpk_ public key of each\nEd25519 (whsk_) "
+                                "secret always (receivers verify v1a signatures with it).\n";
     int flags = 0;
     const char *name = NULL;
     int rc = parse_name_and_flags(ctx, argc, argv, usage, extra, &flags, &name);
@@ -492,8 +575,11 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
     for (int c = 0; c < PQnfields(res); c++) {
         const char *field = PQfname(res, c);
         const char *value = PQgetvalue(res, 0, c);
-        if (strcmp(field, "secret_list") == 0 && !show)
-            continue;
+        if (strcmp(field, "secret_list") == 0) {
+            print_secret_kinds(value);
+            if (!show)
+                continue;
+        }
         if (strcmp(field, "headers") == 0) {
             /* One line each; without --show-secrets only the names (values are API keys). */
             if (!*value)

@@ -561,8 +561,11 @@ static int check_operator_webhook(parse_state *st)
     if (*secret && !*url)
         return fail(st, st->seen[is], -EINVAL,
                     "[health] operator_webhook_secret is set but operator_webhook_url is not");
+    /* HMAC only: secret.c also signs with whsk_ (Ed25519) secrets, but an operator would have
+     * no pgpace command to show the public key, so the operator webhook stays whsec_. */
     char sig[SECRET_SIGNATURE_MAX];
-    if (*secret && secret_sign(secret, "check", 0, "", 0, sig, &reason) < 0)
+    if (*secret && (strncmp(secret, SECRET_PREFIX, strlen(SECRET_PREFIX)) != 0 ||
+                    secret_sign(secret, "check", 0, "", 0, sig, &reason) < 0))
         return fail(st, st->seen[is], -EINVAL,
                     "[health] operator_webhook_secret: expected whsec_ followed by base64 of "
                     "24 to 64 bytes");

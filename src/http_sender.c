@@ -898,7 +898,8 @@ static int build_headers(http_req *r, const http_request *req)
     static const char tstate_prefix[] = "tracestate: ";
     size_t id_len = strlen(req->webhook_id);
     /* id line + timestamp line (a long long is at most 20 digits and a sign) + signature line
-     * ("v1,<sig>" for each secret, space separated, each shorter than SECRET_SIGNATURE_MAX) */
+     * ("v1,<sig>" or "v1a,<sig>" for each secret, space separated, each shorter than
+     * SECRET_SIGNATURE_MAX) */
     size_t tp_len = req->traceparent ? strlen(req->traceparent) : 0;
     size_t ts_len = req->tracestate ? strlen(req->tracestate) : 0;
     size_t need = sizeof id_prefix + id_len + sizeof "webhook-timestamp: " + 21 +
@@ -934,8 +935,14 @@ static int build_headers(http_req *r, const http_request *req)
     for (size_t i = 0; i < req->n_secrets; i++) {
         char sig[SECRET_SIGNATURE_MAX];
         pgp_error err;
-        if (!req->secrets[i] || secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s,
-                                            r->body, req->body_len, sig, &err) != 0)
+        const secret_key *key = req->keys ? req->keys[i] : NULL;
+        int src = key ? secret_key_sign(key, req->webhook_id, req->timestamp_s, r->body,
+                                        req->body_len, sig, &err)
+                  : req->secrets[i]
+                      ? secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s, r->body,
+                                    req->body_len, sig, &err)
+                      : -EINVAL;
+        if (src != 0)
             return -EINVAL;
         size_t sl = strlen(sig);
         if (i > 0)

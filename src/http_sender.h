@@ -24,6 +24,7 @@
 
 #include "common.h"
 #include "netcheck.h"
+#include "secret.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,7 +67,10 @@ typedef struct http_request {
     const char *tracestate;     /* copied (like webhook_id), printable ASCII (tracestate: and
                                    spaces, tabs) or the request is refused */
     int64_t timestamp_s;        /* webhook-timestamp (epoch seconds) */
-    const char *const *secrets; /* whsec_ secrets, n_secrets of them, newest first */
+    const char *const *secrets; /* whsec_/whsk_ secrets, n_secrets of them, newest first */
+    /* Optional: the same secrets parsed (secret.h), n_secrets of them, so that nothing is
+     * decoded (and no Ed25519 key derived) per request; a NULL array or entry: parsed here. */
+    const secret_key *const *keys;
     size_t n_secrets;
     long connect_timeout_ms;
     long total_timeout_ms;

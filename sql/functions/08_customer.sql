@@ -28,6 +28,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'names are 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit';
     END IF;
+    PERFORM pgpace.check_signing_secrets(customer_set.signing_secrets);
     UPDATE pgpace.customer c SET
         mode = coalesce(customer_set.mode, c.mode),
         rate_per_minute = coalesce(customer_set.rate_per_minute, c.rate_per_minute),

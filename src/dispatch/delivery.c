@@ -444,6 +444,7 @@ void delivery_send(dispatcher *d, delivery *dl)
             .tracestate = dl->tracestate,
             .timestamp_s = dl->started_us / 1000000,
             .secrets = (const char *const *)c->secrets,
+            .keys = (const secret_key *const *)c->keys,
             .n_secrets = c->n_secrets,
             .headers = c->headers,
             .connect_timeout_ms =

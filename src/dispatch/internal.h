@@ -194,6 +194,7 @@ typedef struct customer {
     char *url;
     char *secrets_buf; /* the space-separated list, split in place into secrets[] */
     char *secrets[4];
+    secret_key *keys[4]; /* secrets[] parsed once per (re)load; NULL where one did not parse */
     size_t n_secrets;
     /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
      * own references (http_sender.h), so a reload just releases this one. NULL = none. */

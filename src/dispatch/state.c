@@ -30,6 +30,8 @@ void customer_free(customer *c)
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
+    for (size_t i = 0; i < c->n_secrets; i++)
+        secret_key_free(c->keys[i]);
     http_headers_release(c->headers);
     free(c);
 }
@@ -134,6 +136,10 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        secret_key_free(c->keys[i]);
+        c->keys[i] = NULL;
+    }
     c->name = name;
     c->url = url;
     c->secrets_buf = secrets;
@@ -151,6 +157,15 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     for (char *tok = strtok_r(c->secrets_buf, " ", &save);
          tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
         c->secrets[c->n_secrets++] = tok;
+    /* Parsed here, not per request: deriving an Ed25519 key costs as much as a signature. One
+     * that does not parse (the table's check refuses such) stays NULL: the sender parses its
+     * text, fails, and the delivery fails as "internal" instead of going out unsigned. */
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        pgp_error kerr;
+        if (secret_key_parse(c->secrets[i], &c->keys[i], &kerr) != 0)
+            LOG_ERROR("customer_secret_invalid", LOG_S("customer", row->name),
+                      LOG_I("secret", (int64_t)i + 1), LOG_S("error", kerr.msg));
+    }
     host_state *old_host = c->host;
     customer_mode old_mode = c->mode;
     c->mode = parse_mode(row->mode);

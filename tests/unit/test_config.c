@@ -782,6 +782,11 @@ static void test_operator_webhook(void **state)
                  "operator_webhook_secret = hunter2\n",
                  "t.ini:3: [health] operator_webhook_secret: expected whsec_ followed by base64 "
                  "of 24 to 64 bytes");
+    /* An Ed25519 secret signs customers' webhooks, not the operator's (HMAC only). */
+    expect_error("[health]\noperator_webhook_url = https://ops.example/hook\n"
+                 "operator_webhook_secret = whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=\n",
+                 "t.ini:3: [health] operator_webhook_secret: expected whsec_ followed by base64 "
+                 "of 24 to 64 bytes");
     /* Valid: loaded, and the secret never dumped. */
     char ini[] = "[health]\noperator_webhook_url = https://ops.example/hook\n"
                  "operator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n";
