@@ -395,7 +395,8 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 38); /* +1: check_signing_secrets (ed25519) */
+    assert_int_equal(functions,
+                     39); /* +1: check_signing_secrets (ed25519), +1: customer_set_proxy */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
