@@ -379,6 +379,8 @@ BEGIN
             RAISE EXCEPTION 'proxy: expected http://HOST:PORT, direct or default (https:// and SOCKS proxies are not supported)'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        -- The scheme in lower case, as the table's constraint wants it.
+        value := 'http://' || substr(value, 8);
         m := regexp_match(value, '^http://([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\[([0-9A-Fa-f:.]+)\]):([0-9]{1,5})/?$');
         IF m IS NULL THEN
             RAISE EXCEPTION 'proxy: expected http://HOST:PORT (a host name, an IPv4 address or [IPv6], the port required, no path)'
@@ -398,8 +400,6 @@ BEGIN
                     USING ERRCODE = 'invalid_parameter_value';
             END;
         END IF;
-        -- The scheme as the table's constraint (and the sender) want it.
-        value := 'http://' || substr(value, 8);
     END IF;
     UPDATE pgpace.customer c SET proxy = value, updated_at = now()
      WHERE c.name = customer_set_proxy.name;
