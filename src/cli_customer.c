@@ -1,5 +1,6 @@
 /* cli_customer.c - `pgpace customer set|get|list|pause|resume|enable|delete`. */
 #include "cli.h"
+#include "proxy.h"
 #include "secret.h"
 #include "sql_embed.h"
 #include "validate.h"
@@ -65,6 +66,11 @@ static const char set_usage[] =
     "                        the Authorization header: Basic (USER without a colon) or Bearer\n"
     "                        (a token68 token), or none\n"
     "\n"
+    "Egress proxy (see [delivery] proxy):\n"
+    "  --proxy URL|direct|default  send this customer's webhooks through its own HTTP CONNECT\n"
+    "                        proxy (http://HOST:PORT, no credentials), never through a proxy\n"
+    "                        (direct), or as configured ([delivery] proxy and no_proxy)\n"
+    "\n"
     "Pacing that listens to the receiver (429, or 503 with Retry-After, lowers the effective\n"
     "rate; each success raises it again, up to --rate). 'default' uses the [delivery] setting:\n"
     "  --throttle-decrease F|default   rate multiplied by F on a throttled answer (0 < F < 1)\n"
@@ -95,7 +101,8 @@ enum {
     OPT_HEADER,
     OPT_CLEAR_HEADERS,
     OPT_AUTH,
-    OPT_KEY_TYPE
+    OPT_KEY_TYPE,
+    OPT_PROXY
 };
 
 /* The lines as a PostgreSQL array literal, every element quoted ('\\' and '"' escaped):
@@ -225,6 +232,7 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"clear-headers", no_argument, NULL, OPT_CLEAR_HEADERS},
         {"auth", required_argument, NULL, OPT_AUTH},
         {"key-type", required_argument, NULL, OPT_KEY_TYPE},
+        {"proxy", required_argument, NULL, OPT_PROXY},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
@@ -239,6 +247,7 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     bool clear_headers = false;
     validate_auth_parts auth = {0};
     const char *key_type = NULL; /* --key-type: "hmac" or "ed25519" */
+    const char *proxy = NULL;    /* URL, "direct" or "default"; NULL: unchanged */
     pgp_error err;
     double rate_value;
     long long int_value;
@@ -352,6 +361,12 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                 return cli_usage_error(ctx, "--key-type: expected hmac or ed25519, got '%.32s'",
                                        optarg);
             key_type = optarg;
+            break;
+        case OPT_PROXY:
+            if (strcmp(optarg, "direct") != 0 && strcmp(optarg, "default") != 0 &&
+                proxy_url_check("--proxy", optarg, &err) != 0)
+                return cli_usage_error(ctx, "%s (or 'direct' or 'default')", err.msg);
+            proxy = optarg;
             break;
         case OPT_THROTTLE_DECREASE:
         case OPT_THROTTLE_INCREASE:
@@ -482,6 +497,14 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             auth.scheme,
                             auth.username[0] ? auth.username : NULL,
                             auth.secret};
+    /* The proxy has a statement of its own (pgpace.customer_set_proxy), in one transaction
+     * with the rest: a new customer never exists without the proxy it was given. */
+    if (proxy) {
+        PGresult *begin = cli_query(ctx, "BEGIN", 0, NULL);
+        if (!begin)
+            return CLI_FAILED;
+        PQclear(begin);
+    }
     char *headers = NULL;
     if (n_headers > 0 || clear_headers) {
         headers = header_array(header_lines, n_headers);
@@ -495,6 +518,17 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         return CLI_FAILED;
     bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
+    if (proxy) {
+        const char *proxy_params[] = {name, proxy};
+        PGresult *pres = cli_query(ctx, sql_q_customer_set_proxy, 2, proxy_params);
+        if (!pres)
+            return CLI_FAILED; /* the connection closes: the transaction is rolled back */
+        PQclear(pres);
+        PGresult *commit = cli_query(ctx, "COMMIT", 0, NULL);
+        if (!commit)
+            return CLI_FAILED;
+        PQclear(commit);
+    }
     printf("%s customer %s%s\n", created ? "created" : "updated", name,
            rotate ? " (new signing secret added; see: pgpace customer get --show-secrets)" : "");
     /* An Ed25519 secret's public key is what the receiver needs: shown at once. */

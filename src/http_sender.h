@@ -15,6 +15,16 @@
  *   keep-alive reuse, total and per-host connection limits, HTTP/2 over TLS where offered.
  * - Every connect is checked against netcheck (CURLOPT_OPENSOCKETFUNCTION) on the address
  *   actually connected to; a refused address fails the request with error_class "ssrf".
+ * - Through a proxy (http_request.proxy): the connection goes to the proxy, whose address is
+ *   the operator's choice and is not checked. The destination is: before the request, its host
+ *   is resolved here (uv_getaddrinfo on the loop's thread pool; an IP literal as it is), the
+ *   first address netcheck allows is kept (none allowed: error_class "ssrf", and the proxy is
+ *   never contacted), and the proxy is asked to CONNECT to that IP and the URL's port
+ *   (CURLOPT_CONNECT_TO), so it cannot resolve the name to anything else. Always a CONNECT
+ *   tunnel (CURLOPT_HTTPPROXYTUNNEL, http:// URLs too): the proxy sees "CONNECT ip:port" and,
+ *   for https, only TLS, whose SNI and certificate check use the URL's host name. A proxy that
+ *   cannot be reached or refuses the CONNECT (a non-2xx answer) fails the request with
+ *   error_class "proxy". The environment's proxy variables are never used.
  * - The response body is read up to max_response_bytes; the first bytes (excerpt) are kept.
  * - The done callback runs exactly once per accepted request, from the loop, never from inside
  *   http_send(). Secrets and bodies are never logged.
@@ -75,13 +85,14 @@ typedef struct http_request {
     long connect_timeout_ms;
     long total_timeout_ms;
     http_headers *headers; /* extra header lines, or NULL; referenced until the callback */
+    const char *proxy;     /* "http://host:port" (proxy.h), copied; NULL or "": direct */
 } http_request;
 
 typedef struct http_result {
     long status;             /* HTTP status, 0 when no response was received */
     const char *error_class; /* NULL on a received response; else "dns", "connect", "timeout",
-                                "tls", "reset", "protocol", "ssrf", "too_large", "aborted",
-                                "internal" */
+                                "tls", "reset", "protocol", "ssrf", "proxy", "too_large",
+                                "aborted", "internal" */
     const char *error;       /* human-readable detail ("" when none) */
     const char *excerpt;     /* response body excerpt (not NUL-terminated; excerpt_len bytes) */
     size_t excerpt_len;

@@ -447,6 +447,7 @@ void delivery_send(dispatcher *d, delivery *dl)
             .keys = (const secret_key *const *)c->keys,
             .n_secrets = c->n_secrets,
             .headers = c->headers,
+            .proxy = egress_proxy(d, c->proxy, c->url),
             .connect_timeout_ms =
                 c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
             .total_timeout_ms =

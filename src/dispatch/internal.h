@@ -40,6 +40,7 @@
 #include "dispatcher.h"
 #include "hmap.h"
 #include "http_sender.h"
+#include "proxy.h"
 #include "list.h"
 #include "netcheck.h"
 #include "obs.h"
@@ -200,6 +201,8 @@ typedef struct customer {
      * own references (http_sender.h), so a reload just releases this one. NULL = none. */
     http_headers *headers;
     bool headers_invalid; /* they did not parse: the customer is held (logged, no values) */
+    char *proxy;          /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
+    bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
     int max_in_flight;    /* 0 = unlimited */
     bool paused;          /* held: paused (operator, 410 Gone) or disabled (health) */
     bool disabled;        /* disabled by health (customer.disabled_at), until `customer enable` */
@@ -439,6 +442,7 @@ typedef struct customer_row {
     int64_t id;
     const char *name, *mode, *url, *secrets;
     const char *headers; /* extra header lines, LF-separated ("" = none); secrets */
+    const char *proxy;   /* NULL: [delivery] proxy; "direct"; or the customer's proxy URL */
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
     bool paused, disabled;
@@ -573,6 +577,7 @@ struct dispatcher {
     char instance[128];
     char app_name[160];
     netcheck_allow allow;
+    proxy_bypass *no_proxy; /* [delivery] no_proxy, parsed (big: on the heap) */
     pgconn *db;
     http_sender *http; /* NULL once closed (drain timeout or shutdown) */
     admin_http *admin; /* NULL when [http] listen is empty */
@@ -671,6 +676,10 @@ void carrier_apply(dispatcher *d, const carrier_row *row);
 /* Items this carrier may still get in one round: per-round cap and in-flight headroom. Pure. */
 int carrier_budget(const pgp_config *cfg, const carrier_state *cs);
 host_state *host_for_url(dispatcher *d, const char *url);
+/* The proxy a request to `url` goes through: the customer's own choice (its proxy column:
+ * "direct" = none, a URL = that proxy, for all its URLs), else [delivery] proxy unless the
+ * URL's host is in [delivery] no_proxy. NULL = direct. */
+const char *egress_proxy(const dispatcher *d, const char *customer_proxy, const char *url);
 void wait_on(waiters *w, customer *c);
 void wake(dispatcher *d, waiters *w);
 /* Wait lists and due pairs belong to the leadership that built them (leader.c clears them). */

@@ -155,6 +155,9 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .url = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_WEBHOOK_URL),
         .secrets = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_SECRETS),
         .headers = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_HEADERS),
+        .proxy = row_null(res, r, SQL_RUN_CUSTOMERS_C_PROXY)
+                     ? NULL
+                     : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_PROXY),
         .rate = row_double(res, r, SQL_RUN_CUSTOMERS_C_RATE_PER_MINUTE),
         .burst = row_int(res, r, SQL_RUN_CUSTOMERS_C_BURST),
         .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_C_MAX_IN_FLIGHT),
