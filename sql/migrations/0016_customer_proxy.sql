@@ -1,4 +1,4 @@
--- 0017_customer_proxy.sql - a customer's egress proxy choice, overriding [delivery] proxy.
+-- 0016_customer_proxy.sql - a customer's egress proxy choice, overriding [delivery] proxy.
 --
 -- NULL: the configured proxy (and its no_proxy list); 'direct': never through a proxy; else
 -- the customer's own proxy, "http://HOST:PORT" (no credentials: nothing secret is stored
