@@ -15,6 +15,7 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
        coalesce(c.auth_scheme, 'none') AS auth,
        CASE c.auth_scheme WHEN 'basic' THEN c.auth_username || ':' || c.auth_secret
                           ELSE c.auth_secret END AS auth_credentials,
+       c.client_cert, c.client_key,
        c.created_at, c.updated_at
   FROM pgpace.customer c LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id

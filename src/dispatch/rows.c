@@ -155,6 +155,12 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .url = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_WEBHOOK_URL),
         .secrets = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_SECRETS),
         .headers = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_HEADERS),
+        .client_cert = row_null(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_CERT)
+                           ? NULL
+                           : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_CERT),
+        .client_key = row_null(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_KEY)
+                          ? NULL
+                          : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_KEY),
         .rate = row_double(res, r, SQL_RUN_CUSTOMERS_C_RATE_PER_MINUTE),
         .burst = row_int(res, r, SQL_RUN_CUSTOMERS_C_BURST),
         .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_C_MAX_IN_FLIGHT),
