@@ -356,6 +356,13 @@ static void req_complete(http_req *r, CURLcode code)
         /* A resolver that never answered surfaces as a timeout; it is a DNS failure. */
         if (code == CURLE_OPERATION_TIMEDOUT && strncmp(r->errbuf, "Resolving timed out", 19) == 0)
             res.error_class = "dns";
+        /* A TLS alert after the handshake seemed done is still TLS: with TLS 1.3 a server that
+         * requires a client certificate (and gets none, or one it does not trust) says so only
+         * when the request is read ("tlsv13 alert certificate required"), which curl reports
+         * as a receive error. */
+        if ((code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
+            strncmp(r->errbuf, "OpenSSL SSL_", 12) == 0 && strstr(r->errbuf, " alert "))
+            res.error_class = "tls";
         const char *what = curl_easy_strerror(code);
         if (r->errbuf[0] && strcmp(r->errbuf, what) != 0)
             snprintf(r->error, sizeof r->error, "%s: %s", what, r->errbuf);
