@@ -129,6 +129,7 @@ static void *conn_main(void *arg)
         goto out;
     }
     X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, r.cn, sizeof r.cn);
+    r.resumed = SSL_session_reused(ssl) == 1;
     X509_free(peer);
     for (;;) {
         int head = read_request(ssl, buf, HEAD_MAX);
@@ -221,6 +222,12 @@ tls_server *tls_server_start(const char *ca_file, const char *cert_file, const c
     SSL_CTX_set_client_CA_list(s->ctx, names);
     SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     SSL_CTX_set_verify_depth(s->ctx, 4);
+    /* Resumption needs a session id context when client certificates are verified (else
+     * OpenSSL refuses a resuming client with an internal error); a resumed session keeps the
+     * certificate of the handshake that made it, which tls_request.resumed shows. */
+    static const unsigned char sid_ctx[] = "pgpace-tls-server";
+    if (SSL_CTX_set_session_id_context(s->ctx, sid_ctx, sizeof sid_ctx - 1) != 1)
+        goto fail;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

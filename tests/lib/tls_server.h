@@ -23,6 +23,7 @@ typedef struct tls_request {
     char cn[128];   /* the client certificate's subject CN */
     char path[256]; /* the request target */
     unsigned conn;  /* the connection it came on (1-based, accept order) */
+    int resumed;    /* its connection resumed an earlier TLS session (and its certificate) */
 } tls_request;
 
 tls_server *tls_server_start(const char *ca_file, const char *cert_file, const char *key_file);

@@ -7,6 +7,9 @@
  * certificates (or none) to the same host:port never share a connection, and that a stored
  * certificate the dispatcher cannot use fails its deliveries with error_class client_cert. */
 #include "fixture.h"
+#include "client_cert.h"
+#include "http_sender.h"
+#include "netcheck.h"
 #include "testca.h"
 #include "tls_server.h"
 
@@ -410,10 +413,10 @@ static void certificate_reaches_the_receiver_and_none_is_refused(void **state)
                                  "'nocert'");
     assert_string_equal(classes, "tls:retry tls:retry tls:dead tls:dead");
     free(classes);
-    char *why = tl_query_str(m->f->db->conn,
-                             "SELECT string_agg(DISTINCT d.last_error, ' | ') FROM "
-                             "pgpace.dead_letter d JOIN pgpace.customer c ON c.id = "
-                             "d.customer_id WHERE c.name = 'nocert'");
+    char *why =
+        tl_query_str(m->f->db->conn, "SELECT string_agg(DISTINCT d.last_error, ' | ') FROM "
+                                     "pgpace.dead_letter d JOIN pgpace.customer c ON c.id = "
+                                     "d.customer_id WHERE c.name = 'nocert'");
     tl_assert_contains(why, "alert");
     free(why);
     assert_int_equal(tl_query_int(m->f->db->conn,
@@ -575,6 +578,149 @@ static void ca_file_is_checked_at_load(void **state)
     free(not_pem);
 }
 
+/* ---- the sender alone: a pooled handle and the certificate's lifetime ---- */
+
+typedef struct sender_run {
+    uv_loop_t loop;
+    uv_timer_t deadline;
+    bool timed_out, closed;
+    size_t done;
+    char error_class[32];
+    char error[512];
+    long status;
+} sender_run;
+
+static void sr_deadline(uv_timer_t *t)
+{
+    sender_run *sr = t->data;
+    sr->timed_out = true;
+    uv_stop(&sr->loop);
+}
+
+static void sr_done(const http_result *r, void *arg)
+{
+    sender_run *sr = arg;
+    sr->done++;
+    sr->status = r->status;
+    snprintf(sr->error_class, sizeof sr->error_class, "%s", r->error_class ? r->error_class : "");
+    snprintf(sr->error, sizeof sr->error, "%s", r->error ? r->error : "");
+    uv_stop(&sr->loop);
+}
+
+static void sr_closed(void *arg)
+{
+    sender_run *sr = arg;
+    sr->closed = true;
+    uv_stop(&sr->loop);
+}
+
+static void sr_wait(sender_run *sr, const bool *flag, size_t *count, size_t want)
+{
+    sr->timed_out = false;
+    uv_timer_start(&sr->deadline, sr_deadline, 10000, 0);
+    while (!sr->timed_out && (flag ? !*flag : *count < want))
+        uv_run(&sr->loop, UV_RUN_ONCE);
+    uv_timer_stop(&sr->deadline);
+    assert_false(sr->timed_out);
+}
+
+static client_cert *load_cert(const char *cert_path, const char *key_path)
+{
+    char *cert = slurp(cert_path), *key = slurp(key_path);
+    client_cert *c = NULL;
+    pgp_error err;
+    if (client_cert_new(cert, key, &c, &err) != 0)
+        fail_msg("client_cert_new: %s", err.msg);
+    free(cert);
+    free(key);
+    return c;
+}
+
+/* One POST with the given certificate (or none), which the test releases at once: the request
+ * holds its own reference (under ASan a use after free would show). Returns once done. */
+static void send_one(sender_run *sr, http_sender *s, const char *url, client_cert *cert)
+{
+    static const char *const secrets[] = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"};
+    http_request req = {.url = url,
+                        .body = "{}",
+                        .body_len = 2,
+                        .webhook_id = "msg_1",
+                        .timestamp_s = 1700000000,
+                        .secrets = secrets,
+                        .n_secrets = 1,
+                        .connect_timeout_ms = 5000,
+                        .total_timeout_ms = 5000,
+                        .client_cert = cert};
+    size_t before = sr->done;
+    assert_int_equal(http_send(s, &req, sr_done, sr), 0);
+    client_cert_release(cert);
+    sr_wait(sr, NULL, &sr->done, before + 1);
+}
+
+static void sender_presents_only_the_requests_certificate(void **state)
+{
+    mtls *m = *state;
+    sender_run sr;
+    memset(&sr, 0, sizeof sr);
+    assert_int_equal(uv_loop_init(&sr.loop), 0);
+    assert_int_equal(uv_timer_init(&sr.loop, &sr.deadline), 0);
+    sr.deadline.data = &sr;
+    netcheck_allow allow;
+    pgp_error err;
+    assert_int_equal(netcheck_parse_allow("127.0.0.0/8", &allow, &err), 0);
+    /* One request object in the pool: every request below reuses the same easy handle. */
+    http_sender_options o = {.max_connections = 1,
+                             .max_host_connections = 1,
+                             .max_response_bytes = 1024,
+                             .excerpt_bytes = 64,
+                             .allow = &allow,
+                             .ca_file = m->ca.ca_cert};
+    http_sender *s = NULL;
+    assert_int_equal(http_sender_new(&sr.loop, &o, &s), 0);
+    char url[128];
+    tls_server_url(m->srv, "/s", url, sizeof url);
+
+    send_one(&sr, s, url, load_cert(m->ca.client_a_cert, m->ca.client_a_key));
+    if (sr.status != 200)
+        fail_msg("status %ld, %s: %s", sr.status, sr.error_class, sr.error);
+    send_one(&sr, s, url, load_cert(m->ca.client_a_cert, m->ca.client_a_key));
+    if (sr.status != 200)
+        fail_msg("status %ld, %s: %s", sr.status, sr.error_class, sr.error);
+    /* The pooled handle forgot the certificate: this one presents none and is refused. */
+    send_one(&sr, s, url, NULL);
+    assert_string_equal(sr.error_class, "tls");
+    assert_int_equal(tls_server_wait_refused(m->srv, 1, 5000), 1);
+    send_one(&sr, s, url, load_cert(m->ca.client_b_cert, m->ca.client_b_key));
+    if (sr.status != 200)
+        fail_msg("status %ld, %s: %s", sr.status, sr.error_class, sr.error);
+    send_one(&sr, s, url, load_cert(m->ca.client_a_cert, m->ca.client_a_key));
+    if (sr.status != 200)
+        fail_msg("status %ld, %s: %s", sr.status, sr.error_class, sr.error);
+
+    assert_int_equal(tls_server_wait(m->srv, 4, 5000), 4);
+    tls_request r[4];
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(tls_server_request(m->srv, i, &r[i]), 0);
+    assert_string_equal(r[0].cn, "client-a");
+    assert_string_equal(r[1].cn, "client-a");
+    assert_string_equal(r[2].cn, "client-b");
+    assert_string_equal(r[3].cn, "client-a");
+    /* The same certificate reused its connection (equal blobs match: reuse is not simply off);
+     * another certificate got a connection of its own. */
+    assert_int_equal(r[0].conn, r[1].conn);
+    assert_true(r[2].conn != r[1].conn);
+    assert_true(r[3].conn != r[2].conn);
+    /* The last may resume client-a's TLS session (curl's session cache is keyed like its
+     * connection cache, certificate blob included): it still is client-a's. */
+
+    http_sender_close(s, sr_closed, &sr);
+    sr_wait(&sr, &sr.closed, NULL, 0);
+    uv_close((uv_handle_t *)&sr.deadline, NULL);
+    while (uv_run(&sr.loop, UV_RUN_NOWAIT) != 0)
+        ;
+    assert_int_equal(uv_loop_close(&sr.loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -587,6 +733,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(unusable_stored_certificate_fails_deliveries, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(ca_file_is_checked_at_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(sender_presents_only_the_requests_certificate, setup,
+                                        teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
