@@ -68,9 +68,9 @@ static int parse_chain(const char *pem, size_t len, X509 **leaf, client_cert_inf
     char why[256];
     if (len > CLIENT_CERT_MAX_BYTES)
         return pgp_error_set(err, -EINVAL, "longer than %d bytes", CLIENT_CERT_MAX_BYTES);
-    if (len == 0 || memchr(pem, '\0', len))
+    if (!pem || len == 0 || memchr(pem, '\0', len))
         return pgp_error_set(err, -EINVAL, "%s",
-                             len == 0 ? "empty" : "contains a NUL byte (not a PEM text)");
+                             !pem || len == 0 ? "empty" : "contains a NUL byte (not a PEM text)");
     if (!memmem(pem, len, "-----BEGIN CERTIFICATE-----", 27))
         return pgp_error_set(err, -EINVAL,
                              "not a PEM certificate (no -----BEGIN CERTIFICATE----- line)");
@@ -155,9 +155,9 @@ static int check_key(const char *pem, size_t len, X509 *leaf, pgp_error *err)
     char why[256];
     if (len > CLIENT_CERT_MAX_BYTES)
         return pgp_error_set(err, -EINVAL, "longer than %d bytes", CLIENT_CERT_MAX_BYTES);
-    if (len == 0 || memchr(pem, '\0', len))
+    if (!pem || len == 0 || memchr(pem, '\0', len))
         return pgp_error_set(err, -EINVAL, "%s",
-                             len == 0 ? "empty" : "contains a NUL byte (not a PEM text)");
+                             !pem || len == 0 ? "empty" : "contains a NUL byte (not a PEM text)");
     if (memmem(pem, len, "-----BEGIN ENCRYPTED PRIVATE KEY-----", 37) ||
         memmem(pem, len, "Proc-Type: 4,ENCRYPTED", 22))
         return pgp_error_set(err, -EINVAL,
