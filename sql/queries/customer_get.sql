@@ -16,6 +16,7 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
        CASE c.auth_scheme WHEN 'basic' THEN c.auth_username || ':' || c.auth_secret
                           ELSE c.auth_secret END AS auth_credentials,
        coalesce(c.proxy, 'default') AS proxy,
+       c.client_cert, c.client_key,
        c.created_at, c.updated_at
   FROM pgpace.customer c LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id

@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 
+#include "client_cert.h"
 #include "gcra.h"
 #include "log.h"
 
@@ -34,6 +35,8 @@ void customer_free(customer *c)
         secret_key_free(c->keys[i]);
     http_headers_release(c->headers);
     free(c->proxy);
+    client_cert_release(c->client_cert);
+    free(c->client_cert_error);
     free(c);
 }
 
@@ -125,13 +128,27 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
      * that hold it. */
     http_headers *headers = NULL;
     int hrc = http_headers_new(row->headers, &headers);
-    if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM ||
+    /* The certificate likewise: parsed and matched with its key once per load, never per
+     * request. What is wrong with it is kept (no secret in it) to fail its deliveries with. */
+    client_cert *cert = NULL;
+    char *cert_error = NULL;
+    int crc = 0;
+    if (row->client_cert || row->client_key) {
+        pgp_error cerr;
+        crc = client_cert_new(row->client_cert, row->client_key, &cert, &cerr);
+        if (crc == -EINVAL)
+            cert_error = strdup(cerr.msg);
+    }
+    if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM || crc == -ENOMEM ||
+        (crc == -EINVAL && !cert_error) ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
         free(name);
         free(url);
         free(secrets);
         free(proxy);
         http_headers_release(headers);
+        client_cert_release(cert);
+        free(cert_error);
         if (fresh)
             free(c);
         return NULL;
@@ -152,6 +169,16 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     /* The table's constraints and pgpace.customer_set_headers refuse what would not parse;
      * should a row get past them, its webhooks are held rather than sent without the headers
      * (its Authorization) the receiver expects. The values are secrets: only the name is said. */
+    client_cert_release(c->client_cert);
+    c->client_cert = cert;
+    free(c->client_cert_error);
+    c->client_cert_error = cert_error;
+    c->client_cert_warned = false;
+    if (cert_error)
+        LOG_ERROR("customer_client_cert_invalid", LOG_S("customer", row->name),
+                  LOG_S("error", cert_error),
+                  LOG_S("action", "its deliveries fail (error_class client_cert) until it is "
+                                  "set again"));
     c->headers_invalid = hrc != 0;
     if (c->headers_invalid)
         LOG_ERROR("customer_headers_invalid", LOG_S("customer", row->name),
