@@ -197,12 +197,13 @@ typedef struct customer {
     char *secrets[4];
     secret_key *keys[4]; /* secrets[] parsed once per (re)load; NULL where one did not parse */
     size_t n_secrets;
+    bool secrets_invalid; /* one did not parse: the customer is held (logged, no value) */
     /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
      * own references (http_sender.h), so a reload just releases this one. NULL = none. */
     http_headers *headers;
     bool headers_invalid; /* they did not parse: the customer is held (logged, no values) */
-    char *proxy;        /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
-    bool proxy_invalid; /* the URL did not pass proxy_url_check: the customer is held */
+    char *proxy;          /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
+    bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
     /* Mutual TLS: the certificate and key, built once per (re)load and referenced by requests
      * in flight like the headers; NULL = none. When the stored ones do not parse or match,
      * client_cert is NULL and client_cert_error says why: its deliveries then fail with
@@ -450,8 +451,7 @@ typedef struct customer_row {
     int64_t id;
     const char *name, *mode, *url, *secrets;
     const char *headers; /* extra header lines, LF-separated ("" = none); secrets */
-    char *proxy;        /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
-    bool proxy_invalid; /* the URL did not pass proxy_url_check: the customer is held */
+    const char *proxy;   /* NULL: [delivery] proxy; "direct"; or the customer's proxy URL */
     const char *client_cert, *client_key; /* PEM, both NULL when none; secrets */
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
@@ -674,6 +674,12 @@ void dispatcher_part_closed(dispatcher *d);
 
 /* state.c */
 customer *customer_get(dispatcher *d, int64_t id);
+/* Stored settings a reload could not use (headers, proxy, a signing secret): the customer is
+ * held until they are set again, and nothing of it is sent without them. */
+static inline bool customer_held_invalid(const customer *c)
+{
+    return c->headers_invalid || c->proxy_invalid || c->secrets_invalid;
+}
 void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);
 void customer_remove(dispatcher *d, int64_t id);
