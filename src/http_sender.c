@@ -140,6 +140,7 @@ struct http_req {
     bool orphaned;  /* aborted by http_sender_close while resolving: the resolve callback frees
                        it (libuv still owns `gai` until then) */
     uv_getaddrinfo_t gai;
+    long total_timeout_ms; /* the request's, which the lookup counts against */
     long dest_port;
     char proxy[PROXY_URL_MAX + 1];
     char dest_host[PROXY_HOST_MAX + 3]; /* the URL's host as curl reads it ("[v6]" bracketed) */
@@ -353,15 +354,23 @@ static long req_status(http_req *r)
 
 /* Did the proxy fail r: not reachable (the only connection a proxied request opens is to the
  * proxy), or it answered the CONNECT with anything but 2xx (403 by policy, 407 wanting
- * credentials, 502 when it could not reach the destination)? Writes r->error when so. */
-static bool proxy_failed(http_req *r, CURLcode code)
+ * credentials)? Writes r->error when so. A 502 or 504 is the proxy saying that the
+ * destination could not be reached: the receiver's failure, classed "connect" as it would be
+ * without the proxy (proxy failures do not count against a customer's breaker). */
+static const char *proxy_failed(http_req *r, CURLcode code)
 {
     long connect_code = 0;
     if (curl_easy_getinfo(r->easy, CURLINFO_HTTP_CONNECTCODE, &connect_code) == CURLE_OK &&
-        connect_code != 0 && (connect_code < 200 || connect_code > 299)) {
+        (connect_code == 502 || connect_code == 504)) {
+        snprintf(r->error, sizeof r->error,
+                 "the proxy could not reach the destination (CONNECT %.300s): HTTP %ld",
+                 r->connect_to, connect_code);
+        return "connect";
+    }
+    if (connect_code != 0 && (connect_code < 200 || connect_code > 299)) {
         snprintf(r->error, sizeof r->error, "proxy refused CONNECT (%.300s): HTTP %ld",
                  r->connect_to, connect_code);
-        return true;
+        return "proxy";
     }
     if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY
 #if LIBCURL_VERSION_NUM >= 0x074900
@@ -370,9 +379,9 @@ static bool proxy_failed(http_req *r, CURLcode code)
     ) {
         snprintf(r->error, sizeof r->error, "proxy unreachable: %s",
                  r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
-        return true;
+        return "proxy";
     }
-    return false;
+    return NULL;
 }
 
 /* Turns curl's verdict on a finished transfer into an http_result. */
@@ -391,8 +400,8 @@ static void req_complete(http_req *r, CURLcode code)
          * proxied request's refusals were of other addresses of its name: one was allowed. */
         res.error_class = "ssrf";
         snprintf(r->error, sizeof r->error, "%s", r->refused);
-    } else if (r->proxied && proxy_failed(r, code)) {
-        res.error_class = "proxy";
+    } else if (r->proxied && (res.error_class = proxy_failed(r, code)) != NULL) {
+        /* the proxy's verdict, in r->error */
     } else {
         res.error_class = code == CURLE_WRITE_ERROR && r->truncated ? "too_large" : classify(code);
         /* A resolver that never answered surfaces as a timeout; it is a DNS failure. */
@@ -1105,6 +1114,9 @@ static int set_proxy_options(http_req *r, bool on)
     SETOPT(CURLOPT_HTTPPROXYTUNNEL, on ? 1L : 0L);
     /* The proxy's answer to CONNECT is not the receiver's response (nor its Retry-After). */
     SETOPT(CURLOPT_SUPPRESS_CONNECT_HEADERS, on ? 1L : 0L);
+    /* The request's headers (Authorization, the customer's) go to the receiver only, never in
+     * the CONNECT (libcurl's default since 7.42; said here because it matters). */
+    SETOPT(CURLOPT_HEADEROPT, CURLHEADER_SEPARATE);
     SETOPT(CURLOPT_CONNECT_TO, (struct curl_slist *)NULL);
     r->proxy_set = on;
     return 0;
@@ -1161,12 +1173,25 @@ static void resolved_cb(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
     }
     uv_freeaddrinfo(res);
     if (!failed.error_class) {
-        snprintf(r->connect_to, sizeof r->connect_to, "%s:%ld:%s%s%s:%ld", r->dest_host,
-                 r->dest_port, v6 ? "[" : "", ip, v6 ? "]" : "", r->dest_port);
+        /* "::IP:PORT": for any host and port. An entry naming the host applies only if its
+         * text equals curl's own spelling of the name, which can differ (an IDN's punycode):
+         * curl would then drop the pin without a word and the proxy resolve the name itself.
+         * The easy handle carries this one request, so the wildcard pins exactly it. */
+        snprintf(r->connect_to, sizeof r->connect_to, "::%s%s%s:%ld", v6 ? "[" : "", ip,
+                 v6 ? "]" : "", r->dest_port);
         r->connect_to_node.data = r->connect_to;
         r->connect_to_node.next = NULL;
-        if (curl_easy_setopt(r->easy, CURLOPT_CONNECT_TO, &r->connect_to_node) != CURLE_OK ||
-            curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
+        /* The lookup counts against the request's total time: curl gets what is left. */
+        uint64_t spent_ms = (uv_hrtime() - r->start_ns) / 1000000u;
+        if (spent_ms >= (uint64_t)r->total_timeout_ms) {
+            failed.error_class = "dns";
+            snprintf(r->error, sizeof r->error,
+                     "resolving %.200s took %llu ms, the request's whole timeout", r->dest_host,
+                     (unsigned long long)spent_ms);
+        } else if (curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS,
+                                    (long)((uint64_t)r->total_timeout_ms - spent_ms)) != CURLE_OK ||
+                   curl_easy_setopt(r->easy, CURLOPT_CONNECT_TO, &r->connect_to_node) != CURLE_OK ||
+                   curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
             failed.error_class = "internal";
             snprintf(r->error, sizeof r->error, "could not start the request");
         }
@@ -1207,6 +1232,7 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     SETOPT(CURLOPT_POSTFIELDS, r->body);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
     SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
+    r->total_timeout_ms = req->total_timeout_ms;
     /* Destinations are checked when a connection opens. After the allow-list changed, a
      * connection opened under the old list must not be reused: for 2 s every request opens
      * its own, then reuse is limited to connections younger than the change. curl compares

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
@@ -60,6 +61,10 @@ int main(int argc, char **argv)
 {
     /* A peer closing a socket must be an error return, not a process kill. */
     signal(SIGPIPE, SIG_IGN);
+    /* libuv's thread pool (4 threads unless set before its first use) resolves the
+     * destinations of proxied webhooks: with 4, two receivers whose DNS never answers would
+     * hold up every proxied customer. The operator's own setting wins. */
+    setenv("UV_THREADPOOL_SIZE", "32", 0);
 
     cli_ctx ctx = {.command = "", .cfg_loaded = false};
     static const struct option opts[] = {

@@ -452,7 +452,8 @@ BEGIN
         END IF;
         -- The scheme in lower case, as the table's constraint wants it.
         value := 'http://' || substr(value, 8);
-        m := regexp_match(value, '^http://([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\[([0-9A-Fa-f:.]+)\]):([0-9]{1,5})/?$');
+        -- Labels of 1 to 63 characters (RFC 1035), as src/proxy.c checks them.
+        m := regexp_match(value, '^http://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[([0-9A-Fa-f:.]+)\]):([0-9]{1,5})/?$');
         IF m IS NULL THEN
             RAISE EXCEPTION 'proxy: expected http://HOST:PORT (a host name, an IPv4 address or [IPv6], the port required, no path)'
                 USING ERRCODE = 'invalid_parameter_value';

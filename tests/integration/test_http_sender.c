@@ -1264,15 +1264,18 @@ static void proxy_refusal_and_absence_are_class_proxy(void **state)
     url_for(fx, "/x", url, sizeof url);
     http_request req = base_request(url);
     req.proxy = proxy;
-    static const int refusals[] = {403, 407, 502};
-    for (size_t i = 0; i < 3; i++) {
+    /* 502/504: the proxy could not reach the destination, the receiver's failure. */
+    static const int refusals[] = {403, 407, 502, 504};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(refusals); i++) {
         connect_proxy_refuse(px, refusals[i]);
         outcome o = {0};
         send_and_wait(fx, url, &req, &o, 5000);
-        assert_string_equal(o.error_class, "proxy");
+        bool unreachable = refusals[i] == 502 || refusals[i] == 504;
+        assert_string_equal(o.error_class, unreachable ? "connect" : "proxy");
         char want[32];
         snprintf(want, sizeof want, ": HTTP %d", refusals[i]);
-        tl_assert_contains(o.error, "proxy refused CONNECT");
+        tl_assert_contains(o.error, unreachable ? "the proxy could not reach the destination"
+                                                : "proxy refused CONNECT");
         tl_assert_contains(o.error, want);
         assert_int_equal(o.status, 0);
     }

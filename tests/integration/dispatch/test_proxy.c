@@ -281,9 +281,12 @@ static void bad_proxies_refused(void **state)
         {"http://[::1x]:3128", "proxy: expected http://HOST:PORT"},
         {"http://[::1::2]:3128", "proxy: invalid IPv6 address"},
         {"", "proxy: expected http://HOST:PORT"},
+        /* A 64-character label (the CLI and config refuse it too). */
+        {"http://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.example:3128",
+         "proxy: expected http://HOST:PORT"},
     };
     for (size_t i = 0; i < sizeof sql_cases / sizeof sql_cases[0]; i++) {
-        char sql[256];
+        char sql[512];
         snprintf(sql, sizeof sql, "SELECT pgpace.customer_set_proxy('acme', E'%s')",
                  sql_cases[i].value);
         expect_sql_error(c, sql, "22023", sql_cases[i].want);

@@ -306,6 +306,26 @@ static void ssrf_refusal_dead_and_not_the_receivers_fault(void **state)
     assert_int_equal(d.delay_ms, 0);
 }
 
+/* The egress proxy (shared by every customer) or a client certificate pgpace cannot use:
+ * retried, but no failure of the receiver's (no breaker, no failing streak). A 502 from the
+ * proxy arrives as "connect" and counts. */
+static void proxy_and_client_cert_failures_not_the_receivers(void **state)
+{
+    static const char *const mine[] = {"proxy", "client_cert"};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(mine); i++) {
+        http_result r = network(mine[i], "x");
+        outcome_decision d = classify(&r, 1, 10, &retry_4xx, 0);
+        assert_int_equal(d.outcome, OUTCOME_RETRY);
+        assert_string_equal(d.error_class, mine[i]);
+        assert_false(d.receiver_failed);
+        assert_true(d.delay_ms > 0);
+    }
+    http_result r = network("connect", "the proxy could not reach the destination: HTTP 502");
+    outcome_decision d = classify(&r, 1, 10, &retry_4xx, 0);
+    assert_int_equal(d.outcome, OUTCOME_RETRY);
+    assert_true(d.receiver_failed);
+}
+
 static void aborted_released_even_on_the_last_attempt(void **state)
 {
     http_result r = network("aborted", "sender closed");
@@ -619,6 +639,7 @@ int main(void)
         cmocka_unit_test(network_errors_retried_with_the_senders_text),
         cmocka_unit_test(long_error_text_truncated_safely),
         cmocka_unit_test(ssrf_refusal_dead_and_not_the_receivers_fault),
+        cmocka_unit_test(proxy_and_client_cert_failures_not_the_receivers),
         cmocka_unit_test(aborted_released_even_on_the_last_attempt),
         cmocka_unit_test(retry_after_delta_seconds),
         cmocka_unit_test(retry_after_http_date),
