@@ -31,6 +31,7 @@ void customer_free(customer *c)
     free(c->url);
     free(c->secrets_buf);
     http_headers_release(c->headers);
+    oauth_cred_release(c->oauth);
     free(c);
 }
 
@@ -121,12 +122,25 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
      * that hold it. */
     http_headers *headers = NULL;
     int hrc = http_headers_new(row->headers, &headers);
-    if (!name || !url || !secrets || hrc == -ENOMEM ||
+    /* OAuth2: the set (and its token) is kept while the credentials stay the same; any change
+     * makes a new one, so the next delivery fetches a token with the new credentials. */
+    oauth_cred *oauth = NULL;
+    bool keep_oauth = row->oauth_token_url &&
+                      oauth_cred_matches(c->oauth, row->oauth_token_url, row->oauth_client_id,
+                                         row->oauth_client_secret, row->oauth_scope);
+    int orc = 0;
+    if (keep_oauth)
+        orc = oauth_cred_update(c->oauth, row->name, row->headers);
+    else if (row->oauth_token_url)
+        orc = oauth_cred_new(row->name, row->oauth_token_url, row->oauth_client_id,
+                             row->oauth_client_secret, row->oauth_scope, row->headers, &oauth);
+    if (!name || !url || !secrets || hrc == -ENOMEM || orc == -ENOMEM ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
         free(name);
         free(url);
         free(secrets);
         http_headers_release(headers);
+        oauth_cred_release(oauth);
         if (fresh)
             free(c);
         return NULL;
@@ -143,7 +157,13 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     /* The table's constraints and pgpace.customer_set_headers refuse what would not parse;
      * should a row get past them, its webhooks are held rather than sent without the headers
      * (its Authorization) the receiver expects. The values are secrets: only the name is said. */
-    c->headers_invalid = hrc != 0;
+    if (!keep_oauth) {
+        oauth_cred_release(c->oauth);
+        c->oauth = oauth;
+    }
+    /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
+     * headers that do not parse: never sent without the authentication the receiver expects. */
+    c->headers_invalid = hrc != 0 || orc != 0;
     if (c->headers_invalid)
         LOG_ERROR("customer_headers_invalid", LOG_S("customer", row->name),
                   LOG_S("action", "held until its headers are set again"));
