@@ -123,15 +123,14 @@ static int read_client_secret(const char *path, char *out, size_t cap, pgp_error
         fclose(f);
     if (failed)
         return pgp_error_set(err, -EIO, "%s: cannot read '%.200s'", flag, path), -1;
-    if (n == cap)
-        return pgp_error_set(err, -EINVAL, "%s: the client secret is longer than %zu bytes", flag,
-                             cap - 3);
     if (n > 0 && out[n - 1] == '\n')
         n--;
     if (n > 0 && out[n - 1] == '\r')
         n--;
+    if (n > 1024)
+        return pgp_error_set(err, -EINVAL, "%s: the client secret is longer than 1024 bytes", flag);
     out[n] = '\0';
-    if (n == 0 || n > 1024)
+    if (n == 0)
         return pgp_error_set(err, -EINVAL, "%s: expected a client secret of 1 to 1024 bytes", flag);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)

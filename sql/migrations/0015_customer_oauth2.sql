@@ -32,9 +32,10 @@ ALTER TABLE pgpace.customer
                    WHEN 'oauth2' THEN auth_username IS NOT NULL AND auth_secret IS NOT NULL
                                       AND oauth_token_url IS NOT NULL
                    ELSE auth_username IS NULL AND auth_secret IS NULL END
-               AND (auth_scheme = 'oauth2' OR (oauth_token_url IS NULL AND oauth_scope IS NULL))
+               AND (coalesce(auth_scheme, '') = 'oauth2'
+                    OR (oauth_token_url IS NULL AND oauth_scope IS NULL))
                -- a client id may hold a colon: it is form-urlencoded before Basic (RFC 6749
                -- 2.3.1); a Basic user-id may not (RFC 7617)
-               AND (auth_scheme = 'oauth2' OR coalesce(auth_username, '') !~ ':')
+               AND (coalesce(auth_scheme, '') = 'oauth2' OR coalesce(auth_username, '') !~ ':')
                AND coalesce(auth_username, '') !~ '[\r\n]'
                AND coalesce(auth_secret, '') !~ '[\r\n]');

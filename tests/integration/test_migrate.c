@@ -1085,7 +1085,7 @@ static void upgrade_to_throttle_keeps_rows(void **state)
     static const char *const snapshots[] = {
         "SELECT md5(string_agg((to_jsonb(c) - '{throttle_decrease,throttle_increase,"
         "throttle_floor,disabled_at,disabled_reason,max_age,extra_headers,auth_scheme,"
-        "auth_username,auth_secret}'::text[])::text, ',' ORDER BY "
+        "auth_username,auth_secret,oauth_token_url,oauth_scope}'::text[])::text, ',' ORDER BY "
         "c.id)) FROM pgpace.customer c",
         "SELECT md5(string_agg((to_jsonb(f) - 'effective_rate')::text, ',' ORDER BY "
         "f.customer_id)) FROM pgpace.frontier f",
