@@ -175,6 +175,34 @@ static void sql_refuses_bad_oauth2_settings(void **state)
                                   "'bearer' AND oauth_token_url IS NULL AND oauth_scope IS NULL"),
                      1);
 #undef SET
+
+    /* pgpace_producer reads none of it. */
+    char role[64], conninfo[700];
+    snprintf(role, sizeof role, "producer_o_%d", (int)getpid());
+    tl_exec(c, "DROP ROLE IF EXISTS %s", role);
+    tl_exec(c, "CREATE ROLE %s LOGIN IN ROLE pgpace_producer", role);
+    snprintf(conninfo, sizeof conninfo, "dbname=%s user=%s", f->db->name, role);
+    PGconn *pc = PQconnectdb(conninfo);
+    assert_int_equal(PQstatus(pc), CONNECTION_OK);
+    static const char *const reads[] = {
+        "SELECT auth_secret FROM pgpace.customer",
+        "SELECT oauth_token_url, oauth_scope FROM pgpace.customer",
+    };
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        PGresult *res = PQexec(pc, reads[i]);
+        const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        if (PQresultStatus(res) != PGRES_FATAL_ERROR || !st || strcmp(st, "42501") != 0)
+            fail_msg("pgpace_producer ran %s (%s)", reads[i], st ? st : "no error");
+        PQclear(res);
+    }
+    PGresult *res = PQexec(pc, "SELECT pgpace.customer_set_oauth2('acme', 'https://h/t', 'id', "
+                               "'s', NULL)");
+    const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (!st || strcmp(st, "42501") != 0)
+        fail_msg("pgpace_producer may call customer_set_oauth2 (%s)", st ? st : "no error");
+    PQclear(res);
+    PQfinish(pc);
+    tl_exec(c, "DROP ROLE %s", role);
 }
 
 static void cli_refuses_bad_oauth2_settings(void **state)
