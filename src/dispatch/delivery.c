@@ -314,10 +314,12 @@ static void on_delivery_done(const http_result *r, void *arg)
 
     /* The receiver refused the OAuth2 token: drop it (unless a newer one replaced it already)
      * and send again with a fresh one, once. The second answer is the attempt's. */
-    if (!r->error_class && r->status == 401 && c && c->oauth && dl->oauth_set == c->oauth &&
-        !dl->oauth_retried && d->http && d->stop < STOP_ABORTING) {
+    if (!r->error_class && r->status == 401 && c && c->oauth && !dl->oauth_retried && d->http &&
+        d->stop < STOP_ABORTING) {
         dl->oauth_retried = true;
-        oauth_invalidate(c->oauth, dl->oauth_gen);
+        /* (A token of credentials replaced meanwhile is gone already: the new set's is fresh.) */
+        if (dl->oauth_set == c->oauth)
+            oauth_invalidate(c->oauth, dl->oauth_gen);
         LOG_DEBUG("oauth_token_refused", LOG_I("item", dl->item_id), LOG_S("customer", c->name),
                   LOG_S("action", "sent again with a fresh token"));
         transmit(d, dl);

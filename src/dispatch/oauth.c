@@ -341,14 +341,6 @@ void oauth_invalidate(oauth_cred *c, uint64_t gen)
         drop_token(c);
 }
 
-void oauth_cancel(oauth_waiter *w)
-{
-    if (w && w->queued) {
-        pgp_list_remove(&w->link);
-        w->queued = false;
-    }
-}
-
 /* ---- the request's completion ---- */
 
 static void count(const oauth_cred *c, const char *result)

@@ -17,7 +17,7 @@
  *   "oauth_response" (not a usable token), "oauth_transport" (dns, connect, TLS, timeout...),
  *   "ssrf" (the token endpoint's address is refused) or "aborted" (the sender closed). The
  *   wait is bounded by that request's timeouts (the customer's connect and request timeouts),
- *   never by anything else. A waiter may be withdrawn (oauth_cancel) before it is told.
+ *   never by anything else.
  * - A failure is remembered for OAUTH_FAILURE_HOLD_MS: acquires meanwhile fail at once with it
  *   (OAUTH_FAILED, *failure filled in), so a broken token endpoint sees one request per hold,
  *   not one per delivery.
@@ -93,8 +93,6 @@ typedef enum oauth_state { OAUTH_READY, OAUTH_WAITING, OAUTH_FAILED } oauth_stat
 oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, long connect_timeout_ms,
                           long total_timeout_ms, oauth_waiter *w, http_headers **headers,
                           uint64_t *gen, http_result *failure);
-/* Withdraws a queued waiter (no-op if not queued). */
-void oauth_cancel(oauth_waiter *w);
 void oauth_invalidate(oauth_cred *c, uint64_t gen);
 
 /* Parses a token endpoint's JSON answer. On success returns 0 with *token (malloc'd, the
