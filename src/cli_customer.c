@@ -1,5 +1,6 @@
 /* cli_customer.c - `pgpace customer set|get|list|pause|resume|enable|delete`. */
 #include "cli.h"
+#include "proxy.h"
 #include "secret.h"
 #include "sql_embed.h"
 #include "validate.h"
@@ -36,8 +37,12 @@ static const char set_usage[] =
     "                        unlimited: plain work queue, as fast as deliveries allow\n"
     "  --burst N             spaced mode: items that may go back to back after idling (>= 1)\n"
     "  --url URL             webhook endpoint, http:// or https://\n"
-    "  --secret S            set the signing secret (whsec_...); generated when creating\n"
+    "  --secret S            set the signing secret: whsec_... (HMAC-SHA256, v1 signatures) or\n"
+    "                        whsk_... (Ed25519, v1a: receivers verify with the whpk_ public\n"
+    "                        key 'customer get' shows); generated when creating\n"
     "  --rotate-secret       add a new generated secret; old ones keep signing until retired\n"
+    "  --key-type hmac|ed25519  the kind of secret generated (--rotate-secret: default the\n"
+    "                        kind of the newest secret; creating: hmac)\n"
     "  --retire-old-secrets  keep only the newest secret\n"
     "  --max-in-flight N     most outstanding deliveries for this customer, or 'none'\n"
     "  --max-attempts N      attempts before an item is dead-lettered (1-1000, default 12)\n"
@@ -60,7 +65,9 @@ static const char set_usage[] =
     "  --clear-headers       remove every extra header\n"
     "  --auth basic:USER:PASSWORD | bearer:TOKEN | none\n"
     "                        the Authorization header: Basic (USER without a colon) or Bearer\n"
-    "                        (a token68 token), or none\n"
+    "                        (a token68 token), or none\n";
+/* (Split: ISO C guarantees string literals of 4095 characters only.) */
+static const char set_usage_more[] =
     "  --auth oauth2 --oauth-token-url URL --oauth-client-id ID\n"
     "        --oauth-client-secret-file FILE|- [--oauth-scope 'S1 S2']\n"
     "                        OAuth2 client credentials (RFC 6749 4.4): the dispatcher fetches\n"
@@ -68,6 +75,11 @@ static const char set_usage[] =
     "                        secret, caches it until shortly before it expires and sends it as\n"
     "                        Bearer; the secret (1 to 1024 bytes) is read from FILE, or from\n"
     "                        stdin with '-' (one trailing newline dropped), never from argv\n"
+    "\n"
+    "Egress proxy (see [delivery] proxy):\n"
+    "  --proxy URL|direct|default  send this customer's webhooks through its own HTTP CONNECT\n"
+    "                        proxy (http://HOST:PORT, no credentials), never through a proxy\n"
+    "                        (direct), or as configured ([delivery] proxy and no_proxy)\n"
     "\n"
     "Pacing that listens to the receiver (429, or 503 with Retry-After, lowers the effective\n"
     "rate; each success raises it again, up to --rate). 'default' uses the [delivery] setting:\n"
@@ -102,7 +114,9 @@ enum {
     OPT_OAUTH_TOKEN_URL,
     OPT_OAUTH_CLIENT_ID,
     OPT_OAUTH_SECRET_FILE,
-    OPT_OAUTH_SCOPE
+    OPT_OAUTH_SCOPE,
+    OPT_KEY_TYPE,
+    OPT_PROXY
 };
 
 /* The OAuth2 client secret, read from a file or stdin ("-") rather than argv (which other users
@@ -296,6 +310,8 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"oauth-client-id", required_argument, NULL, OPT_OAUTH_CLIENT_ID},
         {"oauth-client-secret-file", required_argument, NULL, OPT_OAUTH_SECRET_FILE},
         {"oauth-scope", required_argument, NULL, OPT_OAUTH_SCOPE},
+        {"key-type", required_argument, NULL, OPT_KEY_TYPE},
+        {"proxy", required_argument, NULL, OPT_PROXY},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
@@ -312,7 +328,9 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     bool oauth2 = false;
     const char *oauth_url = NULL, *oauth_id = NULL, *oauth_secret_file = NULL;
     const char *oauth_scope = NULL;
-    char oauth_secret[1027]; /* 1024 bytes, CRLF, and one more to see it is longer */
+    char oauth_secret[1027];     /* 1024 bytes, CRLF, and one more to see it is longer */
+    const char *key_type = NULL; /* --key-type: "hmac" or "ed25519" */
+    const char *proxy = NULL;    /* URL, "direct" or "default"; NULL: unchanged */
     pgp_error err;
     double rate_value;
     long long int_value;
@@ -324,6 +342,7 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         switch (opt) {
         case 'h':
             fputs(set_usage, stdout);
+            fputs(set_usage_more, stdout);
             return CLI_OK;
         case OPT_RATE:
             if (validate_rate("--rate", optarg, &rate_value, &err) != 0)
@@ -448,6 +467,18 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                                             "spaces, at most 1024 characters");
             oauth_scope = optarg;
             break;
+        case OPT_KEY_TYPE:
+            if (strcmp(optarg, "hmac") != 0 && strcmp(optarg, "ed25519") != 0)
+                return cli_usage_error(ctx, "--key-type: expected hmac or ed25519, got '%.32s'",
+                                       optarg);
+            key_type = optarg;
+            break;
+        case OPT_PROXY:
+            if (strcmp(optarg, "direct") != 0 && strcmp(optarg, "default") != 0 &&
+                proxy_url_check("--proxy", optarg, &err) != 0)
+                return cli_usage_error(ctx, "%s (or 'direct' or 'default')", err.msg);
+            proxy = optarg;
+            break;
         case OPT_THROTTLE_DECREASE:
         case OPT_THROTTLE_INCREASE:
         case OPT_THROTTLE_FLOOR: {
@@ -496,12 +527,24 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     if ((secret != NULL) + rotate + retire > 1)
         return cli_usage_error(ctx, "use one of --secret, --rotate-secret, --retire-old-secrets "
                                     "at a time");
+    if (key_type && (secret || retire))
+        return cli_usage_error(ctx, "--key-type: applies to generated secrets (--rotate-secret, "
+                                    "or creating without --secret); a given secret's prefix "
+                                    "says its kind");
     if (secret) {
-        /* Check by signing with it: the same decoding the sender will use. */
+        /* Check by signing with it: the same decoding the sender will use. A whsk_ or whpk_
+         * value gets the parser's own reason (which never quotes the value). */
         char sig[SECRET_SIGNATURE_MAX];
-        if (strlen(secret) > 100 || secret_sign(secret, "check", 0, "", 0, sig, &err) != 0)
+        bool asym = strncmp(secret, SECRET_ED25519_PREFIX, 5) == 0 ||
+                    strncmp(secret, SECRET_PUBLIC_PREFIX, 5) == 0;
+        if (strlen(secret) > SECRET_TEXT_MAX ||
+            secret_sign(secret, "check", 0, "", 0, sig, &err) != 0) {
+            if (asym && strlen(secret) <= SECRET_TEXT_MAX)
+                return cli_usage_error(ctx, "--secret: %s", err.msg);
             return cli_usage_error(ctx, "--secret: expected whsec_ followed by base64 of 24 to "
-                                        "64 bytes");
+                                        "64 bytes, or whsk_ followed by base64 of a 32-byte "
+                                        "Ed25519 seed");
+        }
     }
 
     int status = cli_connect(ctx);
@@ -524,10 +567,22 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                         "customer '%s' does not exist; creating it needs --rate and --url", name);
     if ((rotate || retire) && !exists)
         return cli_fail(ctx, CLI_FAILED, "customer '%s' does not exist: nothing to rotate", name);
+    if (key_type && exists && !rotate)
+        return cli_usage_error(ctx,
+                               "--key-type: customer '%s' exists; use it with "
+                               "--rotate-secret to add a secret of that kind",
+                               name);
 
+    /* The generated secret's kind: --key-type, else on rotation the kind of the newest secret
+     * (a customer verifying Ed25519 keeps doing so), else HMAC. */
+    secret_type type = SECRET_HMAC;
+    if (key_type)
+        type = strcmp(key_type, "ed25519") == 0 ? SECRET_ED25519 : SECRET_HMAC;
+    else if (rotate && strncmp(current, SECRET_ED25519_PREFIX, 5) == 0)
+        type = SECRET_ED25519;
     char fresh[64];
     if (rotate || (!exists && !secret)) {
-        if (secret_generate(fresh, sizeof fresh, &err) != 0)
+        if (secret_generate_type(type, fresh, sizeof fresh, &err) != 0)
             return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     }
     if (secret) {
@@ -573,6 +628,14 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             oauth2 ? oauth_id : NULL,
                             oauth2 ? oauth_secret : NULL,
                             oauth2 ? oauth_scope : NULL};
+    /* The proxy has a statement of its own (pgpace.customer_set_proxy), in one transaction
+     * with the rest: a new customer never exists without the proxy it was given. */
+    if (proxy) {
+        PGresult *begin = cli_query(ctx, "BEGIN", 0, NULL);
+        if (!begin)
+            return CLI_FAILED;
+        PQclear(begin);
+    }
     char *headers = NULL;
     if (n_headers > 0 || clear_headers) {
         headers = header_array(header_lines, n_headers);
@@ -588,10 +651,66 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         return CLI_FAILED;
     bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
+    if (proxy) {
+        const char *proxy_params[] = {name, proxy};
+        PGresult *pres = cli_query(ctx, sql_q_customer_set_proxy, 2, proxy_params);
+        if (!pres)
+            return CLI_FAILED; /* the connection closes: the transaction is rolled back */
+        PQclear(pres);
+        PGresult *commit = cli_query(ctx, "COMMIT", 0, NULL);
+        if (!commit)
+            return CLI_FAILED;
+        PQclear(commit);
+    }
     printf("%s customer %s%s\n", created ? "created" : "updated", name,
            rotate ? " (new signing secret added; see: pgpace customer get --show-secrets)" : "");
+    /* An Ed25519 secret's public key is what the receiver needs: shown at once. */
+    if (rotate || !exists || secret) {
+        secret_key *k = NULL;
+        char pub[SECRET_PUBLIC_KEY_MAX];
+        if (secret_key_parse(secret ? secret : fresh, &k, &err) == 0 &&
+            secret_key_type(k) == SECRET_ED25519 && secret_key_public(k, pub, &err) == 0)
+            printf("public key %s (give it to the receiver to verify v1a signatures)\n", pub);
+        secret_key_free(k);
+    }
     memset(fresh, 0, sizeof fresh);
     return CLI_OK;
+}
+
+/* For the space-separated secrets (newest first): their kinds, and the whpk_ public key of
+ * each Ed25519 one. Public keys are not secret: the receiver needs them, so they are always
+ * shown (the whsk_ itself only with --show-secrets). */
+static void print_secret_kinds(const char *list)
+{
+    char kinds[64] = "";
+    size_t klen = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, " ");
+        bool ed = strncmp(p, SECRET_ED25519_PREFIX, 5) == 0;
+        klen += (size_t)snprintf(kinds + klen, sizeof kinds - klen, "%s%s", klen ? " " : "",
+                                 ed ? "ed25519" : "hmac");
+        if (klen >= sizeof kinds)
+            klen = sizeof kinds - 1;
+        p += len + (p[len] == ' ');
+    }
+    printf("%-18s %s\n", "secret_kinds", kinds);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, " ");
+        if (strncmp(p, SECRET_ED25519_PREFIX, 5) == 0) {
+            char text[SECRET_TEXT_MAX + 1];
+            secret_key *k = NULL;
+            char pub[SECRET_PUBLIC_KEY_MAX];
+            pgp_error err;
+            snprintf(text, sizeof text, "%.*s", (int)len, p);
+            if (secret_key_parse(text, &k, &err) == 0 && secret_key_public(k, pub, &err) == 0)
+                printf("%-18s %s\n", "public_key", pub);
+            else
+                printf("%-18s (invalid whsk_ secret)\n", "public_key");
+            secret_key_free(k);
+            memset(text, 0, sizeof text);
+        }
+        p += len + (p[len] == ' ');
+    }
 }
 
 static int customer_get(cli_ctx *ctx, int argc, char **argv)
@@ -601,7 +720,8 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
     static const char usage[] = "usage: pgpace customer get NAME [--show-secrets]\n\n"
                                 "Prints the customer's settings. Signing secrets, extra header "
                                 "values and receiver\ncredentials are shown only with "
-                                "--show-secrets.\n";
+                                "--show-secrets; the whpk_ public key of each\nEd25519 (whsk_) "
+                                "secret always (receivers verify v1a signatures with it).\n";
     int flags = 0;
     const char *name = NULL;
     int rc = parse_name_and_flags(ctx, argc, argv, usage, extra, &flags, &name);
@@ -622,8 +742,11 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
     for (int c = 0; c < PQnfields(res); c++) {
         const char *field = PQfname(res, c);
         const char *value = PQgetvalue(res, 0, c);
-        if (strcmp(field, "secret_list") == 0 && !show)
-            continue;
+        if (strcmp(field, "secret_list") == 0) {
+            print_secret_kinds(value);
+            if (!show)
+                continue;
+        }
         if (strcmp(field, "headers") == 0) {
             /* One line each; without --show-secrets only the names (values are API keys). */
             if (!*value)

@@ -1,6 +1,7 @@
 /* config.c - the key table, INI loading over defaults with file:line errors, and the dump. */
 #include "config.h"
 #include "netcheck.h"
+#include "proxy.h"
 #include "secret.h"
 #include "validate.h"
 
@@ -117,6 +118,8 @@ static const config_key keys[] = {
     INT("delivery", retry_after_max_s, 3600, 0, 604800,
         "largest Retry-After honoured, s; 0: Retry-After ignored (backoff used)"),
     STR("delivery", allow_cidrs, "", "comma-separated CIDRs webhooks may reach"),
+    STR("delivery", proxy, "", "egress proxy http://HOST:PORT (CONNECT tunnels); empty: direct"),
+    STR("delivery", no_proxy, "", "hosts, domains and CIDRs sent direct, not through the proxy"),
     BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
     INT("delivery", attempt_retention_days, 7, 1, 3650, "days of attempt log kept"),
     INT("delivery", dead_letter_retention_days, 30, 1, 3650, "days of dead letters kept"),
@@ -447,11 +450,12 @@ static char *reader(char *str, int num, void *stream)
     return str;
 }
 
-/* Adds the entries of one allow_cidrs line to the list, stored as "a, b, c" (entries are
- * separated by commas or blanks, as netcheck reads them; empty ones are dropped, so the stored
- * text is the same however it was spread over lines). The list as it then stands must parse:
- * a bad CIDR is reported with the file and line that brought it, not when `run` starts. */
-static int add_allow_cidrs(parse_state *st, int line, const config_key *k, const char *value)
+/* Adds the entries of one line of a list (allow_cidrs, no_proxy) to it, stored as "a, b, c"
+ * (entries are separated by commas or blanks, as netcheck and proxy read them; empty ones are
+ * dropped, so the stored text is the same however it was spread over lines). The list as it
+ * then stands must parse: a bad entry is reported with the file and line that brought it, not
+ * when `run` starts. */
+static int add_list(parse_state *st, int line, const config_key *k, const char *value)
 {
     char *dst = (char *)&st->cfg + k->offset;
     size_t used = strlen(dst);
@@ -468,11 +472,29 @@ static int add_allow_cidrs(parse_state *st, int line, const config_key *k, const
             (size_t)snprintf(dst + used, k->size - used, "%s%.*s", used ? ", " : "", (int)len, p);
         p += len;
     }
-    netcheck_allow allow;
     pgp_error reason;
-    if (netcheck_parse_allow(dst, &allow, &reason) < 0)
+    int rc;
+    if (strcmp(k->name, "no_proxy") == 0) {
+        /* Big (a name per entry): on the heap, not on inih's stack. */
+        proxy_bypass *b = malloc(sizeof *b);
+        if (!b)
+            return fail(st, line, -ENOMEM, "out of memory");
+        rc = proxy_bypass_parse(dst, b, &reason);
+        free(b);
+    } else {
+        netcheck_allow allow;
+        rc = netcheck_parse_allow(dst, &allow, &reason);
+    }
+    if (rc < 0)
         return fail(st, line, -EINVAL, "[%s] %s: %s", k->section, k->name, reason.msg);
     return 1;
+}
+
+/* Lists: keys that may be given on several lines, which add up. */
+static bool is_list_key(const config_key *k)
+{
+    return k->type == KEY_STRING && strcmp(k->section, "delivery") == 0 &&
+           (strcmp(k->name, "allow_cidrs") == 0 || strcmp(k->name, "no_proxy") == 0);
 }
 
 static int handler(void *user, const char *section, const char *name, const char *value)
@@ -500,11 +522,12 @@ static int handler(void *user, const char *section, const char *name, const char
         const config_key *k = &keys[i];
         if (strcmp(k->section, section) != 0 || strcmp(k->name, name) != 0)
             continue;
-        /* allow_cidrs is a list: it may be given on several lines, which add up (Debian's
-         * inih reads at most 199 bytes per line). Any other key set twice is a mistake. */
-        if (k->type == KEY_STRING && strcmp(k->name, "allow_cidrs") == 0) {
+        /* allow_cidrs and no_proxy are lists: they may be given on several lines, which add
+         * up (Debian's inih reads at most 199 bytes per line). Any other key set twice is a
+         * mistake. */
+        if (is_list_key(k)) {
             st->seen[i] = st->seen[i] ? st->seen[i] : line;
-            return add_allow_cidrs(st, line, k, value);
+            return add_list(st, line, k, value);
         }
         if (st->seen[i])
             return fail(st, line, -EINVAL, "[%s] %s: duplicate key (already set on line %d)",
@@ -513,6 +536,11 @@ static int handler(void *user, const char *section, const char *name, const char
         int rc = set_value(&st->cfg, k, value, &reason);
         if (rc < 0)
             return fail(st, line, rc, "[%s] %s: %s", section, name, reason.msg);
+        char what[64];
+        snprintf(what, sizeof what, "[%s] %s", section, name);
+        if (strcmp(section, "delivery") == 0 && strcmp(name, "proxy") == 0 && *value &&
+            proxy_url_check(what, value, &reason) < 0)
+            return fail(st, line, -EINVAL, "%s", reason.msg);
         st->seen[i] = line;
         return 1;
     }
@@ -561,8 +589,11 @@ static int check_operator_webhook(parse_state *st)
     if (*secret && !*url)
         return fail(st, st->seen[is], -EINVAL,
                     "[health] operator_webhook_secret is set but operator_webhook_url is not");
+    /* HMAC only: secret.c also signs with whsk_ (Ed25519) secrets, but an operator would have
+     * no pgpace command to show the public key, so the operator webhook stays whsec_. */
     char sig[SECRET_SIGNATURE_MAX];
-    if (*secret && secret_sign(secret, "check", 0, "", 0, sig, &reason) < 0)
+    if (*secret && (strncmp(secret, SECRET_PREFIX, strlen(SECRET_PREFIX)) != 0 ||
+                    secret_sign(secret, "check", 0, "", 0, sig, &reason) < 0))
         return fail(st, st->seen[is], -EINVAL,
                     "[health] operator_webhook_secret: expected whsec_ followed by base64 of "
                     "24 to 64 bytes");

@@ -7,8 +7,8 @@
  *     "pgpace.ini:12: [dispatcher] lease_seconds: expected an integer from 1 to 86400, got 'x'"
  * and leave *out untouched. Unknown sections or keys are errors, as are malformed lines and
  * lines too long for the INI parser's buffer (199 bytes with Debian's libinih; CONFIG_MAX_LINE
- * is only the outer bound). A key set twice is an error, except allow_cidrs, a list whose
- * lines add up.
+ * is only the outer bound). A key set twice is an error, except allow_cidrs and no_proxy,
+ * lists whose lines add up.
  */
 #ifndef PGPACE_CONFIG_H
 #define PGPACE_CONFIG_H
@@ -70,6 +70,8 @@ typedef struct pgp_config {
     int retry_after_max_s;          /* largest Retry-After honoured; 0 = Retry-After ignored
                                      * (the computed backoff is used) */
     char allow_cidrs[1024];         /* SSRF allow-list, comma separated CIDRs */
+    char proxy[256];                /* egress proxy "http://host:port" (proxy.h); empty: none */
+    char no_proxy[1024];            /* hosts/CIDRs that go direct (proxy.h), stored "a, b" */
     bool dead_letter_on_4xx;        /* other 4xx: dead letter at once (else retry) */
     int attempt_retention_days;     /* attempt log kept this many days (whole partitions) */
     int dead_letter_retention_days; /* dead letters kept this many days (whole partitions) */

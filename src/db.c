@@ -64,6 +64,10 @@ int db_result_error(const PGresult *res, PGconn *conn, pgp_error *err)
         primary = PQresultErrorMessage(res);
     if (!primary || !*primary)
         primary = PQerrorMessage(conn);
+    /* A constraint's "Failing row contains (...)" quotes the whole row: for pgpace.customer
+     * its signing secrets and receiver credentials. The constraint's name says enough. */
+    if (detail && strncmp(detail, "Failing row contains", 20) == 0)
+        detail = NULL;
     pgp_error_set(err, -EIO, "%s%s%s%s%s", primary, detail ? " (" : "", detail ? detail : "",
                   detail ? ")" : "", "");
     if (hint && err) {

@@ -48,6 +48,7 @@ static void dispatcher_free(dispatcher *d)
     final_list_free(&d->pending);
     final_list_free(&d->sending);
     obs_free(&d->obs);
+    free(d->no_proxy);
     free(d);
 }
 
@@ -88,6 +89,20 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     if (rc != 0) {
         free(d);
         return pgp_error_prefix(err, rc, "[delivery] allow_cidrs");
+    }
+    d->no_proxy = malloc(sizeof *d->no_proxy);
+    if (!d->no_proxy) {
+        free(d);
+        return pgp_error_set(err, -ENOMEM, "out of memory");
+    }
+    if ((rc = proxy_bypass_parse(cfg->no_proxy, d->no_proxy, err)) != 0)
+        rc = pgp_error_prefix(err, rc, "[delivery] no_proxy");
+    else if (cfg->proxy[0])
+        rc = proxy_url_check("[delivery] proxy", cfg->proxy, err);
+    if (rc != 0) {
+        free(d->no_proxy);
+        free(d);
+        return rc;
     }
     rc = obs_init(&d->obs, cfg->metrics_customers, err);
     if (rc != 0) {
@@ -196,6 +211,18 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
     int rc = netcheck_parse_allow(cfg->allow_cidrs, &allow, err);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "[delivery] allow_cidrs");
+    /* The loader checked both; parsed here again to swap them in whole. */
+    proxy_bypass *no_proxy = malloc(sizeof *no_proxy);
+    if (!no_proxy)
+        return pgp_error_set(err, -ENOMEM, "out of memory");
+    if ((rc = proxy_bypass_parse(cfg->no_proxy, no_proxy, err)) != 0) {
+        free(no_proxy);
+        return pgp_error_prefix(err, rc, "[delivery] no_proxy");
+    }
+    if (cfg->proxy[0] && (rc = proxy_url_check("[delivery] proxy", cfg->proxy, err)) != 0) {
+        free(no_proxy);
+        return rc;
+    }
     if (strcmp(cfg->conninfo, d->cfg.conninfo) != 0)
         LOG_WARN("reload_needs_restart", LOG_S("key", "database.conninfo"));
     if (strcmp(cfg->instance_name, d->cfg.instance_name) != 0)
@@ -208,8 +235,11 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
     memcpy(d->cfg.conninfo, old.conninfo, sizeof old.conninfo);
     memcpy(d->cfg.instance_name, old.instance_name, sizeof old.instance_name);
     memcpy(d->cfg.http_listen, old.http_listen, sizeof old.http_listen);
-    /* The sender keeps its own copy of the allow-list: update it in place. */
+    /* The sender keeps its own copy of the allow-list: update it in place. Requests in
+     * flight copied their proxy URL; the next ones use the new settings. */
     d->allow = allow;
+    free(d->no_proxy);
+    d->no_proxy = no_proxy;
     if (d->http)
         http_sender_set_allow(d->http, &d->allow);
     if (d->admin && admin_http_set_token(d->admin, cfg->enqueue_token) != 0)

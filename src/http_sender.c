@@ -32,12 +32,15 @@
 #include "list.h"
 
 #include "pgpace_version.h"
+#include "proxy.h"
 #include "secret.h"
+#include "validate.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -138,6 +141,19 @@ struct http_req {
     size_t rbody_len, rbody_max;
     http_done_cb cb;
     void *arg;
+    /* Through a proxy (http_sender.h): the destination is resolved and checked first, then
+     * pinned with a CONNECT_TO entry. */
+    bool proxied;   /* this request goes through `proxy` */
+    bool proxy_set; /* the easy handle holds proxy options (from this or an earlier request) */
+    bool resolving; /* its uv_getaddrinfo is pending */
+    bool orphaned;  /* aborted by http_sender_close while resolving: the resolve callback frees
+                       it (libuv still owns `gai` until then) */
+    uv_getaddrinfo_t gai;
+    long dest_port;
+    char proxy[PROXY_URL_MAX + 1];
+    char dest_host[PROXY_HOST_MAX + 3]; /* the URL's host as curl reads it ("[v6]" bracketed) */
+    char connect_to[2 * (PROXY_HOST_MAX + 3) + 16];
+    struct curl_slist connect_to_node;
     char excerpt[]; /* first excerpt_bytes of the response body */
 };
 
@@ -182,12 +198,19 @@ int http_headers_new(const char *lines, http_headers **out)
         char *end = strchr(line, '\n');
         if (end)
             *end = '\0';
-        /* "Name: value": a colon after a non-empty name, no control character but tab (a CR or
-         * LF would let the value start a header, or a request, of its own). */
-        bool ok = line[0] != ':' && strchr(line, ':') != NULL;
-        for (const unsigned char *c = (const unsigned char *)line; ok && *c; c++)
-            if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
-                ok = false;
+        /* The rules pgpace.customer_set_headers applied, checked again: a direct UPDATE passes
+         * only the table's CHECK (no CR/LF), and a "Content-Length: 0" or "Host:" line would
+         * change the request's framing. The one Authorization line is what run_customers.sql
+         * builds from the customer's auth, last. */
+        char name[VALIDATE_HEADER_NAME_MAX + 1];
+        bool ok;
+        if (i + 1 == n && strncasecmp(line, "Authorization:", 14) == 0) {
+            ok = line[14] != '\0';
+            for (const unsigned char *c = (const unsigned char *)line; ok && *c; c++)
+                ok = *c >= 0x20 && *c != 0x7f;
+        } else {
+            ok = validate_header_line("header", line, name, NULL) == 0;
+        }
         if (!ok) {
             free(h);
             return -EINVAL;
@@ -353,6 +376,30 @@ static long req_status(http_req *r)
     return status;
 }
 
+/* Did the proxy fail r: not reachable (the only connection a proxied request opens is to the
+ * proxy), or it answered the CONNECT with anything but 2xx (403 by policy, 407 wanting
+ * credentials, 502 when it could not reach the destination)? Writes r->error when so. */
+static bool proxy_failed(http_req *r, CURLcode code)
+{
+    long connect_code = 0;
+    if (curl_easy_getinfo(r->easy, CURLINFO_HTTP_CONNECTCODE, &connect_code) == CURLE_OK &&
+        connect_code != 0 && (connect_code < 200 || connect_code > 299)) {
+        snprintf(r->error, sizeof r->error, "proxy refused CONNECT (%.300s): HTTP %ld",
+                 r->connect_to, connect_code);
+        return true;
+    }
+    if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY
+#if LIBCURL_VERSION_NUM >= 0x074900
+        || code == CURLE_PROXY
+#endif
+    ) {
+        snprintf(r->error, sizeof r->error, "proxy unreachable: %s",
+                 r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
+        return true;
+    }
+    return false;
+}
+
 /* Turns curl's verdict on a finished transfer into an http_result. */
 static void req_complete(http_req *r, CURLcode code)
 {
@@ -364,10 +411,13 @@ static void req_complete(http_req *r, CURLcode code)
         /* a received response, whatever its status */
     } else if (code == CURLE_WRITE_ERROR && r->truncated && status > 0 && !r->form) {
         /* We stopped reading at max_response_bytes on purpose: the status stands. */
-    } else if (r->refused[0] && r->connects_allowed == 0) {
-        /* Every address curl tried was refused by netcheck (curl says COULDNT_CONNECT). */
+    } else if (!r->proxied && r->refused[0] && r->connects_allowed == 0) {
+        /* Every address curl tried was refused by netcheck (curl says COULDNT_CONNECT). A
+         * proxied request's refusals were of other addresses of its name: one was allowed. */
         res.error_class = "ssrf";
         snprintf(r->error, sizeof r->error, "%s", r->refused);
+    } else if (r->proxied && proxy_failed(r, code)) {
+        res.error_class = "proxy";
     } else {
         res.error_class = code == CURLE_WRITE_ERROR && r->truncated ? "too_large" : classify(code);
         /* A resolver that never answered surfaces as a timeout; it is a DNS failure. */
@@ -626,7 +676,10 @@ static curl_socket_t open_socket_cb(void *clientp, curlsocktype purpose,
     if (purpose != CURLSOCKTYPE_IPCXN)
         return CURL_SOCKET_BAD;
     const char *reason = NULL;
-    if (!netcheck_allowed(&address->addr, (socklen_t)address->addrlen, &s->allow, &reason)) {
+    /* Through a proxy the connection goes to the proxy, which the operator chose; the
+     * destination was checked before the request started (resolved_cb). */
+    if (!r->proxied &&
+        !netcheck_allowed(&address->addr, (socklen_t)address->addrlen, &s->allow, &reason)) {
         if (!r->refused[0]) {
             char ip[INET6_ADDRSTRLEN] = "?";
             struct sockaddr_storage ss;
@@ -861,8 +914,11 @@ static int easy_setup(http_req *r)
     SETOPT(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
     SETOPT(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-    /* An environment proxy would make netcheck judge the proxy, not the destination. */
+    /* An environment proxy would make netcheck judge the proxy, not the destination. A
+     * request through a proxy sets its own (http_send); the no-proxy choice is made by the
+     * caller, never by curl from NO_PROXY. */
     SETOPT(CURLOPT_PROXY, "");
+    SETOPT(CURLOPT_NOPROXY, "");
     SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
     SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
     SETOPT(CURLOPT_NOSIGNAL, 1L);
@@ -914,6 +970,10 @@ static http_req *req_get(http_sender *s)
     r->saw_response = false;
     r->have_retry_after = false;
     r->connects_allowed = 0;
+    r->proxied = false;
+    r->resolving = false;
+    r->orphaned = false;
+    r->connect_to[0] = '\0';
     r->refused[0] = '\0';
     r->errbuf[0] = '\0';
     r->error[0] = '\0';
@@ -951,7 +1011,8 @@ static int build_headers(http_req *r, const http_request *req)
     static const char tstate_prefix[] = "tracestate: ";
     size_t id_len = strlen(req->webhook_id);
     /* id line + timestamp line (a long long is at most 20 digits and a sign) + signature line
-     * ("v1,<sig>" for each secret, space separated, each shorter than SECRET_SIGNATURE_MAX) */
+     * ("v1,<sig>" or "v1a,<sig>" for each secret, space separated, each shorter than
+     * SECRET_SIGNATURE_MAX) */
     size_t tp_len = req->traceparent ? strlen(req->traceparent) : 0;
     size_t ts_len = req->tracestate ? strlen(req->tracestate) : 0;
     size_t need = sizeof id_prefix + id_len + sizeof "webhook-timestamp: " + 21 +
@@ -987,8 +1048,14 @@ static int build_headers(http_req *r, const http_request *req)
     for (size_t i = 0; i < req->n_secrets; i++) {
         char sig[SECRET_SIGNATURE_MAX];
         pgp_error err;
-        if (!req->secrets[i] || secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s,
-                                            r->body, req->body_len, sig, &err) != 0)
+        const secret_key *key = req->keys ? req->keys[i] : NULL;
+        int src = key ? secret_key_sign(key, req->webhook_id, req->timestamp_s, r->body,
+                                        req->body_len, sig, &err)
+                  : req->secrets[i]
+                      ? secret_sign(req->secrets[i], req->webhook_id, req->timestamp_s, r->body,
+                                    req->body_len, sig, &err)
+                      : -EINVAL;
+        if (src != 0)
             return -EINVAL;
         size_t sl = strlen(sig);
         if (i > 0)
@@ -1047,6 +1114,162 @@ fail:
     return -EINVAL;
 }
 
+/* The URL's host and port as curl itself reads them (its URL parser), for the check and the
+ * CONNECT_TO entry, which curl matches against the same host name and port. */
+static int dest_parse(http_req *r, const char *url)
+{
+    CURLU *u = curl_url();
+    if (!u)
+        return -ENOMEM;
+    char *host = NULL, *port = NULL;
+    int rc = -EINVAL;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        strlen(host) < sizeof r->dest_host) {
+        memcpy(r->dest_host, host, strlen(host) + 1);
+        r->dest_port = strtol(port, NULL, 10);
+        rc = r->dest_port > 0 && r->dest_port <= 65535 ? 0 : -EINVAL;
+    }
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* Proxy options of r's easy handle: for a request through r->proxy, or cleared for a direct
+ * one after a proxied request (the pooled handle keeps whatever it was last given). */
+static int set_proxy_options(http_req *r, bool on)
+{
+    CURL *e = r->easy;
+    SETOPT(CURLOPT_PROXY, on ? r->proxy : "");
+    SETOPT(CURLOPT_PROXYTYPE, (long)CURLPROXY_HTTP);
+    /* A tunnel for http:// too: the proxy only ever sees "CONNECT ip:port". */
+    SETOPT(CURLOPT_HTTPPROXYTUNNEL, on ? 1L : 0L);
+    /* The proxy's answer to CONNECT is not the receiver's response (nor its Retry-After). */
+    SETOPT(CURLOPT_SUPPRESS_CONNECT_HEADERS, on ? 1L : 0L);
+    SETOPT(CURLOPT_CONNECT_TO, (struct curl_slist *)NULL);
+    r->proxy_set = on;
+    return 0;
+fail:
+    return -EINVAL;
+}
+
+/* The destination of a proxied request resolved (on the thread pool): keep the first address
+ * netcheck allows and pin it, then hand the request to curl; or fail it ("dns", "ssrf")
+ * without the proxy ever hearing of it. */
+static void resolved_cb(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
+{
+    http_req *r = g->data;
+    http_sender *s = r->s;
+    r->resolving = false;
+    if (r->orphaned) {
+        /* Its callback ran already (aborted by http_sender_close). */
+        uv_freeaddrinfo(res);
+        req_destroy(r);
+        handle_closed(s);
+        return;
+    }
+    s->open_handles--; /* not closing: this is not the last one */
+    http_result failed = {0};
+    char ip[INET6_ADDRSTRLEN] = "";
+    bool v6 = false;
+    if (status != 0) {
+        failed.error_class = "dns";
+        snprintf(r->error, sizeof r->error, "could not resolve %s: %s", r->dest_host,
+                 uv_strerror(status));
+    } else {
+        for (struct addrinfo *ai = res; ai && !ip[0]; ai = ai->ai_next) {
+            const char *reason = NULL;
+            const void *bin = ai->ai_family == AF_INET
+                                  ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                                  : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+            char text[INET6_ADDRSTRLEN] = "?";
+            if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+                continue;
+            inet_ntop(ai->ai_family, bin, text, sizeof text);
+            if (netcheck_allowed(ai->ai_addr, ai->ai_addrlen, &s->allow, &reason)) {
+                memcpy(ip, text, sizeof ip);
+                v6 = ai->ai_family == AF_INET6;
+            } else if (!r->refused[0]) {
+                snprintf(r->refused, sizeof r->refused, "refused destination %s: %s", text,
+                         reason ? reason : "refused");
+            }
+        }
+        if (!ip[0]) {
+            failed.error_class = r->refused[0] ? "ssrf" : "dns";
+            snprintf(r->error, sizeof r->error, "%s",
+                     r->refused[0] ? r->refused : "no usable address");
+        }
+    }
+    uv_freeaddrinfo(res);
+    if (!failed.error_class) {
+        snprintf(r->connect_to, sizeof r->connect_to, "%s:%ld:%s%s%s:%ld", r->dest_host,
+                 r->dest_port, v6 ? "[" : "", ip, v6 ? "]" : "", r->dest_port);
+        r->connect_to_node.data = r->connect_to;
+        r->connect_to_node.next = NULL;
+        if (curl_easy_setopt(r->easy, CURLOPT_CONNECT_TO, &r->connect_to_node) != CURLE_OK ||
+            curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
+            failed.error_class = "internal";
+            snprintf(r->error, sizeof r->error, "could not start the request");
+        }
+    }
+    if (failed.error_class) {
+        failed.error = r->error;
+        req_finish(r, &failed);
+    }
+}
+
+/* Direct, or through `proxy` (NULL or "": direct) with the destination checked and pinned
+ * (see the contract): sets r's proxy options, which a pooled handle keeps from its last
+ * request. Returns 0 or a negative error. */
+static int req_route(http_req *r, const char *url, const char *proxy)
+{
+    bool via_proxy = proxy && *proxy;
+    if (via_proxy) {
+        size_t plen = strlen(proxy);
+        int rc;
+        if (plen >= sizeof r->proxy)
+            return -EINVAL;
+        if ((rc = dest_parse(r, url)) < 0)
+            return rc;
+        memcpy(r->proxy, proxy, plen + 1);
+    }
+    if ((via_proxy || r->proxy_set) && set_proxy_options(r, via_proxy) != 0)
+        return -EINVAL;
+    r->proxied = via_proxy;
+    return 0;
+}
+
+/* Hands r (its options, cb and arg set) to curl, or a proxied one first to the resolver
+ * (resolved_cb). Returns 0 (its callback will run) or a negative error. */
+static int req_start(http_sender *s, http_req *r)
+{
+    r->start_ns = uv_hrtime();
+    if (r->proxied) {
+        /* The brackets of an IPv6 literal are URL syntax, not part of the address. */
+        char host[sizeof r->dest_host];
+        size_t hlen = strlen(r->dest_host);
+        if (r->dest_host[0] == '[' && hlen >= 2) {
+            memcpy(host, r->dest_host + 1, hlen - 2);
+            host[hlen - 2] = '\0';
+        } else {
+            memcpy(host, r->dest_host, hlen + 1);
+        }
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        r->gai.data = r;
+        if (uv_getaddrinfo(s->loop, &r->gai, resolved_cb, host, NULL, &hints) != 0)
+            return -EIO;
+        r->resolving = true;
+        s->open_handles++; /* the sender is freed only after resolved_cb */
+    } else if (curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
+        return -EIO;
+    }
+    pgp_list_push(&s->reqs, &r->link);
+    s->in_flight++;
+    return 0;
+}
+
 int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
 {
     if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) ||
@@ -1080,6 +1303,9 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     if (reuse_options(s, e) != 0)
         goto fail;
 
+    if ((rc = req_route(r, req->url, req->proxy)) < 0)
+        goto fail_rc;
+
     /* Linked after the fixed nodes (the list curl has from easy_setup), referenced until
      * req_put: no allocation, and a reload of the customer cannot free it under curl. */
     if (req->headers) {
@@ -1089,13 +1315,8 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     }
     r->cb = cb;
     r->arg = arg;
-    r->start_ns = uv_hrtime();
-    if (curl_multi_add_handle(s->multi, e) != CURLM_OK) {
-        rc = -EIO;
+    if ((rc = req_start(s, r)) < 0)
         goto fail_rc;
-    }
-    pgp_list_push(&s->reqs, &r->link);
-    s->in_flight++;
     return 0;
 
 fail:
@@ -1164,15 +1385,12 @@ int http_post_form(http_sender *s, const http_form_request *req, http_done_cb cb
     SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
     if (reuse_options(s, e) != 0)
         goto fail;
+    if ((rc = req_route(r, req->url, req->proxy)) < 0)
+        goto fail_rc;
     r->cb = cb;
     r->arg = arg;
-    r->start_ns = uv_hrtime();
-    if (curl_multi_add_handle(s->multi, e) != CURLM_OK) {
-        rc = -EIO;
+    if ((rc = req_start(s, r)) < 0)
         goto fail_rc;
-    }
-    pgp_list_push(&s->reqs, &r->link);
-    s->in_flight++;
     return 0;
 
 fail:
@@ -1199,6 +1417,19 @@ void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
      * (a no-op now). */
     while (!pgp_list_empty(&s->reqs)) {
         http_req *r = pgp_list_entry(s->reqs.next, http_req, link);
+        if (r->resolving) {
+            /* libuv owns r->gai until resolved_cb runs (at once with UV_EAI_CANCELED if the
+             * lookup had not started): r lives until then, its callback runs now. */
+            uv_cancel((uv_req_t *)&r->gai);
+            pgp_list_remove(&r->link);
+            s->in_flight--;
+            http_result res = {.error_class = "aborted", .error = "sender closed"};
+            res.excerpt = r->excerpt;
+            res.duration_ms = (double)(uv_hrtime() - r->start_ns) / 1e6;
+            r->orphaned = true;
+            r->cb(&res, r->arg);
+            continue;
+        }
         curl_multi_remove_handle(s->multi, r->easy);
         http_result res = {.error_class = "aborted", .error = "sender closed"};
         res.status = req_status(r);

@@ -15,21 +15,32 @@
  *   keep-alive reuse, total and per-host connection limits, HTTP/2 over TLS where offered.
  * - Every connect is checked against netcheck (CURLOPT_OPENSOCKETFUNCTION) on the address
  *   actually connected to; a refused address fails the request with error_class "ssrf".
+ * - Through a proxy (http_request.proxy): the connection goes to the proxy, whose address is
+ *   the operator's choice and is not checked. The destination is: before the request, its host
+ *   is resolved here (uv_getaddrinfo on the loop's thread pool; an IP literal as it is), the
+ *   first address netcheck allows is kept (none allowed: error_class "ssrf", and the proxy is
+ *   never contacted), and the proxy is asked to CONNECT to that IP and the URL's port
+ *   (CURLOPT_CONNECT_TO), so it cannot resolve the name to anything else. Always a CONNECT
+ *   tunnel (CURLOPT_HTTPPROXYTUNNEL, http:// URLs too): the proxy sees "CONNECT ip:port" and,
+ *   for https, only TLS, whose SNI and certificate check use the URL's host name. A proxy that
+ *   cannot be reached or refuses the CONNECT (a non-2xx answer) fails the request with
+ *   error_class "proxy". The environment's proxy variables are never used.
  * - The response body is read up to max_response_bytes; the first bytes (excerpt) are kept.
  * - The done callback runs exactly once per accepted request, from the loop, never from inside
  *   http_send(). Secrets and bodies are never logged.
  * - http_post_form() is the other kind of request, for a customer's OAuth2 token endpoint: a
  *   POST of an application/x-www-form-urlencoded body with "accept: application/json", the
  *   user-agent and an optional Authorization, no webhook headers. The same multi, connection
- *   limits, SSRF check, TLS verification and timeout handling as webhooks; the response body is
- *   kept whole up to its max_body (more fails the request with error_class "too_large") and
- *   handed to the callback as http_result.body.
+ *   limits, SSRF check, proxy handling, TLS verification and timeout handling as webhooks; the
+ * response body is kept whole up to its max_body (more fails the request with error_class
+ * "too_large") and handed to the callback as http_result.body.
  */
 #ifndef PGPACE_HTTP_SENDER_H
 #define PGPACE_HTTP_SENDER_H
 
 #include "common.h"
 #include "netcheck.h"
+#include "secret.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -72,18 +83,22 @@ typedef struct http_request {
     const char *tracestate;     /* copied (like webhook_id), printable ASCII (tracestate: and
                                    spaces, tabs) or the request is refused */
     int64_t timestamp_s;        /* webhook-timestamp (epoch seconds) */
-    const char *const *secrets; /* whsec_ secrets, n_secrets of them, newest first */
+    const char *const *secrets; /* whsec_/whsk_ secrets, n_secrets of them, newest first */
+    /* Optional: the same secrets parsed (secret.h), n_secrets of them, so that nothing is
+     * decoded (and no Ed25519 key derived) per request; a NULL array or entry: parsed here. */
+    const secret_key *const *keys;
     size_t n_secrets;
     long connect_timeout_ms;
     long total_timeout_ms;
     http_headers *headers; /* extra header lines, or NULL; referenced until the callback */
+    const char *proxy;     /* "http://host:port" (proxy.h), copied; NULL or "": direct */
 } http_request;
 
 typedef struct http_result {
     long status;             /* HTTP status, 0 when no response was received */
     const char *error_class; /* NULL on a received response; else "dns", "connect", "timeout",
-                                "tls", "reset", "protocol", "ssrf", "too_large", "aborted",
-                                "internal" */
+                                "tls", "reset", "protocol", "ssrf", "proxy", "too_large",
+                                "aborted", "internal" */
     const char *error;       /* human-readable detail ("" when none) */
     const char *excerpt;     /* response body excerpt (not NUL-terminated; excerpt_len bytes) */
     size_t excerpt_len;
@@ -109,6 +124,7 @@ typedef struct http_form_request {
     const char *url;
     const char *form;          /* the urlencoded body */
     const char *authorization; /* the Authorization value ("Basic ..."), or NULL */
+    const char *proxy;         /* as http_request.proxy: NULL or "" direct */
     long connect_timeout_ms;
     long total_timeout_ms;
     size_t max_body; /* response body bytes kept at most (1..1 MiB) */

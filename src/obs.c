@@ -157,7 +157,7 @@ int obs_init(obs *o, int customer_top_n, pgp_error *err)
         {&o->oauth_requests,
          {"pgpace_oauth_token_requests_total",
           "OAuth2 token requests by result: ok, oauth_http (a non-2xx answer), oauth_response "
-          "(no usable token), oauth_transport (dns, connect, TLS, timeout), ssrf, aborted.",
+          "(no usable token), oauth_transport (dns, connect, TLS, timeout), ssrf, proxy, aborted.",
           METRICS_COUNTER,
           {"customer", "result"},
           NULL,

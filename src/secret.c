@@ -1,10 +1,12 @@
-/* secret.c - whsec_ secret generation and Standard Webhooks signing with OpenSSL. */
+/* secret.c - whsec_ (HMAC-SHA256) and whsk_ (Ed25519) secrets and Standard Webhooks signing
+ * with OpenSSL. */
 #include "secret.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -23,6 +25,23 @@ int secret_generate(char *out, size_t outlen, pgp_error *err)
     EVP_EncodeBlock((unsigned char *)b64, raw, sizeof raw);
     snprintf(out, outlen, "%s%s", SECRET_PREFIX, b64);
     OPENSSL_cleanse(raw, sizeof raw);
+    return 0;
+}
+
+int secret_generate_type(secret_type type, char *out, size_t outlen, pgp_error *err)
+{
+    if (type == SECRET_HMAC)
+        return secret_generate(out, outlen, err);
+    unsigned char seed[32];
+    char b64[((sizeof seed + 2) / 3) * 4 + 1];
+    if (outlen < sizeof SECRET_ED25519_PREFIX + sizeof b64)
+        return pgp_error_set(err, -EINVAL, "secret buffer too small");
+    if (RAND_bytes(seed, sizeof seed) != 1)
+        return pgp_error_set(err, -EIO, "cannot generate a signing key: no random bytes");
+    EVP_EncodeBlock((unsigned char *)b64, seed, sizeof seed);
+    snprintf(out, outlen, "%s%s", SECRET_ED25519_PREFIX, b64);
+    OPENSSL_cleanse(seed, sizeof seed);
+    OPENSSL_cleanse(b64, sizeof b64);
     return 0;
 }
 
@@ -65,21 +84,118 @@ static void hmac_fetch(void)
     hmac_impl = EVP_MAC_fetch(NULL, "HMAC", NULL);
 }
 
-int secret_sign(const char *secret, const char *msg_id, long long timestamp, const char *body,
-                size_t body_len, char out[SECRET_SIGNATURE_MAX], pgp_error *err)
+struct secret_key {
+    secret_type type;
+    int keylen;             /* HMAC: the decoded key's length */
+    unsigned char key[128]; /* HMAC: the decoded key */
+    EVP_PKEY *pkey;         /* Ed25519: the private key (its public half derived once) */
+    unsigned char pub[32];  /* Ed25519: the raw public key */
+};
+
+#define ED25519_SEED_LEN 32
+#define ED25519_B64_LEN  44 /* base64 of 32 bytes: 43 characters and one '=' */
+
+static bool b64_alpha(char c)
 {
-    unsigned char key[128];
-    int keylen = decode_key(secret, key, sizeof key);
-    if (keylen <= 0)
-        return pgp_error_set(err, -EINVAL, "signing secret is not a valid whsec_ base64 value");
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
 
-    char prefix[160];
-    int plen = snprintf(prefix, sizeof prefix, "%s.%lld.", msg_id, timestamp);
-    if (plen < 0 || (size_t)plen >= sizeof prefix) {
-        OPENSSL_cleanse(key, sizeof key);
-        return pgp_error_set(err, -EINVAL, "webhook id too long to sign");
+/* Decodes the base64 of a whsk_ secret: exactly 44 characters, the last '=', and the unused
+ * low bits of the last data character zero, so one key has one spelling (a lenient decoder
+ * would take 4 spellings of each key; the SQL check, pgpace.valid_secrets, is as strict). */
+static bool decode_seed(const char *b64, unsigned char seed[ED25519_SEED_LEN])
+{
+    if (strlen(b64) != ED25519_B64_LEN || b64[43] != '=')
+        return false;
+    for (size_t i = 0; i < 43; i++)
+        if (!b64_alpha(b64[i]))
+            return false;
+    if (!strchr("AEIMQUYcgkosw048", b64[42]))
+        return false;
+    unsigned char buf[33];
+    if (EVP_DecodeBlock(buf, (const unsigned char *)b64, ED25519_B64_LEN) != 33) {
+        OPENSSL_cleanse(buf, sizeof buf);
+        return false;
     }
+    memcpy(seed, buf, ED25519_SEED_LEN); /* the 33rd byte is the padding's zero */
+    OPENSSL_cleanse(buf, sizeof buf);
+    return true;
+}
 
+static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
+{
+    unsigned char seed[ED25519_SEED_LEN];
+    if (!decode_seed(b64, seed))
+        return pgp_error_set(err, -EINVAL,
+                             "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
+                             "(44 characters ending in '=')");
+    /* Derives the public key now (a scalar multiplication, as costly as a signature): once per
+     * parse instead of once per request. */
+    k->pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof seed);
+    OPENSSL_cleanse(seed, sizeof seed);
+    size_t publen = sizeof k->pub;
+    if (!k->pkey || EVP_PKEY_get_raw_public_key(k->pkey, k->pub, &publen) != 1 ||
+        publen != sizeof k->pub)
+        return pgp_error_set(err, -EIO, "cannot load the Ed25519 key (OpenSSL)");
+    k->type = SECRET_ED25519;
+    return 0;
+}
+
+int secret_key_parse(const char *secret, secret_key **out, pgp_error *err)
+{
+    *out = NULL;
+    secret_key *k = calloc(1, sizeof *k);
+    if (!k)
+        return pgp_error_set(err, -ENOMEM, "out of memory");
+    int rc = 0;
+    size_t sk = strlen(SECRET_ED25519_PREFIX);
+    if (strncmp(secret, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX)) == 0) {
+        rc = pgp_error_set(err, -EINVAL,
+                           "a whpk_ public key cannot sign: give the whsk_ secret key (the "
+                           "public key is derived from it)");
+    } else if (strncmp(secret, SECRET_ED25519_PREFIX, sk) == 0) {
+        rc = parse_ed25519(secret + sk, k, err);
+    } else {
+        k->type = SECRET_HMAC;
+        k->keylen = decode_key(secret, k->key, sizeof k->key);
+        if (k->keylen <= 0)
+            rc = pgp_error_set(err, -EINVAL, "signing secret is not a valid whsec_ base64 value");
+    }
+    if (rc != 0) {
+        secret_key_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+void secret_key_free(secret_key *k)
+{
+    if (!k)
+        return;
+    EVP_PKEY_free(k->pkey);
+    OPENSSL_cleanse(k, sizeof *k);
+    free(k);
+}
+
+secret_type secret_key_type(const secret_key *k)
+{
+    return k->type;
+}
+
+int secret_key_public(const secret_key *k, char out[SECRET_PUBLIC_KEY_MAX], pgp_error *err)
+{
+    if (k->type != SECRET_ED25519)
+        return pgp_error_set(err, -EINVAL, "a whsec_ secret has no public key");
+    memcpy(out, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX));
+    EVP_EncodeBlock((unsigned char *)out + strlen(SECRET_PUBLIC_PREFIX), k->pub, sizeof k->pub);
+    return 0;
+}
+
+static int sign_hmac(const secret_key *k, const char *prefix, size_t plen, const char *body,
+                     size_t body_len, char out[SECRET_SIGNATURE_MAX], pgp_error *err)
+{
     unsigned char mac[EVP_MAX_MD_SIZE];
     size_t maclen = 0;
     int ok = 0;
@@ -88,16 +204,69 @@ int secret_sign(const char *secret, const char *msg_id, long long timestamp, con
                            OSSL_PARAM_construct_end()};
     (void)pthread_once(&hmac_once, hmac_fetch);
     EVP_MAC_CTX *ctx = hmac_impl ? EVP_MAC_CTX_new(hmac_impl) : NULL;
-    if (ctx && EVP_MAC_init(ctx, key, (size_t)keylen, params) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)prefix, (size_t)plen) == 1 &&
+    if (ctx && EVP_MAC_init(ctx, k->key, (size_t)k->keylen, params) == 1 &&
+        EVP_MAC_update(ctx, (const unsigned char *)prefix, plen) == 1 &&
         EVP_MAC_update(ctx, (const unsigned char *)body, body_len) == 1 &&
         EVP_MAC_final(ctx, mac, &maclen, sizeof mac) == 1)
         ok = 1;
     EVP_MAC_CTX_free(ctx);
-    OPENSSL_cleanse(key, sizeof key);
     if (!ok || maclen != 32)
         return pgp_error_set(err, -EIO, "HMAC-SHA256 failed");
     memcpy(out, "v1,", 3);
     EVP_EncodeBlock((unsigned char *)out + 3, mac, (int)maclen);
     return 0;
+}
+
+/* Pure Ed25519 (RFC 8032) hashes the whole message twice, so OpenSSL signs it only in one
+ * piece: the prefix and the body are joined, on the stack when small (most webhooks). */
+static int sign_ed25519(const secret_key *k, const char *prefix, size_t plen, const char *body,
+                        size_t body_len, char out[SECRET_SIGNATURE_MAX], pgp_error *err)
+{
+    unsigned char small[4096];
+    size_t total = plen + body_len;
+    if (total < plen)
+        return pgp_error_set(err, -EINVAL, "body too large to sign");
+    unsigned char *msg = total <= sizeof small ? small : malloc(total);
+    if (!msg)
+        return pgp_error_set(err, -ENOMEM, "out of memory signing a webhook");
+    memcpy(msg, prefix, plen);
+    if (body_len)
+        memcpy(msg + plen, body, body_len);
+    unsigned char sig[64];
+    size_t siglen = sizeof sig;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestSignInit(ctx, NULL, NULL, NULL, k->pkey) == 1 &&
+             EVP_DigestSign(ctx, sig, &siglen, msg, total) == 1 && siglen == sizeof sig;
+    EVP_MD_CTX_free(ctx);
+    if (msg != small)
+        free(msg);
+    if (!ok)
+        return pgp_error_set(err, -EIO, "Ed25519 signing failed");
+    memcpy(out, "v1a,", 4);
+    EVP_EncodeBlock((unsigned char *)out + 4, sig, (int)siglen);
+    return 0;
+}
+
+int secret_key_sign(const secret_key *k, const char *msg_id, long long timestamp, const char *body,
+                    size_t body_len, char out[SECRET_SIGNATURE_MAX], pgp_error *err)
+{
+    char prefix[160];
+    int plen = snprintf(prefix, sizeof prefix, "%s.%lld.", msg_id, timestamp);
+    if (plen < 0 || (size_t)plen >= sizeof prefix)
+        return pgp_error_set(err, -EINVAL, "webhook id too long to sign");
+    if (k->type == SECRET_ED25519)
+        return sign_ed25519(k, prefix, (size_t)plen, body, body_len, out, err);
+    return sign_hmac(k, prefix, (size_t)plen, body, body_len, out, err);
+}
+
+int secret_sign(const char *secret, const char *msg_id, long long timestamp, const char *body,
+                size_t body_len, char out[SECRET_SIGNATURE_MAX], pgp_error *err)
+{
+    secret_key *k = NULL;
+    int rc = secret_key_parse(secret, &k, err);
+    if (rc != 0)
+        return rc;
+    rc = secret_key_sign(k, msg_id, timestamp, body, body_len, out, err);
+    secret_key_free(k);
+    return rc;
 }

@@ -116,6 +116,11 @@ static int check_tracestate(const char *what, const char *ts, pgp_error *err)
     if (ows(ts[0]) || ows(ts[len - 1]))
         return pgp_error_set(err, -EINVAL, "%s: must not start or end with a space or tab", what);
     int members = 0, pos = 0;
+    /* Keys seen so far (a member is at least "k=v": at most (512 + 1) / 2 of them). */
+    struct {
+        const char *s;
+        size_t n;
+    } keys[(TRACESTATE_MAX + 1) / 2];
     const char *p = ts, *end = ts + len;
     while (p <= end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
@@ -135,11 +140,22 @@ static int check_tracestate(const char *what, const char *ts, pgp_error *err)
                                      "%s: must be a list of key=value members separated by "
                                      "commas (W3C Trace Context): member %d is not",
                                      what, pos);
+            size_t klen = (size_t)(eq - a);
+            for (int k = 0; k < members - 1; k++)
+                if (keys[k].n == klen && memcmp(keys[k].s, a, klen) == 0)
+                    return pgp_error_set(err, -EINVAL,
+                                         "%s: must list each key once (W3C Trace Context): "
+                                         "member %d repeats an earlier key",
+                                         what, pos);
+            keys[members - 1].s = a;
+            keys[members - 1].n = klen;
         }
         if (!comma)
             break;
         p = comma + 1;
     }
+    if (members == 0)
+        return pgp_error_set(err, -EINVAL, "%s: must have a list-member (leave it out)", what);
     if (members > TRACESTATE_MAX_MEMBERS)
         return pgp_error_set(err, -EINVAL, "%s: must have at most %d list-members, got %d", what,
                              TRACESTATE_MAX_MEMBERS, members);

@@ -10,9 +10,9 @@
  * - traceparent: version-traceid-parentid-flags, 2-32-16-2 lowercase hex digits; version ff,
  *   an all-zero trace-id or parent-id refused; version 00 exactly 55 characters; a later
  *   version may append "-" and visible ASCII, at most 256 characters in all.
- * - tracestate: at most 32 non-empty list-members key=value, separated by commas with optional
- *   spaces or tabs around them, per the spec's key and value grammar; 1 to 512 characters, not
- *   starting or ending with a space or tab; only beside a traceparent.
+ * - tracestate: 1 to 32 non-empty list-members key=value, each key once, separated by commas
+ *   with optional spaces or tabs around them, per the spec's key and value grammar; 1 to 512
+ *   characters, not starting or ending with a space or tab; only beside a traceparent.
  */
 #ifndef PGPACE_TRACE_CONTEXT_H
 #define PGPACE_TRACE_CONTEXT_H

@@ -415,11 +415,17 @@ static bool is_tchar(unsigned char c)
            (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
+/* C0, DEL and C1 (U+0080 to U+009F, UTF-8 C2 80 to C2 9F): the set pgpace.customer_set_headers
+ * and customer_set_auth refuse, spelled out there too (a regex class would depend on the
+ * database's locale), so the CLI never accepts what SQL then refuses. */
 static bool has_control(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c == 0x7f)
+            return true;
+        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f)
             return true;
     }
     return false;

@@ -3,6 +3,15 @@
 -- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
 -- "Migrations, functions and views"), so it must stay safe to run any number of times.
 
+-- The signatures before migration 0012 (without traceparent, tracestate). Dropped here, not in
+-- 0012: this file runs in one transaction with the last pending migration, so the old signature
+-- and the new one swap at one commit and a producer never finds no enqueue at all (a migration
+-- commits on its own, and the next one may wait long for a lock). No-op once they are gone.
+-- Grants on the old signatures other than pgpace_producer's (below) go with them.
+DROP FUNCTION IF EXISTS pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text);
+DROP FUNCTION IF EXISTS pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer,
+                                            timestamptz, text);
+
 -- What is wrong with a W3C Trace Context (Trace Context level 1, the traceparent and tracestate
 -- HTTP headers) given at enqueue, as a message that starts with the field ("traceparent must
 -- ..."), or NULL when it is fine (or absent). Shared by every enqueue path, so that they all
@@ -15,7 +24,8 @@
 --   at most 256 characters in all.
 -- - tracestate: at most 32 list-members key=value separated by commas (optional spaces or tabs
 --   around them, empty members allowed and not counted), keys and values per the spec's
---   grammar, at most 512 characters, not starting or ending with a space or tab (HTTP would
+--   grammar, each key once, at least one member, at most 512 characters, not starting or
+--   ending with a space or tab (HTTP would
 --   strip those, and the receiver would not see what was enqueued), and only with a
 --   traceparent (without one, the spec has receivers ignore it).
 CREATE OR REPLACE FUNCTION pgpace.trace_context_error(traceparent text, tracestate text)
@@ -26,6 +36,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     members text[];
+    keys    text[] := '{}';
     m       text;
     n       integer := 0;
 BEGIN
@@ -74,7 +85,15 @@ BEGIN
             RETURN format('tracestate must be a list of key=value members separated by commas '
                           '(W3C Trace Context): member %s is not', i);
         END IF;
+        IF split_part(m, '=', 1) = ANY (keys) THEN
+            RETURN format('tracestate must list each key once (W3C Trace Context): member %s '
+                          'repeats an earlier key', i);
+        END IF;
+        keys := keys || split_part(m, '=', 1);
     END LOOP;
+    IF n = 0 THEN
+        RETURN 'tracestate must have a list-member (leave it out)';
+    END IF;
     IF n > 32 THEN
         RETURN format('tracestate must have at most 32 list-members, got %s', n);
     END IF;

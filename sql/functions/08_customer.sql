@@ -28,6 +28,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'names are 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit';
     END IF;
+    PERFORM pgpace.check_signing_secrets(customer_set.signing_secrets);
     UPDATE pgpace.customer c SET
         mode = coalesce(customer_set.mode, c.mode),
         rate_per_minute = coalesce(customer_set.rate_per_minute, c.rate_per_minute),
@@ -253,7 +254,7 @@ BEGIN
             RAISE EXCEPTION 'headers[%]: the value of % is empty', i, hname
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        IF hvalue ~ '[[:cntrl:]]' OR strpos(hvalue, chr(127)) > 0 THEN
+        IF hvalue ~ '[\x01-\x1f\x7f-\x9f]' THEN
             RAISE EXCEPTION 'headers[%]: the value of % contains a control character (CR, LF, tab, ...)', i, hname
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
@@ -308,14 +309,14 @@ BEGIN
         IF customer_set_auth.username IS NULL OR customer_set_auth.username = ''
            OR octet_length(customer_set_auth.username) > 256
            OR strpos(customer_set_auth.username, ':') > 0
-           OR customer_set_auth.username ~ '[[:cntrl:]]'
+           OR customer_set_auth.username ~ '[\x01-\x1f\x7f-\x9f]'
            OR strpos(customer_set_auth.username, chr(127)) > 0 THEN
             RAISE EXCEPTION 'auth.username: expected 1 to 256 bytes without a colon or a control character'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         IF customer_set_auth.secret IS NULL OR customer_set_auth.secret = ''
            OR octet_length(customer_set_auth.secret) > 1024
-           OR customer_set_auth.secret ~ '[[:cntrl:]]'
+           OR customer_set_auth.secret ~ '[\x01-\x1f\x7f-\x9f]'
            OR strpos(customer_set_auth.secret, chr(127)) > 0 THEN
             RAISE EXCEPTION 'auth.password: expected 1 to 1024 bytes without a control character'
                 USING ERRCODE = 'invalid_parameter_value';
@@ -420,6 +421,72 @@ BEGIN
 END
 $$;
 
+-- Sets the customer's egress proxy: NULL or 'default' (the configured [delivery] proxy, with
+-- its no_proxy list), 'direct' (never through a proxy), or the customer's own proxy
+-- "http://HOST:PORT" (HOST a DNS name, an IPv4 address or a bracketed IPv6 address; the port
+-- required; an optional trailing '/'), used for all of its webhooks. Refused with SQLSTATE
+-- 22023 naming the field (proxy): other schemes (https://, socks5://), credentials
+-- (user:password@: not supported, and never quoted back), paths, control characters or
+-- whitespace, a port outside 1-65535, more than 255 bytes. An unknown customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_proxy(name text, proxy text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    value text := nullif(customer_set_proxy.proxy, 'default');
+    m text[];
+BEGIN
+    IF value IS NOT NULL AND value <> 'direct' THEN
+        IF octet_length(value) > 255 THEN
+            RAISE EXCEPTION 'proxy: longer than 255 bytes'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF value ~ '[[:cntrl:][:space:]]' OR strpos(value, chr(127)) > 0 OR value !~ '^[ -~]*$' THEN
+            RAISE EXCEPTION 'proxy: contains whitespace, a control character (CR, LF, ...) or a non-ASCII character'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF split_part(split_part(split_part(value, '://', 2), '/', 1), '?', 1) LIKE '%@%' THEN
+            RAISE EXCEPTION 'proxy: credentials (user:password@) in the proxy URL are not supported'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF value !~* '^http://' THEN
+            RAISE EXCEPTION 'proxy: expected http://HOST:PORT, direct or default (https:// and SOCKS proxies are not supported)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The scheme in lower case, as the table's constraint wants it.
+        value := 'http://' || substr(value, 8);
+        m := regexp_match(value, '^http://([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\[([0-9A-Fa-f:.]+)\]):([0-9]{1,5})/?$');
+        IF m IS NULL THEN
+            RAISE EXCEPTION 'proxy: expected http://HOST:PORT (a host name, an IPv4 address or [IPv6], the port required, no path)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF m[6]::integer NOT BETWEEN 1 AND 65535 THEN
+            RAISE EXCEPTION 'proxy: the port must be a number from 1 to 65535'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF m[5] IS NOT NULL THEN
+            BEGIN
+                IF family(m[5]::inet) <> 6 OR masklen(m[5]::inet) <> 128 THEN
+                    RAISE EXCEPTION 'not IPv6';
+                END IF;
+            EXCEPTION WHEN OTHERS THEN
+                RAISE EXCEPTION 'proxy: invalid IPv6 address'
+                    USING ERRCODE = 'invalid_parameter_value';
+            END;
+        END IF;
+    END IF;
+    UPDATE pgpace.customer c SET proxy = value, updated_at = now()
+     WHERE c.name = customer_set_proxy.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_proxy.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
 -- Deletes a customer. Refuses while it has pending items unless force, in which case its
 -- items, queue rows, dead letters and idempotency keys go too. Returns the number of items
 -- removed.
@@ -465,5 +532,6 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.customer_set_headers(text, text[]),
     pgpace.customer_set_auth(text, text, text, text),
     pgpace.customer_set_oauth2(text, text, text, text, text),
+    pgpace.customer_set_proxy(text, text),
     pgpace.customer_delete(text, boolean)
     FROM PUBLIC;

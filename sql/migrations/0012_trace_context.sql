@@ -31,11 +31,6 @@ ALTER TABLE pgpace.item
         AND tracestate !~ '^[\t ]|[\t ]$'
         AND traceparent IS NOT NULL)) NOT VALID;
 
--- New parameters (traceparent, tracestate): CREATE OR REPLACE cannot change a signature, so
--- the old ones go; 05_enqueue.sql creates the new ones in this same run. pgpace.enqueue_json
--- and pgpace.enqueue_bulk keep theirs (their files change, so they are applied again too).
--- IF EXISTS: on a new database the function files run after all migrations, so the old
--- signatures (created by 05_enqueue.sql, not by a migration) are not there yet.
-DROP FUNCTION IF EXISTS pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text);
-DROP FUNCTION IF EXISTS pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer, timestamptz,
-                                  text);
+-- The new enqueue parameters (traceparent, tracestate) change pgpace.enqueue's and
+-- pgpace.enqueue_item's signatures: 05_enqueue.sql drops the old ones itself, in the transaction
+-- that creates the new ones, so that no moment between two migrations lacks an enqueue.

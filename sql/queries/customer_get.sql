@@ -17,6 +17,7 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
             ELSE c.auth_secret END AS auth_credentials,
        coalesce(c.oauth_token_url, '-') AS oauth_token_url,
        coalesce(c.oauth_scope, '-') AS oauth_scope,
+       coalesce(c.proxy, 'default') AS proxy,
        c.created_at, c.updated_at
   FROM pgpace.customer c LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id

@@ -12,7 +12,7 @@
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
 -- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
--- @columns: oauth_scope
+-- @columns: oauth_scope proxy
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
@@ -37,7 +37,8 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        c.oauth_token_url,
        CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_username END AS oauth_client_id,
        CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_secret END AS oauth_client_secret,
-       c.oauth_scope
+       c.oauth_scope,
+       c.proxy
   FROM pgpace.customer c
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id

@@ -424,6 +424,12 @@ void delivery_send(dispatcher *d, delivery *dl)
         delivery_expire(d, dl, c);
         return;
     }
+    /* A reload found headers it cannot send (state.c holds the customer): a delivery claimed
+     * before goes back rather than out without them, its Authorization among them. */
+    if (c && c->headers_invalid) {
+        delivery_give_back(d, dl);
+        return;
+    }
     unqueue(d, dl);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
@@ -467,8 +473,10 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
             .tracestate = dl->tracestate,
             .timestamp_s = dl->started_us / 1000000,
             .secrets = (const char *const *)c->secrets,
+            .keys = (const secret_key *const *)c->keys,
             .n_secrets = c->n_secrets,
             .headers = headers,
+            .proxy = egress_proxy(d, c->proxy, c->url),
             .connect_timeout_ms =
                 c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
             .total_timeout_ms =
@@ -518,11 +526,11 @@ static void transmit(dispatcher *d, delivery *dl)
     http_result failure;
     dl->oauth_set = c->oauth;
     dl->oauth_wait.cb = on_token;
-    switch (
-        oauth_acquire(c->oauth, &d->oauth,
-                      c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
-                      c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms,
-                      &dl->oauth_wait, &headers, &dl->oauth_gen, &failure)) {
+    switch (oauth_acquire(
+        c->oauth, &d->oauth, egress_proxy(d, c->proxy, oauth_cred_token_url(c->oauth)),
+        c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
+        c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms,
+        &dl->oauth_wait, &headers, &dl->oauth_gen, &failure)) {
     case OAUTH_READY:
         request(d, dl, c, headers);
         break;

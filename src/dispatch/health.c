@@ -205,6 +205,7 @@ static int post_events(dispatcher *d, events_batch *b, const PGresult *res)
                             .timestamp_s = now_us() / 1000000,
                             .secrets = secrets,
                             .n_secrets = 1,
+                            .proxy = egress_proxy(d, NULL, d->cfg.operator_webhook_url),
                             .connect_timeout_ms = d->cfg.connect_timeout_ms,
                             .total_timeout_ms = d->cfg.request_timeout_ms};
         b->pending++; /* before sending: the callback never runs inside http_send */

@@ -41,6 +41,7 @@
 #include "dispatcher.h"
 #include "hmap.h"
 #include "http_sender.h"
+#include "proxy.h"
 #include "list.h"
 #include "netcheck.h"
 #include "oauth.h"
@@ -196,12 +197,15 @@ typedef struct customer {
     char *url;
     char *secrets_buf; /* the space-separated list, split in place into secrets[] */
     char *secrets[4];
+    secret_key *keys[4]; /* secrets[] parsed once per (re)load; NULL where one did not parse */
     size_t n_secrets;
     /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
      * own references (http_sender.h), so a reload just releases this one. NULL = none. */
     http_headers *headers;
     bool headers_invalid; /* they did not parse: the customer is held (logged, no values) */
     oauth_cred *oauth;    /* OAuth2 client credentials and their token (oauth.h), or NULL */
+    char *proxy;          /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
+    bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
     int max_in_flight;    /* 0 = unlimited */
     bool paused;          /* held: paused (operator, 410 Gone) or disabled (health) */
     bool disabled;        /* disabled by health (customer.disabled_at), until `customer enable` */
@@ -450,6 +454,7 @@ typedef struct customer_row {
     /* OAuth2 client credentials (auth 'oauth2'); token_url NULL for the other schemes. The
      * secret is a secret. */
     const char *oauth_token_url, *oauth_client_id, *oauth_client_secret, *oauth_scope;
+    const char *proxy; /* NULL: [delivery] proxy; "direct"; or the customer's proxy URL */
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
     bool paused, disabled;
@@ -584,6 +589,7 @@ struct dispatcher {
     char instance[128];
     char app_name[160];
     netcheck_allow allow;
+    proxy_bypass *no_proxy; /* [delivery] no_proxy, parsed (big: on the heap) */
     pgconn *db;
     http_sender *http; /* NULL once closed (drain timeout or shutdown) */
     admin_http *admin; /* NULL when [http] listen is empty */
@@ -684,6 +690,10 @@ void carrier_apply(dispatcher *d, const carrier_row *row);
 /* Items this carrier may still get in one round: per-round cap and in-flight headroom. Pure. */
 int carrier_budget(const pgp_config *cfg, const carrier_state *cs);
 host_state *host_for_url(dispatcher *d, const char *url);
+/* The proxy a request to `url` goes through: the customer's own choice (its proxy column:
+ * "direct" = none, a URL = that proxy, for all its URLs), else [delivery] proxy unless the
+ * URL's host is in [delivery] no_proxy. NULL = direct. */
+const char *egress_proxy(const dispatcher *d, const char *customer_proxy, const char *url);
 void wait_on(waiters *w, customer *c);
 void wake(dispatcher *d, waiters *w);
 /* Wait lists and due pairs belong to the leadership that built them (leader.c clears them). */

@@ -391,7 +391,9 @@ static void on_token_done(const http_result *r, void *arg)
     c->fetching = false;
     if (r->error_class) {
         const char *cls = r->error_class;
-        if (strcmp(cls, "ssrf") != 0 && strcmp(cls, "aborted") != 0)
+        /* A refused address, a failing egress proxy and a shutdown mean what they mean for a
+         * webhook; anything else is the token endpoint's transport. */
+        if (strcmp(cls, "ssrf") != 0 && strcmp(cls, "aborted") != 0 && strcmp(cls, "proxy") != 0)
             cls = "oauth_transport";
         /* The sender's text names the address or curl's error, never a header. */
         snprintf(c->fail_error, sizeof c->fail_error, "token request failed: %s", r->error);
@@ -439,9 +441,14 @@ static void on_token_done(const http_result *r, void *arg)
     oauth_cred_release(c);
 }
 
-oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, long connect_timeout_ms,
-                          long total_timeout_ms, oauth_waiter *w, http_headers **headers,
-                          uint64_t *gen, http_result *failure)
+const char *oauth_cred_token_url(const oauth_cred *c)
+{
+    return c->token_url;
+}
+
+oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, const char *proxy,
+                          long connect_timeout_ms, long total_timeout_ms, oauth_waiter *w,
+                          http_headers **headers, uint64_t *gen, http_result *failure)
 {
     uint64_t now = mono_ns();
     *headers = NULL;
@@ -463,6 +470,7 @@ oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, long connect_time
             http_form_request req = {.url = c->token_url,
                                      .form = form,
                                      .authorization = auth,
+                                     .proxy = proxy,
                                      .connect_timeout_ms = connect_timeout_ms,
                                      .total_timeout_ms = total_timeout_ms,
                                      .max_body = OAUTH_BODY_MAX};

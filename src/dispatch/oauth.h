@@ -15,7 +15,8 @@
  *   Waiters are told exactly once, from the loop (the request's completion), with the headers
  *   or with a failure: an http_result whose error_class is "oauth_http" (a non-2xx answer),
  *   "oauth_response" (not a usable token), "oauth_transport" (dns, connect, TLS, timeout...),
- *   "ssrf" (the token endpoint's address is refused) or "aborted" (the sender closed). The
+ *   "ssrf" (the token endpoint's address is refused), "proxy" (the egress proxy failed) or
+ *   "aborted" (the sender closed). The
  *   wait is bounded by that request's timeouts (the customer's connect and request timeouts),
  *   never by anything else.
  * - A failure is remembered for OAUTH_FAILURE_HOLD_MS: acquires meanwhile fail at once with it
@@ -25,10 +26,12 @@
  *   dropped unless a newer one replaced it already, so a burst of 401s costs one request.
  * - The request (http_post_form): POST token_url with grant_type=client_credentials (and
  *   scope=S when set), "Authorization: Basic base64(urlencode(id):urlencode(secret))" (RFC 6749
- *   2.3.1), accept: application/json. The answer must be a 2xx with a JSON object (at most
- *   OAUTH_BODY_MAX bytes) holding access_token (1 to OAUTH_TOKEN_MAX printable ASCII characters
- *   without space), token_type "Bearer" in any case and optionally expires_in (1 s to 1 year,
- *   a number or a numeric string; OAUTH_DEFAULT_LIFETIME_S when absent).
+ *   2.3.1), accept: application/json, through the egress proxy the caller chose for the token
+ *   URL (the SSRF check then applies to the token endpoint's address, as for webhooks). The answer
+ * must be a 2xx with a JSON object (at most OAUTH_BODY_MAX bytes) holding access_token (1 to
+ * OAUTH_TOKEN_MAX printable ASCII characters without space), token_type "Bearer" in any case and
+ * optionally expires_in (1 s to 1 year, a number or a numeric string; OAUTH_DEFAULT_LIFETIME_S when
+ * absent).
  * - The client secret and the token are never logged nor put in an error text; a failure's
  *   text says what was wrong (status, missing field), never the response body.
  * - Metrics: every request counts in pgpace_oauth_token_requests_total{customer, result},
@@ -88,11 +91,15 @@ void oauth_cred_release(oauth_cred *c);
 
 typedef enum oauth_state { OAUTH_READY, OAUTH_WAITING, OAUTH_FAILED } oauth_state;
 
-/* See the contract (times on the monotonic uv_hrtime clock). On OAUTH_FAILED *failure is
+/* The token endpoint (for the caller's choice of egress proxy). */
+const char *oauth_cred_token_url(const oauth_cred *c);
+
+/* See the contract (times on the monotonic uv_hrtime clock). proxy: the egress proxy for the
+ * token URL (http_form_request.proxy), copied. On OAUTH_FAILED *failure is
  * filled in (its strings valid until the loop runs on). */
-oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, long connect_timeout_ms,
-                          long total_timeout_ms, oauth_waiter *w, http_headers **headers,
-                          uint64_t *gen, http_result *failure);
+oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, const char *proxy,
+                          long connect_timeout_ms, long total_timeout_ms, oauth_waiter *w,
+                          http_headers **headers, uint64_t *gen, http_result *failure);
 void oauth_invalidate(oauth_cred *c, uint64_t gen);
 
 /* Parses a token endpoint's JSON answer. On success returns 0 with *token (malloc'd, the

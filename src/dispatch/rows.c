@@ -165,6 +165,9 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .oauth_client_id = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_CLIENT_ID),
         .oauth_client_secret = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_CLIENT_SECRET),
         .oauth_scope = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_SCOPE),
+        .proxy = row_null(res, r, SQL_RUN_CUSTOMERS_C_PROXY)
+                     ? NULL
+                     : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_PROXY),
         .rate = row_double(res, r, SQL_RUN_CUSTOMERS_C_RATE_PER_MINUTE),
         .burst = row_int(res, r, SQL_RUN_CUSTOMERS_C_BURST),
         .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_C_MAX_IN_FLIGHT),

@@ -30,8 +30,11 @@ void customer_free(customer *c)
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
+    for (size_t i = 0; i < c->n_secrets; i++)
+        secret_key_free(c->keys[i]);
     http_headers_release(c->headers);
     oauth_cred_release(c->oauth);
+    free(c->proxy);
     free(c);
 }
 
@@ -118,6 +121,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     char *name = strdup(row->name);
     char *url = strdup(row->url);
     char *secrets = strdup(row->secrets);
+    char *proxy = row->proxy ? strdup(row->proxy) : NULL;
     /* Rebuilt on every load (a customer changes rarely): the old set stays with the requests
      * that hold it. */
     http_headers *headers = NULL;
@@ -134,11 +138,12 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     else if (row->oauth_token_url)
         orc = oauth_cred_new(row->name, row->oauth_token_url, row->oauth_client_id,
                              row->oauth_client_secret, row->oauth_scope, row->headers, &oauth);
-    if (!name || !url || !secrets || hrc == -ENOMEM || orc == -ENOMEM ||
+    if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM || orc == -ENOMEM ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
         free(name);
         free(url);
         free(secrets);
+        free(proxy);
         http_headers_release(headers);
         oauth_cred_release(oauth);
         if (fresh)
@@ -148,6 +153,10 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        secret_key_free(c->keys[i]);
+        c->keys[i] = NULL;
+    }
     c->name = name;
     c->url = url;
     c->secrets_buf = secrets;
@@ -167,10 +176,29 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (c->headers_invalid)
         LOG_ERROR("customer_headers_invalid", LOG_S("customer", row->name),
                   LOG_S("action", "held until its headers are set again"));
+    /* Checked like the config's (pgpace.customer_set_proxy and the table's constraint refuse
+     * what would not pass): a customer whose proxy is unusable is held, not sent direct. */
+    free(c->proxy);
+    c->proxy = proxy;
+    pgp_error perr;
+    c->proxy_invalid =
+        proxy && strcmp(proxy, "direct") != 0 && proxy_url_check("proxy", proxy, &perr) != 0;
+    if (c->proxy_invalid)
+        LOG_ERROR("customer_proxy_invalid", LOG_S("customer", row->name), LOG_S("error", perr.msg),
+                  LOG_S("action", "held until its proxy is set again"));
     char *save = NULL;
     for (char *tok = strtok_r(c->secrets_buf, " ", &save);
          tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
         c->secrets[c->n_secrets++] = tok;
+    /* Parsed here, not per request: deriving an Ed25519 key costs as much as a signature. One
+     * that does not parse (the table's check refuses such) stays NULL: the sender parses its
+     * text, fails, and the delivery fails as "internal" instead of going out unsigned. */
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        pgp_error kerr;
+        if (secret_key_parse(c->secrets[i], &c->keys[i], &kerr) != 0)
+            LOG_ERROR("customer_secret_invalid", LOG_S("customer", row->name),
+                      LOG_I("secret", (int64_t)i + 1), LOG_S("error", kerr.msg));
+    }
     host_state *old_host = c->host;
     customer_mode old_mode = c->mode;
     c->mode = parse_mode(row->mode);
@@ -186,7 +214,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (!fresh && c->disabled && !row->disabled)
         health_reset(d, c);
     c->disabled = row->disabled;
-    c->paused = row->paused || row->disabled || c->headers_invalid;
+    c->paused = row->paused || row->disabled || c->headers_invalid || c->proxy_invalid;
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
     if (fresh) {
@@ -254,6 +282,15 @@ int carrier_budget(const pgp_config *cfg, const carrier_state *cs)
     if (max > 0 && max - cs->in_flight - cs->claiming < budget)
         budget = max - cs->in_flight - cs->claiming;
     return budget < 0 ? 0 : budget;
+}
+
+const char *egress_proxy(const dispatcher *d, const char *customer_proxy, const char *url)
+{
+    if (customer_proxy)
+        return strcmp(customer_proxy, "direct") == 0 ? NULL : customer_proxy;
+    if (!d->cfg.proxy[0] || proxy_bypass_match(d->no_proxy, url))
+        return NULL;
+    return d->cfg.proxy;
 }
 
 host_state *host_for_url(dispatcher *d, const char *url)

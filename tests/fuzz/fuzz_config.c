@@ -5,9 +5,9 @@
  *   - the return is 0 or a negative errno code; on failure *cfg is left as it was and the
  *     message is non-empty, terminated and starts with the stream name;
  *   - on success cfg.path is the name, and config_dump's output, written back as INI
- *     ("[section]" then "key=value"; allow_cidrs one entry per line), loads again and dumps to
- * exactly the same text (so every stored value is one the loader accepts: bounds, enums, lengths,
- * ordering rules);
+ *     ("[section]" then "key=value"; allow_cidrs and no_proxy one entry per line), loads again and
+ * dumps to exactly the same text (so every stored value is one the loader accepts: bounds, enums,
+ * lengths, ordering rules);
  *   - loading is deterministic (a second load of the same bytes gives the same result).
  */
 #include "fuzz_util.h"
@@ -76,7 +76,9 @@ static char *dump_to_ini(const char *d, size_t *len)
         }
         const char *key = dot + 1, *val = eq + 3;
         int klen = (int)(eq - key);
-        if (klen == 11 && strncmp(key, "allow_cidrs", 11) == 0 && val < eol) {
+        if (((klen == 11 && strncmp(key, "allow_cidrs", 11) == 0) ||
+             (klen == 8 && strncmp(key, "no_proxy", 8) == 0)) &&
+            val < eol) {
             /* A list: one entry per line, as the docs say (a line holds at most 199 bytes). */
             for (const char *e = val; e < eol;) {
                 const char *sep = memchr(e, ',', (size_t)(eol - e));

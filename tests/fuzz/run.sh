@@ -105,7 +105,7 @@ fi
 # pgpace_version.h or sql_embed.h).
 sources_of() {
     case "$1" in
-        config)      echo "src/config.c src/validate.c src/netcheck.c src/secret.c src/common.c" ;;
+        config)      echo "src/config.c src/validate.c src/netcheck.c src/proxy.c src/secret.c src/common.c" ;;
         validate)    echo "src/validate.c src/common.c" ;;
         netcheck)    echo "src/netcheck.c src/common.c" ;;
         retry_after) echo "src/backoff.c src/common.c" ;;

@@ -1,9 +1,12 @@
 /* test_http_sender.c - webhook delivery over libcurl multi + libuv against the loopback
  * receiver: headers and signatures, failure classes, SSRF refusals, keep-alive, concurrency and
- * closing with requests in flight. Every test runs its loop under a deadline timer, no sleeps.
+ * closing with requests in flight; through an HTTP CONNECT proxy (tests/lib/connect_proxy.c):
+ * the destination checked and pinned, pooled handles reset, proxy failures, close while a
+ * destination is being resolved. Every test runs its loop under a deadline timer, no sleeps.
  */
 #include "testlib.h"
 
+#include "connect_proxy.h"
 #include "http_sender.h"
 #include "netcheck.h"
 #include "pgpace_version.h"
@@ -312,6 +315,8 @@ static void delivers_with_standard_webhooks_headers(void **state)
 /* A customer's extra headers ride after the request's own, need no copy per request, outlive
  * the owner's release while a request holds them (ASan checks), and leave no trace in the
  * pooled request object that carries the next request. Lines that could inject are refused. */
+#define TRACEPARENT "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 static void extra_headers_are_borrowed_by_requests(void **state)
 {
     fixture *fx = *state;
@@ -320,6 +325,14 @@ static void extra_headers_are_borrowed_by_requests(void **state)
     assert_int_equal(http_headers_new("X-A: v\nno colon", &bad), -EINVAL);
     assert_int_equal(http_headers_new(": v", &bad), -EINVAL);
     assert_int_equal(http_headers_new("X-A: \x01", &bad), -EINVAL);
+    /* What only a direct UPDATE gets past the table's CHECK: framing and reserved names, an
+     * Authorization that is not the last line (run_customers.sql puts it last). */
+    assert_int_equal(http_headers_new("Content-Length: 0", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X-A: v\nHost: evil", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("webhook-id: x", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X A: v", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("Authorization: Bearer t\nX-A: v", &bad), -EINVAL);
+    assert_int_equal(http_headers_new("X-A: v\nAuthorization:", &bad), -EINVAL);
     assert_null(bad);
     assert_int_equal(http_headers_new("", &bad), 0);
     assert_null(bad);
@@ -353,6 +366,38 @@ static void extra_headers_are_borrowed_by_requests(void **state)
     }
     assert_int_equal(receiver_header(fx->rcv, 2, "x-api-key", NULL, 0), 0);
     assert_int_equal(receiver_header(fx->rcv, 2, "authorization", NULL, 0), 0);
+
+    /* The one pooled request object carries every mix of trace headers and extra headers: the
+     * extras follow whichever line came last, each header comes once or not at all. */
+    static const struct {
+        const char *tp, *ts;
+        bool extra;
+    } mix[] = {
+        {TRACEPARENT, NULL, true},   {TRACEPARENT, "a=b", true}, {NULL, NULL, true},
+        {TRACEPARENT, "a=b", false}, {TRACEPARENT, NULL, false}, {TRACEPARENT, NULL, true},
+    };
+    assert_int_equal(http_headers_new("X-Api-Key: k2\nAuthorization: Basic eDp5", &h), 0);
+    for (size_t i = 0; i < PGP_ARRAY_LEN(mix); i++) {
+        req.traceparent = mix[i].tp;
+        req.tracestate = mix[i].ts;
+        req.headers = mix[i].extra ? h : NULL;
+        outcome o = {0};
+        send_req(fx, &req, &o);
+        run_until(fx, &fx->done, 4 + i, 5000);
+        assert_true(o.ok);
+        size_t at = 3 + i;
+        assert_int_equal(receiver_header(fx->rcv, at, "traceparent", NULL, 0), mix[i].tp ? 1 : 0);
+        assert_int_equal(receiver_header(fx->rcv, at, "tracestate", NULL, 0), mix[i].ts ? 1 : 0);
+        assert_int_equal(receiver_header(fx->rcv, at, "x-api-key", v, sizeof v),
+                         mix[i].extra ? 1 : 0);
+        assert_int_equal(receiver_header(fx->rcv, at, "authorization", v, sizeof v),
+                         mix[i].extra ? 1 : 0);
+        if (mix[i].extra)
+            assert_string_equal(v, "Basic eDp5");
+        assert_int_equal(receiver_header(fx->rcv, at, "webhook-signature", NULL, 0), 1);
+        assert_int_equal(receiver_header(fx->rcv, at, "content-type", NULL, 0), 1);
+    }
+    http_headers_release(h);
 }
 
 static void two_secrets_give_two_verifiable_signatures(void **state)
@@ -1131,6 +1176,149 @@ static void bad_requests_are_refused_without_callback(void **state)
     assert_int_equal(ok.status, 200);
 }
 
+/* ---- through a proxy ---- */
+
+static void proxy_pins_the_checked_address_and_pooled_handles_forget_it(void **state)
+{
+    fixture *fx = *state;
+    connect_proxy *px = connect_proxy_start();
+    assert_non_null(px);
+    char proxy[64], url[256], named[256], target[64];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", connect_proxy_port(px));
+    snprintf(target, sizeof target, "CONNECT 127.0.0.1:%d", receiver_port(fx->rcv));
+    /* One request object at most in the pool: every request below reuses the same one. */
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 1, 1);
+    url_for(fx, "/via", url, sizeof url);
+    http_request req = base_request(url);
+    req.proxy = proxy;
+    outcome o1 = {0};
+    send_and_wait(fx, url, &req, &o1, 5000);
+    if (!o1.ok)
+        fail_msg("through the proxy: %s: %s", o1.error_class, o1.error);
+    assert_int_equal(o1.status, 200);
+    assert_int_equal(connect_proxy_count(px), 1);
+    assert_int_equal(connect_proxy_count_line(px, target), 1);
+
+    /* A name: resolved here, the proxy asked for the checked IP (::1 is not allowed). */
+    snprintf(named, sizeof named, "http://localhost:%d/named", receiver_port(fx->rcv));
+    connect_proxy_refuse(px, 0); /* closes the tunnel: the next one is a new CONNECT */
+    outcome o2 = {0};
+    send_and_wait(fx, named, &req, &o2, 5000);
+    if (!o2.ok)
+        fail_msg("a name through the proxy: %s: %s", o2.error_class, o2.error);
+    assert_int_equal(connect_proxy_count(px), 2);
+    assert_int_equal(connect_proxy_count_line(px, target), 2);
+
+    /* Direct on the same pooled handle: nothing of the proxy is left on it (the proxy would
+     * refuse it now). */
+    connect_proxy_refuse(px, 403);
+    outcome o3 = {0};
+    send_and_wait(fx, url, NULL, &o3, 5000);
+    if (!o3.ok)
+        fail_msg("direct after proxied: %s: %s", o3.error_class, o3.error);
+    assert_int_equal(connect_proxy_count(px), 2);
+    assert_int_equal(receiver_count(fx->rcv, NULL), 3);
+    close_sender(fx);
+    connect_proxy_stop(px);
+}
+
+static void proxy_never_hears_of_refused_destinations(void **state)
+{
+    fixture *fx = *state;
+    connect_proxy *px = connect_proxy_start();
+    assert_non_null(px);
+    char proxy[64], url[256];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", connect_proxy_port(px));
+    /* Nothing allowed: the loopback receiver is refused, the loopback proxy is not checked. */
+    new_sender(fx, "", 4096, 256, 8, 4);
+    url_for(fx, "/ssrf", url, sizeof url);
+    http_request req = base_request(url);
+    req.proxy = proxy;
+    outcome o = {0};
+    send_and_wait(fx, url, &req, &o, 5000);
+    assert_string_equal(o.error_class, "ssrf");
+    assert_string_equal(o.error, "refused destination 127.0.0.1: loopback address");
+    snprintf(url, sizeof url, "http://localhost:%d/ssrf", receiver_port(fx->rcv));
+    outcome o2 = {0};
+    send_and_wait(fx, url, &req, &o2, 5000);
+    assert_string_equal(o2.error_class, "ssrf");
+    tl_assert_contains(o2.error, "loopback address");
+    /* A name that does not resolve: "dns", the proxy not asked either. */
+    outcome o3 = {0};
+    send_and_wait(fx, "http://no-such-host.invalid/x", &req, &o3, 10000);
+    assert_string_equal(o3.error_class, "dns");
+    assert_int_equal(connect_proxy_count(px), 0);
+    assert_int_equal(receiver_accepted(fx->rcv), 0);
+    close_sender(fx);
+    connect_proxy_stop(px);
+}
+
+static void proxy_refusal_and_absence_are_class_proxy(void **state)
+{
+    fixture *fx = *state;
+    connect_proxy *px = connect_proxy_start();
+    assert_non_null(px);
+    char proxy[64], url[256];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", connect_proxy_port(px));
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    url_for(fx, "/x", url, sizeof url);
+    http_request req = base_request(url);
+    req.proxy = proxy;
+    static const int refusals[] = {403, 407, 502};
+    for (size_t i = 0; i < 3; i++) {
+        connect_proxy_refuse(px, refusals[i]);
+        outcome o = {0};
+        send_and_wait(fx, url, &req, &o, 5000);
+        assert_string_equal(o.error_class, "proxy");
+        char want[32];
+        snprintf(want, sizeof want, ": HTTP %d", refusals[i]);
+        tl_assert_contains(o.error, "proxy refused CONNECT");
+        tl_assert_contains(o.error, want);
+        assert_int_equal(o.status, 0);
+    }
+    connect_proxy_stop(px); /* nothing listens there now */
+    outcome o = {0};
+    send_and_wait(fx, url, &req, &o, 5000);
+    assert_string_equal(o.error_class, "proxy");
+    tl_assert_contains(o.error, "proxy unreachable");
+    assert_int_equal(receiver_count(fx->rcv, NULL), 0);
+}
+
+static void close_while_resolving_aborts_once(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char url[256];
+    snprintf(url, sizeof url, "http://localhost:%d/x", receiver_port(fx->rcv));
+    http_request req = base_request(url);
+    req.proxy = "http://127.0.0.1:1";
+    abort_ctx a[3];
+    memset(a, 0, sizeof a);
+    for (size_t i = 0; i < 3; i++) {
+        a[i].o.fx = fx;
+        a[i].s = fx->s;
+        assert_int_equal(http_send(fx->s, &req, abort_cb, &a[i]), 0);
+    }
+    assert_int_equal(http_sender_in_flight(fx->s), 3);
+    /* Before the loop ran: the lookups are queued or running on the thread pool. */
+    http_sender *s = fx->s;
+    fx->s = NULL;
+    http_sender_close(s, closed_cb, fx);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(a[i].o.calls, 1);
+        assert_string_equal(a[i].o.error_class, "aborted");
+        assert_int_equal(a[i].o.send_from_cb_rc, -ESHUTDOWN);
+    }
+    fx->timed_out = false;
+    uv_timer_start(&fx->deadline, deadline_cb, 5000, 0);
+    while (!fx->sender_closed && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    uv_timer_stop(&fx->deadline);
+    assert_true(fx->sender_closed);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(a[i].o.calls, 1);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1167,6 +1355,10 @@ int main(void)
         T(close_before_the_loop_ran),
         T(close_from_inside_a_done_callback),
         T(bad_requests_are_refused_without_callback),
+        T(proxy_pins_the_checked_address_and_pooled_handles_forget_it),
+        T(proxy_never_hears_of_refused_destinations),
+        T(proxy_refusal_and_absence_are_class_proxy),
+        T(close_while_resolving_aborts_once),
     };
     return TL_RUN(tests, NULL, NULL);
 }

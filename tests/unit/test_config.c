@@ -2,6 +2,7 @@
 #include "testlib.h"
 
 #include "config.h"
+#include "proxy.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -156,7 +157,7 @@ static void test_dump(void **state)
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 47); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 49); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -782,6 +783,11 @@ static void test_operator_webhook(void **state)
                  "operator_webhook_secret = hunter2\n",
                  "t.ini:3: [health] operator_webhook_secret: expected whsec_ followed by base64 "
                  "of 24 to 64 bytes");
+    /* An Ed25519 secret signs customers' webhooks, not the operator's (HMAC only). */
+    expect_error("[health]\noperator_webhook_url = https://ops.example/hook\n"
+                 "operator_webhook_secret = whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=\n",
+                 "t.ini:3: [health] operator_webhook_secret: expected whsec_ followed by base64 "
+                 "of 24 to 64 bytes");
     /* Valid: loaded, and the secret never dumped. */
     char ini[] = "[health]\noperator_webhook_url = https://ops.example/hook\n"
                  "operator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n";
@@ -795,6 +801,94 @@ static void test_operator_webhook(void **state)
     assert_contains(out, "health.operator_webhook_secret = (redacted)\n");
     assert_null(strstr(out, "MfKQ9r8"));
     free(out);
+}
+
+/* [delivery] proxy and no_proxy (proxy.h): checked at load with the line, the key and what is
+ * wrong; a URL with credentials is refused without being quoted. */
+static void test_proxy_keys(void **state)
+{
+    (void)state;
+    expect_error("[delivery]\nproxy = socks5://p.example:1080\n",
+                 "t.ini:2: [delivery] proxy: scheme 'socks5' is not supported (https:// and SOCKS "
+                 "proxies are not); expected http://HOST:PORT (an HTTP proxy that accepts "
+                 "CONNECT)");
+    expect_error("[delivery]\nproxy = https://p.example:3128\n",
+                 "t.ini:2: [delivery] proxy: scheme 'https' is not supported (https:// and SOCKS "
+                 "proxies are not); expected http://HOST:PORT (an HTTP proxy that accepts "
+                 "CONNECT)");
+    expect_error("[delivery]\nproxy = http://p.example\n",
+                 "t.ini:2: [delivery] proxy: the port is required; expected http://HOST:PORT (an "
+                 "HTTP proxy that accepts CONNECT)");
+    expect_error("[delivery]\nproxy = http://p.example:0\n",
+                 "t.ini:2: [delivery] proxy: the port must be a number from 1 to 65535; expected "
+                 "http://HOST:PORT (an HTTP proxy that accepts CONNECT)");
+    expect_error("[delivery]\nproxy = http://p.example:3128/path\n",
+                 "t.ini:2: [delivery] proxy: a proxy URL has no path, query or fragment; expected "
+                 "http://HOST:PORT (an HTTP proxy that accepts CONNECT)");
+    expect_error("[delivery]\nproxy = http://p.example:31\r28\n",
+                 "t.ini:2: [delivery] proxy: contains whitespace, a control character (CR, LF, "
+                 "...) or a non-ASCII byte (0x0d at position 20)");
+    expect_error("[delivery]\nproxy = http://bad_host:3128\n",
+                 "t.ini:2: [delivery] proxy: invalid host 'bad_host'; expected http://HOST:PORT "
+                 "(an HTTP proxy that accepts CONNECT)");
+    expect_error("[delivery]\nproxy = http://[::1x]:3128\n",
+                 "t.ini:2: [delivery] proxy: invalid IPv6 address '::1x'");
+    expect_error("[delivery]\nproxy = p.example:3128\n",
+                 "t.ini:2: [delivery] proxy: expected http://HOST:PORT (an HTTP proxy that accepts "
+                 "CONNECT), got 'p.example:3128'");
+    expect_error("[delivery]\nproxy = http://p.example:3128\nproxy = http://q.example:3128\n",
+                 "t.ini:3: [delivery] proxy: duplicate key (already set on line 2)");
+    /* Credentials: refused, and the message does not repeat them. */
+    pgp_config c;
+    pgp_error err = {{0}};
+    config_defaults(&c);
+    assert_int_equal(load_text(&c, "[delivery]\nproxy = http://u:hunter2@p.example:3128\n", &err),
+                     -EINVAL);
+    assert_string_equal(err.msg, "t.ini:2: [delivery] proxy: credentials (user:password@) in the "
+                                 "proxy URL are not supported; expected http://HOST:PORT (an "
+                                 "HTTP proxy that accepts CONNECT)");
+    assert_null(strstr(err.msg, "hunter2"));
+
+    expect_error("[delivery]\nno_proxy = example.com\nno_proxy = bad_name\n",
+                 "t.ini:3: [delivery] no_proxy: entry \"bad_name\": expected a host name "
+                 "(\"example.com\" or \".example.com\"), an IP address or a CIDR");
+    expect_error("[delivery]\nno_proxy = 10.0.0.0/33\n",
+                 "t.ini:2: [delivery] no_proxy: entry \"10.0.0.0/33\": expected a host name, an "
+                 "IP address or a CIDR");
+    expect_error("[delivery]\nno_proxy = *\n",
+                 "t.ini:2: [delivery] no_proxy: entry \"*\": expected a host name "
+                 "(\"example.com\" or \".example.com\"), an IP address or a CIDR");
+
+    /* Valid: the lists add up, the dump shows both (nothing secret in them). */
+    config_defaults(&c);
+    assert_int_equal(load_text(&c,
+                               "[delivery]\nproxy = http://[::1]:3128/\n"
+                               "no_proxy = .Corp.Example, 10.0.0.0/8\nno_proxy = ::1 localhost\n",
+                               &err),
+                     0);
+    assert_string_equal(c.proxy, "http://[::1]:3128/");
+    assert_string_equal(c.no_proxy, ".Corp.Example, 10.0.0.0/8, ::1, localhost");
+    char *out = dump_to_string(&c);
+    assert_contains(out, "delivery.proxy = http://[::1]:3128/\n");
+    assert_contains(out, "delivery.no_proxy = .Corp.Example, 10.0.0.0/8, ::1, localhost\n");
+    free(out);
+
+    /* Matching (proxy.h): names and their subdomains, IP literals by CIDR, nothing resolved. */
+    proxy_bypass *b = malloc(sizeof *b);
+    assert_non_null(b);
+    assert_int_equal(proxy_bypass_parse(c.no_proxy, b, &err), 0);
+    assert_true(proxy_bypass_match(b, "https://corp.example/hook"));
+    assert_true(proxy_bypass_match(b, "https://API.corp.example:8443/hook"));
+    assert_false(proxy_bypass_match(b, "https://badcorp.example/hook"));
+    assert_false(proxy_bypass_match(b, "https://corp.example.evil.test/hook"));
+    assert_true(proxy_bypass_match(b, "http://10.1.2.3:8080/x"));
+    assert_false(proxy_bypass_match(b, "http://11.1.2.3:8080/x"));
+    assert_true(proxy_bypass_match(b, "http://[::1]:8080/x"));
+    assert_true(proxy_bypass_match(b, "http://localhost:8080/x"));
+    assert_false(proxy_bypass_match(b, "http://127.0.0.1:8080/x"));
+    assert_int_equal(proxy_bypass_parse("", b, &err), 0);
+    assert_false(proxy_bypass_match(b, "https://corp.example/hook"));
+    free(b);
 }
 
 int main(void)
@@ -826,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_operator_webhook),
+        cmocka_unit_test(test_proxy_keys),
     };
     return TL_RUN(tests, NULL, NULL);
 }

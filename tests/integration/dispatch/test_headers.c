@@ -15,6 +15,7 @@
 #define API_KEY  "k3y-V4lue-not-in-logs"
 #define PASSWORD "pa55-w0rd-not-in-logs"
 #define TOKEN    "t0ken.not-in_logs~42=="
+#define TP       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 static int setup(void **state)
 {
@@ -61,6 +62,11 @@ static void sql_refuses_bad_headers_and_credentials(void **state)
                      "22023", "headers[1]", "s3cret");
     expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3\\tcret'])",
                      "22023", "control character", "s3");
+    /* C1 controls (U+0080 to U+009F) too, whatever the database's locale says of them. */
+    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3cret\\u0085'])",
+                     "22023", "control character", "s3cret");
+    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, E's3cret\\u009f')",
+                     "22023", "auth.token", "s3cret");
     /* A CR/LF or a space in the name, a name that is not a token, too long a name. */
     expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X\\r\\nA: v'])",
                      "22023", "headers[1]", NULL);
@@ -146,6 +152,12 @@ static void cli_refuses_bad_headers_and_credentials(void **state)
         {"--header", "Authorization: Basic eA==", "use --auth"},
         {"--header", "traceparent: 00-x", "reserved"},
         {"--header", "X-Empty: ", "empty"},
+        {"--header", "X-Api-Key: s3cret\xc2\x85", "control character"}, /* U+0085, C1 */
+        {"--auth", "bearer:s3cret\xc2\x9f", "token"},
+        {"--auth",
+         "basic:us\xc2\x80"
+         "er:s3cret",
+         "USER"},
         {"--auth", "basic:us:er", NULL}, /* valid: the password may hold a colon */
         {"--auth", "basic::s3cret", "USER"},
         {"--auth", "basic:user", "basic:USER:PASSWORD"},
@@ -154,8 +166,15 @@ static void cli_refuses_bad_headers_and_credentials(void **state)
         {"--auth", "digest:x", "basic:USER:PASSWORD, bearer:TOKEN or none"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (!cases[i].want)
+        if (!cases[i].want) {
+            tl_proc ok = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme",
+                                           cases[i].flag, cases[i].value),
+                                   NULL, NULL);
+            if (ok.status != 0)
+                fail_msg("%s '%s' refused: %s", cases[i].flag, cases[i].value, ok.err);
+            tl_proc_free(&ok);
             continue;
+        }
         tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme",
                                       cases[i].flag, cases[i].value),
                               NULL, NULL);
@@ -165,6 +184,14 @@ static void cli_refuses_bad_headers_and_credentials(void **state)
                      p.err);
         tl_proc_free(&p);
     }
+    /* The valid case above was stored: the first colon ends the user. */
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.customer WHERE "
+                                               "auth_username = 'us' AND auth_secret = 'er'"),
+                     1);
+    tl_proc none = tl_pgpace(
+        TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme", "--auth", "none"), NULL, NULL);
+    assert_int_equal(none.status, 0);
+    tl_proc_free(&none);
     /* Oversized value, too many, a duplicate, --header with --clear-headers. */
     char big[4200] = "X-Big: ";
     memset(big + 7, 'v', 4097);
@@ -221,9 +248,22 @@ static void headers_and_authorization_reach_the_receiver(void **state)
                 TL_ARGV("--rate", "600", "--header", "X-Api-Key: " API_KEY, "--header",
                         "X-Tenant:  t-42 ", "--auth", "basic:alice:" PASSWORD));
     fx_run(f, NULL);
+    /* With and without a trace context: the optional trace headers sit between the fixed ones
+     * and the customer's, and whichever came last must link to them. */
     fx_enqueue(f, "acme", NULL, 2);
     assert_int_equal(receiver_wait(f->recv, "/c/acme", 2, 10000), 2);
-    for (size_t i = 0; i < 2; i++) {
+    tl_exec(f->db->conn, "SELECT pgpace.enqueue('acme', '{}', traceparent => '%s')", TP);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 3, 10000), 3);
+    tl_exec(f->db->conn,
+            "SELECT pgpace.enqueue('acme', '{}', traceparent => '%s', tracestate => 'a=b')", TP);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 4, 10000), 4);
+    fx_enqueue(f, "acme", NULL, 1);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 5, 10000), 5);
+    assert_string_equal(header_of(f, 2, "traceparent"), TP);
+    assert_int_equal(receiver_header(f->recv, 2, "tracestate", NULL, 0), 0);
+    assert_string_equal(header_of(f, 3, "tracestate"), "a=b");
+    assert_int_equal(receiver_header(f->recv, 4, "traceparent", NULL, 0), 0);
+    for (size_t i = 0; i < 5; i++) {
         assert_string_equal(header_of(f, i, "x-api-key"), API_KEY);
         assert_string_equal(header_of(f, i, "X-Tenant"), "t-42");
         /* base64("alice:pa55-w0rd-not-in-logs"), computed independently. */
@@ -242,9 +282,9 @@ static void headers_and_authorization_reach_the_receiver(void **state)
     tl_proc_free(&p);
     assert_true(fx_wait_log(f, "event=customer_updated", 5000));
     fx_enqueue(f, "acme", NULL, 1);
-    assert_int_equal(receiver_wait(f->recv, "/c/acme", 3, 10000), 3);
-    assert_string_equal(header_of(f, 2, "Authorization"), "Bearer " TOKEN);
-    assert_int_equal(receiver_header(f->recv, 2, "X-Api-Key", NULL, 0), 0);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 6, 10000), 6);
+    assert_string_equal(header_of(f, 5, "Authorization"), "Bearer " TOKEN);
+    assert_int_equal(receiver_header(f->recv, 5, "X-Api-Key", NULL, 0), 0);
 
     /* None: no Authorization at all. */
     p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme", "--auth", "none"),
@@ -254,7 +294,7 @@ static void headers_and_authorization_reach_the_receiver(void **state)
     assert_true(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.customer WHERE "
                                           "auth_scheme IS NULL AND auth_secret IS NULL") == 1);
     /* Two updates: wait for the second reload by its effect. */
-    long long sent = 3;
+    long long sent = 6;
     for (int tries = 0; tries < 50; tries++) {
         fx_enqueue(f, "acme", NULL, 1);
         sent++;
@@ -263,6 +303,43 @@ static void headers_and_authorization_reach_the_receiver(void **state)
             break;
     }
     assert_int_equal(receiver_header(f->recv, (size_t)sent - 1, "Authorization", NULL, 0), 0);
+    fx_stop_service(f, 15000);
+}
+
+/* A line past the table's CHECK (a direct UPDATE) that the functions would refuse: it would
+ * change the request's framing. The dispatcher holds the customer instead of sending without
+ * its headers, and sends again once they are set right. */
+static void stored_headers_that_fail_hold_the_customer(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "600", "--header", "X-Api-Key: " API_KEY));
+    fx_customer(f, "beta", TL_ARGV("--rate", "600"));
+    fx_run(f, NULL);
+    tl_exec(f->db->conn, "UPDATE pgpace.customer SET extra_headers = '{\"Content-Length: 0\"}' "
+                         "WHERE name = 'acme'");
+    assert_true(fx_wait_log(f, "event=customer_headers_invalid customer=acme", 10000));
+    fx_enqueue(f, "acme", NULL, 1);
+    fx_enqueue(f, "beta", NULL, 1);
+    assert_int_equal(receiver_wait(f->recv, "/c/beta", 1, 10000), 1);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 1, 0), 0);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.queue q JOIN "
+                                               "pgpace.customer c ON c.id = q.customer_id "
+                                               "WHERE c.name = 'acme'"),
+                     1);
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme", "--header",
+                                  "X-Api-Key: " API_KEY),
+                          NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 1, 10000), 1);
+    size_t n = receiver_count(f->recv, NULL);
+    for (size_t i = 0; i < n; i++) {
+        receiver_request rq;
+        assert_int_equal(receiver_get(f->recv, i, &rq), 0);
+        if (strcmp(rq.path, "/c/acme") == 0)
+            assert_string_equal(header_of(f, i, "X-Api-Key"), API_KEY);
+        free(rq.body);
+    }
     fx_stop_service(f, 15000);
 }
 
@@ -349,6 +426,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(sql_refuses_bad_headers_and_credentials, setup, teardown),
         cmocka_unit_test_setup_teardown(cli_refuses_bad_headers_and_credentials, setup, teardown),
         cmocka_unit_test_setup_teardown(headers_and_authorization_reach_the_receiver, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(stored_headers_that_fail_hold_the_customer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(values_stay_secret, setup, teardown),
     };

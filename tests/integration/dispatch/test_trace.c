@@ -54,7 +54,12 @@ static void bad_trace_context_refused_on_every_path(void **state)
         {"NULL", "'a=b'", "tracestate must come with a traceparent"},
         {"'" TP "'", "''", "tracestate must not be empty"},
         {"'" TP "'", "'a=b,' || repeat('k', 600)", "tracestate must be at most 512 characters"},
-        {"'" TP "'", "'a=b' || repeat(',k=v', 32)", "tracestate must have at most 32 list-members"},
+        {"'" TP "'",
+         "'a=b,' || (SELECT string_agg('k' || i || '=v', ',') FROM generate_series(1, 32) i)",
+         "tracestate must have at most 32 list-members, got 33"},
+        {"'" TP "'", "'a=1,b=2,t@sys=3, a=4'",
+         "tracestate must list each key once (W3C Trace Context): member 4 repeats an earlier key"},
+        {"'" TP "'", "', ,'", "tracestate must have a list-member (leave it out)"},
         {"'" TP "'", "'a=b,B=c'", "member 2 is not"},
         {"'" TP "'", "'a=b,c=d=e'", "member 2 is not"},
         {"'" TP "'", "'a=b'||chr(13)||chr(10)||'x-injected: 1'", "member 1 is not"},
@@ -126,6 +131,8 @@ static void bad_trace_context_refused_on_every_path(void **state)
         {NULL, "a=b", "--tracestate: must come with a traceparent"},
         {TP, "a=b\r\nx-injected: 1", "--tracestate: must be a list of key=value members"},
         {TP, "a=b ", "--tracestate: must not start or end with a space or tab"},
+        {TP, "a=1,b=2,a=3", "--tracestate: must list each key once (W3C Trace Context): member 3"},
+        {TP, ",", "--tracestate: must have a list-member (leave it out)"},
     };
     for (size_t i = 0; i < PGP_ARRAY_LEN(flags); i++) {
         const char *argv[12] = {"--db", f->db->conninfo, "enqueue", "acme", "{}"};
