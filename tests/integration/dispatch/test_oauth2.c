@@ -6,6 +6,7 @@
  * (401) fetched again once with the delivery sent again at once; token endpoint failures
  * classified in the attempt log and the metric, nothing lost, delivered once fixed; a token URL
  * outside allow_cidrs refused as ssrf; no secret nor token in the debug log. */
+#include "connect_proxy.h"
 #include "fixture.h"
 
 #include <libpq-fe.h>
@@ -553,6 +554,45 @@ static void token_url_outside_allow_cidrs_is_ssrf(void **state)
     fx_stop_service(f, 15000);
 }
 
+/* The token request takes the customer's egress proxy, as its webhooks do: refused by the
+ * proxy, it fails with class "proxy" and never reaches the endpoint; let through, it does. */
+static void token_request_takes_the_customer_proxy(void **state)
+{
+    fx *f = *state;
+    connect_proxy *proxy = connect_proxy_start();
+    assert_non_null(proxy);
+    char proxy_url[64], target[64];
+    snprintf(proxy_url, sizeof proxy_url, "http://127.0.0.1:%d", connect_proxy_port(proxy));
+    snprintf(target, sizeof target, "CONNECT 127.0.0.1:%d", receiver_port(f->recv));
+    fx_customer(f, "acme",
+                TL_ARGV("--rate", "6000", "--mode", "unlimited", "--max-attempts", "100", "--proxy",
+                        proxy_url));
+    assert_int_equal(set_oauth(f, "acme", "/token/acme", NULL), 0);
+    token_endpoint(f, "/token/acme", 200, token_json(TOKEN1, "Bearer", 3600),
+                   "grant_type=client_credentials");
+    webhook_wants(f, "/c/acme", TOKEN1);
+    connect_proxy_refuse(proxy, 403);
+    fx_run(f, "delivery.breaker_failures = 1000\n");
+    long long item = fx_enqueue(f, "acme", NULL, 1);
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 1, 10000,
+                                            "SELECT count(*) FROM pgpace.delivery_attempt WHERE "
+                                            "item_id = %lld AND error_class = 'proxy'",
+                                            item),
+                     1);
+    assert_int_equal(receiver_count(f->recv, NULL), 0);
+    assert_true(connect_proxy_count_line(proxy, target) >= 1);
+    connect_proxy_refuse(proxy, 0);
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 1, 10000,
+                                            "SELECT count(*) FROM pgpace.delivery_attempt WHERE "
+                                            "item_id = %lld AND outcome = 'success'",
+                                            item),
+                     1);
+    assert_int_equal(receiver_count_status(f->recv, "/token/", 200), 1);
+    assert_true(connect_proxy_relayed(proxy) >= 1);
+    fx_stop_service(f, 15000);
+    connect_proxy_stop(proxy);
+}
+
 static void no_secret_or_token_in_the_log(void **state)
 {
     fx *f = *state;
@@ -595,6 +635,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(token_endpoint_failures_are_classified_and_retried, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(token_url_outside_allow_cidrs_is_ssrf, setup, teardown),
+        cmocka_unit_test_setup_teardown(token_request_takes_the_customer_proxy, setup, teardown),
         cmocka_unit_test_setup_teardown(no_secret_or_token_in_the_log, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
