@@ -1,15 +1,19 @@
 /* cli_customer.c - `pgpace customer set|get|list|pause|resume|enable|delete`. */
 #include "cli.h"
+#include "client_cert.h"
+#include "db.h"
 #include "proxy.h"
 #include "secret.h"
 #include "sql_embed.h"
 #include "validate.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static const char customer_usage[] =
     "usage: pgpace customer COMMAND [ARGS...]\n"
@@ -75,6 +79,13 @@ static const char set_usage_more[] =
     "                        secret, caches it until shortly before it expires and sends it as\n"
     "                        Bearer; the secret (1 to 1024 bytes) is read from FILE, or from\n"
     "                        stdin with '-' (one trailing newline dropped), never from argv\n"
+    "  --client-cert FILE --client-key FILE\n"
+    "                        mutual TLS: the client certificate (PEM, the leaf first, then any\n"
+    "                        intermediates) and its unencrypted private key (PEM) presented to\n"
+    "                        the receiver; read from the files (at most 64 KiB each), checked\n"
+    "                        before anything is written: both parse, the key matches, the\n"
+    "                        certificate is valid now\n"
+    "  --clear-client-cert   remove the client certificate and key\n"
     "\n"
     "Egress proxy (see [delivery] proxy):\n"
     "  --proxy URL|direct|default  send this customer's webhooks through its own HTTP CONNECT\n"
@@ -116,7 +127,10 @@ enum {
     OPT_OAUTH_SECRET_FILE,
     OPT_OAUTH_SCOPE,
     OPT_KEY_TYPE,
-    OPT_PROXY
+    OPT_PROXY,
+    OPT_CLIENT_CERT,
+    OPT_CLIENT_KEY,
+    OPT_CLEAR_CLIENT_CERT
 };
 
 /* The OAuth2 client secret, read from a file or stdin ("-") rather than argv (which other users
@@ -206,6 +220,81 @@ static char *header_array(const char *const *lines, size_t n)
     *p++ = '}';
     *p = '\0';
     return out;
+}
+
+/* A certificate and key read from their files; the key is wiped when freed. */
+typedef struct pem_pair {
+    char *cert, *key;
+    size_t cert_len, key_len;
+} pem_pair;
+
+static void pem_pair_free(pem_pair *p)
+{
+    free(p->cert);
+    if (p->key)
+        OPENSSL_cleanse(p->key, p->key_len);
+    free(p->key);
+    *p = (pem_pair){0};
+}
+
+/* Reads a whole PEM file of at most CLIENT_CERT_MAX_BYTES into *out (NUL-terminated). The
+ * contents never appear in a message: a key file's are secret. Returns CLI_OK or the status of
+ * the printed usage error, naming the flag and the file. */
+static int read_pem_file(cli_ctx *ctx, const char *flag, const char *path, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return cli_usage_error(ctx, "%s %s: cannot open: %s", flag, path, strerror(errno));
+    char *buf = malloc(CLIENT_CERT_MAX_BYTES + 2);
+    if (!buf) {
+        fclose(f);
+        return cli_fail(ctx, CLI_FAILED, "out of memory");
+    }
+    size_t n = fread(buf, 1, CLIENT_CERT_MAX_BYTES + 1, f);
+    bool failed = ferror(f);
+    int e = errno;
+    fclose(f);
+    const char *why = failed                         ? strerror(e)
+                      : n > CLIENT_CERT_MAX_BYTES    ? "larger than 65536 bytes"
+                      : n == 0                       ? "empty"
+                      : memchr(buf, '\0', n) != NULL ? "contains a NUL byte (not a PEM text)"
+                                                     : NULL;
+    if (why) {
+        OPENSSL_cleanse(buf, n);
+        free(buf);
+        return cli_usage_error(ctx, "%s %s: %s", flag, path, why);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return CLI_OK;
+}
+
+/* Reads and checks --client-cert and --client-key (client_cert.h: both parse, the key is not
+ * encrypted and matches, the certificate is valid now) before anything is written. */
+static int load_client_cert(cli_ctx *ctx, const char *cert_file, const char *key_file,
+                            pem_pair *out)
+{
+    int rc = read_pem_file(ctx, "--client-cert", cert_file, &out->cert, &out->cert_len);
+    if (rc == CLI_OK)
+        rc = read_pem_file(ctx, "--client-key", key_file, &out->key, &out->key_len);
+    if (rc != CLI_OK) {
+        pem_pair_free(out);
+        return rc;
+    }
+    client_cert_info info;
+    client_cert_field field;
+    pgp_error err;
+    if (client_cert_check(out->cert, out->cert_len, out->key, out->key_len, (int64_t)time(NULL),
+                          &info, &field, &err) != 0) {
+        pem_pair_free(out);
+        bool is_cert = field == CLIENT_CERT_FIELD_CERT;
+        return cli_usage_error(ctx, "%s %s: %s", is_cert ? "--client-cert" : "--client-key",
+                               is_cert ? cert_file : key_file, err.msg);
+    }
+    return CLI_OK;
 }
 
 /* --max-age: a whole number of seconds, minutes, hours or days ("90s", "15m", "2h", "3d"), at
@@ -312,6 +401,9 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"oauth-scope", required_argument, NULL, OPT_OAUTH_SCOPE},
         {"key-type", required_argument, NULL, OPT_KEY_TYPE},
         {"proxy", required_argument, NULL, OPT_PROXY},
+        {"client-cert", required_argument, NULL, OPT_CLIENT_CERT},
+        {"client-key", required_argument, NULL, OPT_CLIENT_KEY},
+        {"clear-client-cert", no_argument, NULL, OPT_CLEAR_CLIENT_CERT},
         {NULL, 0, NULL, 0}};
     const char *rate = NULL, *mode = NULL, *burst = NULL, *url = NULL, *secret = NULL;
     const char *max_in_flight = NULL, *max_attempts = NULL, *paused = NULL;
@@ -331,6 +423,8 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     char oauth_secret[1027];     /* 1024 bytes, CRLF, and one more to see it is longer */
     const char *key_type = NULL; /* --key-type: "hmac" or "ed25519" */
     const char *proxy = NULL;    /* URL, "direct" or "default"; NULL: unchanged */
+    const char *cert_file = NULL, *key_file = NULL;
+    bool clear_client_cert = false;
     pgp_error err;
     double rate_value;
     long long int_value;
@@ -479,6 +573,15 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                 return cli_usage_error(ctx, "%s (or 'direct' or 'default')", err.msg);
             proxy = optarg;
             break;
+        case OPT_CLIENT_CERT:
+            cert_file = optarg;
+            break;
+        case OPT_CLIENT_KEY:
+            key_file = optarg;
+            break;
+        case OPT_CLEAR_CLIENT_CERT:
+            clear_client_cert = true;
+            break;
         case OPT_THROTTLE_DECREASE:
         case OPT_THROTTLE_INCREASE:
         case OPT_THROTTLE_FLOOR: {
@@ -524,6 +627,14 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         if (read_client_secret(oauth_secret_file, oauth_secret, sizeof oauth_secret, &err) != 0)
             return cli_usage_error(ctx, "%s", err.msg);
     }
+    if (clear_client_cert && (cert_file || key_file))
+        return cli_usage_error(ctx, "use --client-cert/--client-key or --clear-client-cert, not "
+                                    "both");
+    if ((cert_file != NULL) != (key_file != NULL))
+        return cli_usage_error(ctx, "%s needs %s too (the certificate and its key go together)",
+                               cert_file ? "--client-cert" : "--client-key",
+                               cert_file ? "--client-key" : "--client-cert");
+
     if ((secret != NULL) + rotate + retire > 1)
         return cli_usage_error(ctx, "use one of --secret, --rotate-secret, --retire-old-secrets "
                                     "at a time");
@@ -604,6 +715,14 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         snprintf(secrets + len, sizeof secrets - len, "}");
     }
 
+    /* Read and checked here, after the checks above that need no file, so that no path
+     * between this and the write has the key to free. */
+    pem_pair pem = {0};
+    if (cert_file) {
+        int prc = load_client_cert(ctx, cert_file, key_file, &pem);
+        if (prc != CLI_OK)
+            return prc;
+    }
     const char *params[] = {name,
                             mode,
                             rate,
@@ -628,40 +747,55 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             oauth2 ? oauth_id : NULL,
                             oauth2 ? oauth_secret : NULL,
                             oauth2 ? oauth_scope : NULL};
-    /* The proxy has a statement of its own (pgpace.customer_set_proxy), in one transaction
-     * with the rest: a new customer never exists without the proxy it was given. */
-    if (proxy) {
-        PGresult *begin = cli_query(ctx, "BEGIN", 0, NULL);
-        if (!begin)
-            return CLI_FAILED;
-        PQclear(begin);
-    }
     char *headers = NULL;
     if (n_headers > 0 || clear_headers) {
         headers = header_array(header_lines, n_headers);
-        if (!headers)
+        if (!headers) {
+            pem_pair_free(&pem);
             return cli_fail(ctx, CLI_FAILED, "out of memory");
+        }
         params[16] = headers;
+    }
+    /* The proxy and the client certificate have statements of their own
+     * (pgpace.customer_set_proxy, customer_set_client_cert), in one transaction with the rest:
+     * a customer is not left created or changed without what was asked for. A failure closes
+     * the connection, which rolls it back. */
+    bool with_cert = cert_file || clear_client_cert;
+    bool in_tx = with_cert || proxy;
+    if (in_tx && db_exec_simple(ctx->conn, "BEGIN", &err) != 0) {
+        free(headers);
+        pem_pair_free(&pem);
+        return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     }
     PGresult *res = cli_query(ctx, sql_q_customer_set, (int)PGP_ARRAY_LEN(params), params);
     free(headers);
     if (oauth2)
         memset(oauth_secret, 0, sizeof oauth_secret);
-    if (!res)
+    if (!res) {
+        pem_pair_free(&pem);
         return CLI_FAILED;
+    }
     bool created = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
     if (proxy) {
         const char *proxy_params[] = {name, proxy};
-        PGresult *pres = cli_query(ctx, sql_q_customer_set_proxy, 2, proxy_params);
-        if (!pres)
-            return CLI_FAILED; /* the connection closes: the transaction is rolled back */
-        PQclear(pres);
-        PGresult *commit = cli_query(ctx, "COMMIT", 0, NULL);
-        if (!commit)
+        res = cli_query(ctx, sql_q_customer_set_proxy, 2, proxy_params);
+        if (!res) {
+            pem_pair_free(&pem);
             return CLI_FAILED;
-        PQclear(commit);
+        }
+        PQclear(res);
     }
+    if (with_cert) {
+        const char *cert_params[] = {name, pem.cert, pem.key};
+        res = cli_query(ctx, sql_q_customer_client_cert, 3, cert_params);
+        pem_pair_free(&pem);
+        if (!res)
+            return CLI_FAILED;
+        PQclear(res);
+    }
+    if (in_tx && db_exec_simple(ctx->conn, "COMMIT", &err) != 0)
+        return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
     printf("%s customer %s%s\n", created ? "created" : "updated", name,
            rotate ? " (new signing secret added; see: pgpace customer get --show-secrets)" : "");
     /* An Ed25519 secret's public key is what the receiver needs: shown at once. */
@@ -719,9 +853,10 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
                                           {NULL, 0, NULL, 0}};
     static const char usage[] = "usage: pgpace customer get NAME [--show-secrets]\n\n"
                                 "Prints the customer's settings. Signing secrets, extra header "
-                                "values and receiver\ncredentials are shown only with "
-                                "--show-secrets; the whpk_ public key of each\nEd25519 (whsk_) "
-                                "secret always (receivers verify v1a signatures with it).\n";
+                                "values, receiver\ncredentials and the client key are shown "
+                                "only with --show-secrets; the whpk_\npublic key of each "
+                                "Ed25519 (whsk_) secret always (receivers verify v1a\n"
+                                "signatures with it).\n";
     int flags = 0;
     const char *name = NULL;
     int rc = parse_name_and_flags(ctx, argc, argv, usage, extra, &flags, &name);
@@ -762,6 +897,39 @@ static int customer_get(cli_ctx *ctx, int argc, char **argv)
                     printf("%-18s %.*s: (hidden)\n", field, (int)name_len, line);
                 line += len + (line[len] == '\n');
             }
+            continue;
+        }
+        if (strcmp(field, "client_cert") == 0) {
+            /* What identifies the certificate is shown always (none of it is secret); the PEM
+             * only with --show-secrets, as it is stored among the secrets. */
+            if (PQgetisnull(res, 0, c)) {
+                printf("%-18s none\n", field);
+                continue;
+            }
+            client_cert_info info;
+            pgp_error err;
+            if (client_cert_describe(value, strlen(value), &info, &err) != 0) {
+                printf("%-18s (does not parse: %s)\n", field, err.msg);
+            } else {
+                time_t now = time(NULL);
+                printf("%-18s %s\n", "client_cert", info.subject);
+                printf("%-18s %s\n", "client_cert_issuer", info.issuer);
+                printf("%-18s %s%s\n", "client_cert_until", info.not_after,
+                       (int64_t)now > info.not_after_s ? " (expired)" : "");
+                printf("%-18s %s\n", "client_cert_sha256", info.sha256);
+                printf("%-18s %d\n", "client_cert_chain", info.chain);
+            }
+            if (show)
+                printf("%s", value);
+            continue;
+        }
+        if (strcmp(field, "client_key") == 0) {
+            if (PQgetisnull(res, 0, c))
+                continue;
+            if (show)
+                printf("%-18s\n%s", field, value);
+            else
+                printf("%-18s (hidden)\n", field);
             continue;
         }
         if (strcmp(field, "auth_credentials") == 0) {

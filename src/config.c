@@ -9,6 +9,9 @@
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -120,6 +123,8 @@ static const config_key keys[] = {
     STR("delivery", allow_cidrs, "", "comma-separated CIDRs webhooks may reach"),
     STR("delivery", proxy, "", "egress proxy http://HOST:PORT (CONNECT tunnels); empty: direct"),
     STR("delivery", no_proxy, "", "hosts, domains and CIDRs sent direct, not through the proxy"),
+    STR("delivery", ca_file, "",
+        "PEM CA bundle verifying receivers' certificates; empty: the system's bundle"),
     BOOL("delivery", dead_letter_on_4xx, true, "other 4xx: dead letter at once"),
     INT("delivery", attempt_retention_days, 7, 1, 3650, "days of attempt log kept"),
     INT("delivery", dead_letter_retention_days, 30, 1, 3650, "days of dead letters kept"),
@@ -600,6 +605,43 @@ static int check_operator_webhook(parse_state *st)
     return 1;
 }
 
+/* ca_file, when set, must be a readable file of PEM certificates (the bundle the sender trusts
+ * instead of the system's): a typo should stop the load here, not fail every HTTPS delivery. */
+static int check_ca_file(parse_state *st)
+{
+    const char *path = st->cfg.ca_file;
+    if (!*path)
+        return 1;
+    int line = st->seen[key_index("delivery", "ca_file")];
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return fail(st, line, -EINVAL, "[delivery] ca_file: cannot open '%s': %s", path,
+                    strerror(errno));
+    int n = 0;
+    X509 *x;
+    while ((x = PEM_read_X509(f, NULL, NULL, NULL)) != NULL) {
+        X509_free(x);
+        n++;
+    }
+    unsigned long e = ERR_peek_last_error();
+    bool at_end = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+    ERR_clear_error();
+    bool read_error = ferror(f);
+    fclose(f);
+    if (read_error)
+        return fail(st, line, -EINVAL, "[delivery] ca_file: cannot read '%s'", path);
+    if (n == 0)
+        return fail(st, line, -EINVAL,
+                    "[delivery] ca_file: '%s' holds no PEM certificate (-----BEGIN "
+                    "CERTIFICATE-----)",
+                    path);
+    if (!at_end)
+        return fail(st, line, -EINVAL,
+                    "[delivery] ca_file: certificate #%d in '%s' does not parse as PEM", n + 1,
+                    path);
+    return 1;
+}
+
 int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *err)
 {
     if (!cfg || !in)
@@ -632,6 +674,8 @@ int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *e
         check_order(st, "delivery", "breaker_cooldown_ms", "breaker_cooldown_max_ms");
     if (st->err_code == 0)
         check_operator_webhook(st);
+    if (st->err_code == 0)
+        check_ca_file(st);
 
     int rc = st->err_code;
     if (rc == 0) {

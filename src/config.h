@@ -72,6 +72,8 @@ typedef struct pgp_config {
     char allow_cidrs[1024];         /* SSRF allow-list, comma separated CIDRs */
     char proxy[256];                /* egress proxy "http://host:port" (proxy.h); empty: none */
     char no_proxy[1024];            /* hosts/CIDRs that go direct (proxy.h), stored "a, b" */
+    char ca_file[512];              /* PEM CA bundle receivers are verified with (mutual TLS
+                                     * with a private CA); empty: the system's CA bundle */
     bool dead_letter_on_4xx;        /* other 4xx: dead letter at once (else retry) */
     int attempt_retention_days;     /* attempt log kept this many days (whole partitions) */
     int dead_letter_retention_days; /* dead letters kept this many days (whole partitions) */

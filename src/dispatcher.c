@@ -129,7 +129,8 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
                               .max_host_connections = cfg->max_host_connections,
                               .max_response_bytes = (size_t)cfg->max_response_bytes,
                               .excerpt_bytes = 512,
-                              .allow = &d->allow};
+                              .allow = &d->allow,
+                              .ca_file = cfg->ca_file};
     rc = http_sender_new(loop, &ho, &d->http);
     if (rc != 0) {
         pgp_error_set(err, rc, "cannot create the HTTP sender");
@@ -229,12 +230,17 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
         LOG_WARN("reload_needs_restart", LOG_S("key", "dispatcher.instance_name"));
     if (strcmp(cfg->http_listen, d->cfg.http_listen) != 0)
         LOG_WARN("reload_needs_restart", LOG_S("key", "http.listen"));
+    /* The sender's handles have the bundle set once (easy_setup), and a reload must not make
+     * kept-alive connections verified under the old anchors look like new ones. */
+    if (strcmp(cfg->ca_file, d->cfg.ca_file) != 0)
+        LOG_WARN("reload_needs_restart", LOG_S("key", "delivery.ca_file"));
     pgp_config old = d->cfg;
     bool new_timeout = cfg->statement_timeout_ms != old.statement_timeout_ms;
     d->cfg = *cfg;
     memcpy(d->cfg.conninfo, old.conninfo, sizeof old.conninfo);
     memcpy(d->cfg.instance_name, old.instance_name, sizeof old.instance_name);
     memcpy(d->cfg.http_listen, old.http_listen, sizeof old.http_listen);
+    memcpy(d->cfg.ca_file, old.ca_file, sizeof old.ca_file);
     /* The sender keeps its own copy of the allow-list: update it in place. Requests in
      * flight copied their proxy URL; the next ones use the new settings. */
     d->allow = allow;

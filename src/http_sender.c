@@ -68,6 +68,7 @@ struct http_sender {
     uv_timer_t timer;          /* curl's single timeout */
     http_sender_options o;     /* copy; o.allow points at `allow` */
     netcheck_allow allow;      /* copy of the caller's allow-list */
+    char *ca_file;             /* copy of o.ca_file; NULL: the system's CA bundle */
     uint64_t allow_changed_ns; /* uv_hrtime() of the last allow-list change; 0 = never */
     pgp_list reqs;             /* in-flight requests (http_req.link) */
     size_t in_flight;
@@ -118,7 +119,9 @@ struct http_req {
     struct curl_slist hdr[HDR_COUNT]; /* the last one linked links to extra->nodes in flight */
     struct curl_slist **hdr_end;      /* that last node's next, set by build_headers */
     http_headers *extra;              /* the customer's extra headers, referenced; or NULL */
-    char *hbuf; /* the varying header lines (id, timestamp, signatures), NUL-separated */
+    client_cert *cert; /* the customer's client certificate, referenced while curl may read it
+                          (CURL_BLOB_NOCOPY); or NULL, and then none is set on the handle */
+    char *hbuf;        /* the varying header lines (id, timestamp, signatures), NUL-separated */
     size_t hbuf_cap;
     const char *body; /* what curl sends: the caller's, borrowed until the callback */
     size_t excerpt_len;
@@ -305,7 +308,8 @@ static void req_destroy(http_req *r)
     req_form_clear(r);
     http_headers_release(r->extra);
     if (r->easy)
-        curl_easy_cleanup(r->easy);
+        curl_easy_cleanup(r->easy); /* frees its blob structs, never reads their data */
+    client_cert_release(r->cert);
     free(r->hbuf);
     free(r);
 }
@@ -338,6 +342,19 @@ static void req_put(http_req *r)
         *r->hdr_end = NULL;
     http_headers_release(r->extra);
     r->extra = NULL;
+    /* The handle forgets the certificate before its reference goes: the blobs point into it
+     * (NOCOPY), and the next request on this handle must not present it unless it is its own.
+     * A failure here would leave a pointer about to dangle: the object is then not pooled. */
+    if (r->cert) {
+        bool cleared = curl_easy_setopt(r->easy, CURLOPT_SSLCERT_BLOB, NULL) == CURLE_OK &&
+                       curl_easy_setopt(r->easy, CURLOPT_SSLKEY_BLOB, NULL) == CURLE_OK;
+        if (!cleared) {
+            req_destroy(r);
+            return;
+        }
+        client_cert_release(r->cert);
+        r->cert = NULL;
+    }
     r->body = NULL;
     r->cb = NULL;
     r->arg = NULL;
@@ -423,6 +440,13 @@ static void req_complete(http_req *r, CURLcode code)
         /* A resolver that never answered surfaces as a timeout; it is a DNS failure. */
         if (code == CURLE_OPERATION_TIMEDOUT && strncmp(r->errbuf, "Resolving timed out", 19) == 0)
             res.error_class = "dns";
+        /* A TLS alert after the handshake seemed done is still TLS: with TLS 1.3 a server that
+         * requires a client certificate (and gets none, or one it does not trust) says so only
+         * when the request is read ("tlsv13 alert certificate required"), which curl reports
+         * as a receive error. */
+        if ((code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
+            strncmp(r->errbuf, "OpenSSL SSL_", 12) == 0 && strstr(r->errbuf, " alert "))
+            res.error_class = "tls";
         const char *what = curl_easy_strerror(code);
         if (r->errbuf[0] && strcmp(r->errbuf, what) != 0)
             snprintf(r->error, sizeof r->error, "%s: %s", what, r->errbuf);
@@ -466,6 +490,7 @@ static void finish_close(http_sender *s)
     void (*cb)(void *) = s->closed_cb;
     void *arg = s->closed_arg;
     free(s->by_fd);
+    free(s->ca_file);
     free(s);
     curl_global_cleanup();
     if (cb)
@@ -817,6 +842,15 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
     if (o->allow)
         s->allow = *o->allow;
     s->o.allow = &s->allow;
+    if (o->ca_file && o->ca_file[0]) {
+        s->ca_file = strdup(o->ca_file);
+        if (!s->ca_file) {
+            free(s);
+            curl_global_cleanup();
+            return -ENOMEM;
+        }
+    }
+    s->o.ca_file = s->ca_file;
     if (s->o.excerpt_bytes > s->o.max_response_bytes)
         s->o.excerpt_bytes = s->o.max_response_bytes;
     s->pool_max = o->max_connections > 0 && (size_t)o->max_connections < REQ_POOL_MAX
@@ -851,6 +885,7 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o, http_sender *
 fail:
     if (s->multi)
         curl_multi_cleanup(s->multi);
+    free(s->ca_file);
     free(s);
     curl_global_cleanup();
     return -ENOMEM;
@@ -921,6 +956,13 @@ static int easy_setup(http_req *r)
     SETOPT(CURLOPT_NOPROXY, "");
     SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
     SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+    /* Every connection of the sender trusts the same anchors, so this is no reason for curl
+     * to keep connections apart. */
+    if (r->s->ca_file)
+        SETOPT(CURLOPT_CAINFO, r->s->ca_file);
+    /* Client certificates come as PEM blobs (http_send); the types stay set. */
+    SETOPT(CURLOPT_SSLCERTTYPE, "PEM");
+    SETOPT(CURLOPT_SSLKEYTYPE, "PEM");
     SETOPT(CURLOPT_NOSIGNAL, 1L);
     SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
     SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
@@ -1312,6 +1354,25 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
         r->extra = req->headers;
         r->extra->refs++;
         *r->hdr_end = r->extra->nodes;
+    }
+    /* The customer's certificate and key, from memory. NOCOPY: curl keeps only a pointer, and
+     * the reference taken here keeps the object until req_put has unset both blobs, so the
+     * copy per request (and the key's bytes in one more buffer curl does not wipe) is saved.
+     * libcurl compares the certificate blob when it picks a connection to reuse
+     * (Curl_ssl_config_matches), so a connection authenticated with this certificate goes to
+     * no request without it (http_sender test and tests/integration/dispatch/test_mtls.c). */
+    if (req->client_cert) {
+        const char *cert, *key;
+        size_t cert_len, key_len;
+        client_cert_pem(req->client_cert, &cert, &cert_len, &key, &key_len);
+        struct curl_blob cb_cert = {
+            .data = (void *)(uintptr_t)cert, .len = cert_len, .flags = CURL_BLOB_NOCOPY};
+        struct curl_blob cb_key = {
+            .data = (void *)(uintptr_t)key, .len = key_len, .flags = CURL_BLOB_NOCOPY};
+        r->cert = req->client_cert;
+        client_cert_retain(r->cert);
+        SETOPT(CURLOPT_SSLCERT_BLOB, &cb_cert);
+        SETOPT(CURLOPT_SSLKEY_BLOB, &cb_key);
     }
     r->cb = cb;
     r->arg = arg;

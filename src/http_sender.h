@@ -13,6 +13,13 @@
  *   (http_headers: static headers and its Authorization), which cost no allocation per request.
  *   No redirects, only http/https, TLS verification on, connect and total timeouts per request,
  *   keep-alive reuse, total and per-host connection limits, HTTP/2 over TLS where offered.
+ * - Mutual TLS: a request may carry its customer's client_cert (client_cert.h), presented from
+ *   memory (CURLOPT_SSLCERT_BLOB/SSLKEY_BLOB, PEM) and referenced until its callback; a pooled
+ *   handle forgets it when the request ends, so the next request on it presents none unless it
+ *   brings its own. A kept-alive TLS connection goes only to a request with the same client
+ *   certificate (libcurl compares the certificate blob when it looks for a connection to reuse),
+ *   never to another customer's or one without. Trust anchors: options.ca_file, else the
+ *   system's CA bundle.
  * - Every connect is checked against netcheck (CURLOPT_OPENSOCKETFUNCTION) on the address
  *   actually connected to; a refused address fails the request with error_class "ssrf".
  * - Through a proxy (http_request.proxy): the connection goes to the proxy, whose address is
@@ -38,6 +45,7 @@
 #ifndef PGPACE_HTTP_SENDER_H
 #define PGPACE_HTTP_SENDER_H
 
+#include "client_cert.h"
 #include "common.h"
 #include "netcheck.h"
 #include "secret.h"
@@ -54,6 +62,8 @@ typedef struct http_sender_options {
     size_t max_response_bytes;   /* body bytes read at most (rest: transfer ends, not an error) */
     size_t excerpt_bytes;        /* body bytes kept for the attempt log (<= max_response_bytes) */
     const netcheck_allow *allow; /* SSRF allow-list (copied); NULL = empty */
+    const char *ca_file;         /* PEM CA bundle verifying receivers (copied); NULL or "": the
+                                    system's default */
 } http_sender_options;
 
 /* A customer's extra header lines ("Name: value", the Authorization one included), built once
@@ -90,7 +100,9 @@ typedef struct http_request {
     size_t n_secrets;
     long connect_timeout_ms;
     long total_timeout_ms;
-    http_headers *headers; /* extra header lines, or NULL; referenced until the callback */
+    http_headers *headers;    /* extra header lines, or NULL; referenced until the callback */
+    client_cert *client_cert; /* mutual TLS certificate and key, or NULL; referenced until the
+                                 callback */
     const char *proxy;     /* "http://host:port" (proxy.h), copied; NULL or "": direct */
 } http_request;
 

@@ -352,6 +352,77 @@ BEGIN
 END
 $$;
 
+-- Sets the client certificate a customer's webhooks present to the receiver (mutual TLS):
+-- cert_pem, the certificate in PEM (the leaf first, then any intermediates the receiver needs),
+-- and key_pem, its unencrypted private key in PEM. NULL and NULL remove it. Both are secrets
+-- (never quoted in a message). Only their shape is checked here, refused with SQLSTATE 22023
+-- naming the field (client_cert, client_key): the PEM armour is there, at most 64 KiB each,
+-- nothing but printable text and line breaks (a NUL cannot reach a text column; other control
+-- characters are no PEM). Whether the certificate parses, the key matches it and it is valid
+-- now needs OpenSSL: `pgpace customer set --client-cert` checks that before calling this, and
+-- the dispatcher again when it loads the customer (a bad one fails its deliveries with
+-- error_class client_cert). An encrypted key is refused: nothing could give its passphrase. An
+-- unknown customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_client_cert(name text, cert_pem text,
+                                                           key_pem text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF (customer_set_client_cert.cert_pem IS NULL) <> (customer_set_client_cert.key_pem IS NULL) THEN
+        RAISE EXCEPTION '%: a client certificate needs its key, and a key its certificate (NULL and NULL remove both)',
+                        CASE WHEN customer_set_client_cert.cert_pem IS NULL
+                             THEN 'client_cert' ELSE 'client_key' END
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF customer_set_client_cert.cert_pem IS NOT NULL THEN
+        IF octet_length(customer_set_client_cert.cert_pem) > 65536 THEN
+            RAISE EXCEPTION 'client_cert: longer than 65536 bytes'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF strpos(customer_set_client_cert.cert_pem, '-----BEGIN CERTIFICATE-----') = 0 THEN
+            RAISE EXCEPTION 'client_cert: expected a PEM certificate (-----BEGIN CERTIFICATE-----)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF customer_set_client_cert.cert_pem ~ '[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]' THEN
+            RAISE EXCEPTION 'client_cert: contains a control character (PEM is printable text)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF octet_length(customer_set_client_cert.key_pem) > 65536 THEN
+            RAISE EXCEPTION 'client_key: longer than 65536 bytes'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF strpos(customer_set_client_cert.key_pem, '-----BEGIN ENCRYPTED PRIVATE KEY-----') > 0
+           OR strpos(customer_set_client_cert.key_pem, 'Proc-Type: 4,ENCRYPTED') > 0 THEN
+            RAISE EXCEPTION 'client_key: passphrase-protected keys are not supported'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF customer_set_client_cert.key_pem !~ '-----BEGIN [A-Z ]*PRIVATE KEY-----' THEN
+            RAISE EXCEPTION 'client_key: expected a PEM private key (-----BEGIN PRIVATE KEY-----)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF customer_set_client_cert.key_pem ~ '[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]' THEN
+            RAISE EXCEPTION 'client_key: contains a control character (PEM is printable text)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    UPDATE pgpace.customer c SET
+        client_cert = customer_set_client_cert.cert_pem,
+        client_key = customer_set_client_cert.key_pem,
+        updated_at = now()
+     WHERE c.name = customer_set_client_cert.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_client_cert.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION pgpace.customer_set_client_cert(text, text, text) FROM PUBLIC;
+
 -- Sets OAuth2 client credentials (RFC 6749 section 4.4) as the customer's receiver
 -- authentication: the dispatcher POSTs grant_type=client_credentials (and the scope, if any) to
 -- token_url with the client id and secret as HTTP Basic (RFC 6749 2.3.1) and sends the access

@@ -18,6 +18,7 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
        coalesce(c.oauth_token_url, '-') AS oauth_token_url,
        coalesce(c.oauth_scope, '-') AS oauth_scope,
        coalesce(c.proxy, 'default') AS proxy,
+       c.client_cert, c.client_key,
        c.created_at, c.updated_at
   FROM pgpace.customer c LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id

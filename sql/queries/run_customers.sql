@@ -7,12 +7,14 @@
 -- breaks lines every 76 characters; translate() joins them. OAuth2 (auth 'oauth2') adds no line
 -- here: the dispatcher fetches the token (src/dispatch/oauth.c) from the oauth_* columns, which
 -- are NULL for the other schemes; the client secret is a secret like the headers.
+-- `client_cert` and `client_key` are the PEM certificate (chain) and key for mutual TLS, NULL
+-- when none; secrets too.
 -- @params: customer_id
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
 -- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
--- @columns: oauth_scope proxy
+-- @columns: oauth_scope client_cert client_key proxy
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
@@ -38,6 +40,7 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_username END AS oauth_client_id,
        CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_secret END AS oauth_client_secret,
        c.oauth_scope,
+       c.client_cert, c.client_key,
        c.proxy
   FROM pgpace.customer c
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id

@@ -417,6 +417,23 @@ static void delivery_expire(dispatcher *d, delivery *dl, customer *c)
     delivery_finish(d, dl, c, 0);
 }
 
+/* Whether c's client certificate (if any) can be presented at now_s; if not, why, logged once per
+ * load of the customer (its deliveries carry the reason in the attempt log). */
+static bool client_cert_ok(customer *c, int64_t now_s, char *why, size_t n)
+{
+    if (c->client_cert_error)
+        snprintf(why, n, "%s", c->client_cert_error);
+    else if (!c->client_cert || client_cert_usable(c->client_cert, now_s, why, n))
+        return true;
+    if (!c->client_cert_warned && !c->client_cert_error) {
+        c->client_cert_warned = true;
+        LOG_ERROR("customer_client_cert_unusable", LOG_S("customer", c->name), LOG_S("error", why),
+                  LOG_S("action", "its deliveries fail (error_class client_cert) until a valid "
+                                  "one is set"));
+    }
+    return false;
+}
+
 void delivery_send(dispatcher *d, delivery *dl)
 {
     customer *c = customer_get(d, dl->customer_id);
@@ -460,6 +477,15 @@ void delivery_send(dispatcher *d, delivery *dl)
 static void request(dispatcher *d, delivery *dl, customer *c, http_headers *headers)
 {
     bool can_send = c && d->http && d->stop < STOP_ABORTING;
+    /* A receiver that requires the customer's certificate would refuse the request without it
+     * (or one past its dates) anyway; failing it here says why, and is retried and
+     * dead-lettered by the usual rules, so an item waits for the certificate to be fixed. */
+    char cert_why[192];
+    if (can_send && !client_cert_ok(c, dl->started_us / 1000000, cert_why, sizeof cert_why)) {
+        http_result failed = {.error_class = "client_cert", .error = cert_why};
+        on_delivery_done(&failed, dl);
+        return;
+    }
     int rc = -ENOENT;
     if (can_send) {
         char webhook_id[40];
@@ -477,6 +503,7 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
             .n_secrets = c->n_secrets,
             .headers = headers,
             .proxy = egress_proxy(d, c->proxy, c->url),
+            .client_cert = c->client_cert,
             .connect_timeout_ms =
                 c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
             .total_timeout_ms =

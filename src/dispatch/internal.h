@@ -206,9 +206,17 @@ typedef struct customer {
     oauth_cred *oauth;    /* OAuth2 client credentials and their token (oauth.h), or NULL */
     char *proxy;          /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
     bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
-    int max_in_flight;    /* 0 = unlimited */
-    bool paused;          /* held: paused (operator, 410 Gone) or disabled (health) */
-    bool disabled;        /* disabled by health (customer.disabled_at), until `customer enable` */
+    /* Mutual TLS: the certificate and key, built once per (re)load and referenced by requests
+     * in flight like the headers; NULL = none. When the stored ones do not parse or match,
+     * client_cert is NULL and client_cert_error says why: its deliveries then fail with
+     * error_class "client_cert" (as they do once the certificate has expired), rather than go
+     * out without the certificate the receiver requires. */
+    client_cert *client_cert;
+    char *client_cert_error;
+    bool client_cert_warned; /* expiry (or not yet valid) logged since the last load */
+    int max_in_flight;       /* 0 = unlimited */
+    bool paused;             /* held: paused (operator, 410 Gone) or disabled (health) */
+    bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
     breaker breaker;
@@ -455,6 +463,7 @@ typedef struct customer_row {
      * secret is a secret. */
     const char *oauth_token_url, *oauth_client_id, *oauth_client_secret, *oauth_scope;
     const char *proxy; /* NULL: [delivery] proxy; "direct"; or the customer's proxy URL */
+    const char *client_cert, *client_key; /* PEM, both NULL when none; secrets */
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
     bool paused, disabled;

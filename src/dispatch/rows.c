@@ -168,6 +168,12 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .proxy = row_null(res, r, SQL_RUN_CUSTOMERS_C_PROXY)
                      ? NULL
                      : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_PROXY),
+        .client_cert = row_null(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_CERT)
+                           ? NULL
+                           : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_CERT),
+        .client_key = row_null(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_KEY)
+                          ? NULL
+                          : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_CLIENT_KEY),
         .rate = row_double(res, r, SQL_RUN_CUSTOMERS_C_RATE_PER_MINUTE),
         .burst = row_int(res, r, SQL_RUN_CUSTOMERS_C_BURST),
         .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_C_MAX_IN_FLIGHT),

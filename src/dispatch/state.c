@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 
+#include "client_cert.h"
 #include "gcra.h"
 #include "log.h"
 
@@ -35,6 +36,8 @@ void customer_free(customer *c)
     http_headers_release(c->headers);
     oauth_cred_release(c->oauth);
     free(c->proxy);
+    client_cert_release(c->client_cert);
+    free(c->client_cert_error);
     free(c);
 }
 
@@ -138,7 +141,19 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     else if (row->oauth_token_url)
         orc = oauth_cred_new(row->name, row->oauth_token_url, row->oauth_client_id,
                              row->oauth_client_secret, row->oauth_scope, row->headers, &oauth);
-    if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM || orc == -ENOMEM ||
+    /* The certificate likewise: parsed and matched with its key once per load, never per
+     * request. What is wrong with it is kept (no secret in it) to fail its deliveries with. */
+    client_cert *cert = NULL;
+    char *cert_error = NULL;
+    int crc = 0;
+    if (row->client_cert || row->client_key) {
+        pgp_error cerr;
+        crc = client_cert_new(row->client_cert, row->client_key, &cert, &cerr);
+        if (crc == -EINVAL)
+            cert_error = strdup(cerr.msg);
+    }
+    if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM || crc == -ENOMEM ||
+        orc == -ENOMEM || (crc == -EINVAL && !cert_error) ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
         free(name);
         free(url);
@@ -146,6 +161,8 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         free(proxy);
         http_headers_release(headers);
         oauth_cred_release(oauth);
+        client_cert_release(cert);
+        free(cert_error);
         if (fresh)
             free(c);
         return NULL;
@@ -170,6 +187,18 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         oauth_cred_release(c->oauth);
         c->oauth = oauth;
     }
+    /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
+     * headers that do not parse: never sent without the authentication the receiver expects. */
+    client_cert_release(c->client_cert);
+    c->client_cert = cert;
+    free(c->client_cert_error);
+    c->client_cert_error = cert_error;
+    c->client_cert_warned = false;
+    if (cert_error)
+        LOG_ERROR("customer_client_cert_invalid", LOG_S("customer", row->name),
+                  LOG_S("error", cert_error),
+                  LOG_S("action", "its deliveries fail (error_class client_cert) until it is "
+                                  "set again"));
     /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
      * headers that do not parse: never sent without the authentication the receiver expects. */
     c->headers_invalid = hrc != 0 || orc != 0;

@@ -157,7 +157,8 @@ static void test_dump(void **state)
     int lines = 0;
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 49); /* one per field of pgp_config except path */
+    assert_contains(out, "delivery.ca_file = \n");
+    assert_int_equal(lines, 50); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -775,6 +776,14 @@ static void test_operator_webhook(void **state)
     expect_error("[health]\n\noperator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
                  "t.ini:3: [health] operator_webhook_secret is set but operator_webhook_url is "
                  "not");
+    /* ca_file: a readable file of PEM certificates (the integration test dispatch_mtls loads a
+     * real one); /dev/null opens but holds none. */
+    expect_error("[delivery]\nca_file = /nonexistent/ca.pem\n",
+                 "t.ini:2: [delivery] ca_file: cannot open '/nonexistent/ca.pem': No such file or "
+                 "directory");
+    expect_error("[delivery]\n\nca_file = /dev/null\n",
+                 "t.ini:3: [delivery] ca_file: '/dev/null' holds no PEM certificate (-----BEGIN "
+                 "CERTIFICATE-----)");
     expect_error("[health]\noperator_webhook_url = ftp://ops.example/\n"
                  "operator_webhook_secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
                  "t.ini:2: [health] operator_webhook_url: scheme must be http or https, got "
