@@ -44,16 +44,13 @@
 #include "http_sender.h"
 #include "list.h"
 #include "metrics.h"
+#include "oauth_token.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define OAUTH_BODY_MAX           (64 * 1024)
-#define OAUTH_TOKEN_MAX          8192
-#define OAUTH_DEFAULT_LIFETIME_S 3600
-#define OAUTH_MAX_LIFETIME_S     (365 * 86400)
-#define OAUTH_FAILURE_HOLD_MS    1000
+#define OAUTH_FAILURE_HOLD_MS 1000
 
 typedef struct oauth_cred oauth_cred;
 typedef struct oauth_waiter oauth_waiter;
@@ -101,15 +98,5 @@ oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, const char *proxy
                           long connect_timeout_ms, long total_timeout_ms, oauth_waiter *w,
                           http_headers **headers, uint64_t *gen, http_result *failure);
 void oauth_invalidate(oauth_cred *c, uint64_t gen);
-
-/* Parses a token endpoint's JSON answer. On success returns 0 with *token (malloc'd, the
- * caller frees) and *expires_in_s; else -EINVAL with *why a static text naming the problem
- * (never quoting the body). Pure. */
-int oauth_parse_token(const char *body, size_t len, char **token, int64_t *expires_in_s,
-                      const char **why) PGP_MUST_CHECK;
-
-/* The application/x-www-form-urlencoded form of s (RFC 6749 appendix B) into out (cap bytes,
- * NUL-terminated). Returns the length, or -1 when it does not fit. Pure. */
-long oauth_form_encode(const char *s, char *out, size_t cap);
 
 #endif
