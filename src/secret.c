@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
@@ -126,6 +127,11 @@ static bool decode_seed(const char *b64, unsigned char seed[ED25519_SEED_LEN])
 static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
 {
     unsigned char seed[ED25519_SEED_LEN];
+    if (!decode_seed(b64, seed) && strlen(b64) == 88)
+        return pgp_error_set(err, -EINVAL,
+                             "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
+                             "(44 characters ending in '='); this is 64 bytes (seed and public "
+                             "key, libsodium's form?): keep its first 32 bytes");
     if (!decode_seed(b64, seed))
         return pgp_error_set(err, -EINVAL,
                              "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
@@ -136,8 +142,10 @@ static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
     OPENSSL_cleanse(seed, sizeof seed);
     size_t publen = sizeof k->pub;
     if (!k->pkey || EVP_PKEY_get_raw_public_key(k->pkey, k->pub, &publen) != 1 ||
-        publen != sizeof k->pub)
+        publen != sizeof k->pub) {
+        ERR_clear_error(); /* callers read the queue for their own errors (mTLS, config) */
         return pgp_error_set(err, -EIO, "cannot load the Ed25519 key (OpenSSL)");
+    }
     k->type = SECRET_ED25519;
     return 0;
 }
@@ -210,8 +218,10 @@ static int sign_hmac(const secret_key *k, const char *prefix, size_t plen, const
         EVP_MAC_final(ctx, mac, &maclen, sizeof mac) == 1)
         ok = 1;
     EVP_MAC_CTX_free(ctx);
-    if (!ok || maclen != 32)
+    if (!ok || maclen != 32) {
+        ERR_clear_error();
         return pgp_error_set(err, -EIO, "HMAC-SHA256 failed");
+    }
     memcpy(out, "v1,", 3);
     EVP_EncodeBlock((unsigned char *)out + 3, mac, (int)maclen);
     return 0;
@@ -240,8 +250,10 @@ static int sign_ed25519(const secret_key *k, const char *prefix, size_t plen, co
     EVP_MD_CTX_free(ctx);
     if (msg != small)
         free(msg);
-    if (!ok)
+    if (!ok) {
+        ERR_clear_error();
         return pgp_error_set(err, -EIO, "Ed25519 signing failed");
+    }
     memcpy(out, "v1a,", 4);
     EVP_EncodeBlock((unsigned char *)out + 4, sig, (int)siglen);
     return 0;

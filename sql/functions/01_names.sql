@@ -43,10 +43,17 @@ BEGIN
         ELSIF s LIKE 'whpk\_%' THEN
             RAISE EXCEPTION 'signing_secrets[%]: a whpk_ public key cannot sign; give the whsk_ secret key (the public key is derived from it)', i
                 USING ERRCODE = 'invalid_parameter_value';
+        ELSIF s LIKE 'whsk\_%' AND length(s) = 93 AND s ~ '^whsk_[A-Za-z0-9+/]{86}==$' THEN
+            RAISE EXCEPTION 'signing_secrets[%]: whsk_ must be followed by base64 of a 32-byte Ed25519 seed (44 characters ending in ''=''); this is 64 bytes (seed and public key, libsodium''s form?): keep its first 32 bytes', i
+                USING ERRCODE = 'invalid_parameter_value';
         ELSIF s LIKE 'whsk\_%' AND s !~ '^whsk_[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$' THEN
             RAISE EXCEPTION 'signing_secrets[%]: whsk_ must be followed by base64 of a 32-byte Ed25519 seed (44 characters ending in ''=''), got % characters after the prefix', i, length(s) - 5
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF s LIKE 'whsec\_%' AND s !~ '^whsec_[A-Za-z0-9+/]{32,88}={0,2}$' THEN
+        -- Stricter than valid_secrets (whose CHECK rows written before must keep passing):
+        -- whole base64 quanta and 24 to 64 decoded bytes, as src/secret.c decodes them, so
+        -- what this accepts the dispatcher can sign with.
+        ELSIF s LIKE 'whsec\_%' AND (s !~ '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)$'
+                                    OR (length(s) - 6) / 4 * 3 - (length(s) - length(rtrim(s, '='))) NOT BETWEEN 24 AND 64) THEN
             RAISE EXCEPTION 'signing_secrets[%]: whsec_ must be followed by base64 of 24 to 64 bytes', i
                 USING ERRCODE = 'invalid_parameter_value';
         ELSIF s NOT LIKE 'whsk\_%' AND s NOT LIKE 'whsec\_%' THEN

@@ -441,9 +441,9 @@ void delivery_send(dispatcher *d, delivery *dl)
         delivery_expire(d, dl, c);
         return;
     }
-    /* A reload found headers it cannot send (state.c holds the customer): a delivery claimed
-     * before goes back rather than out without them, its Authorization among them. */
-    if (c && c->headers_invalid) {
+    /* A reload found headers, a proxy or a signing secret it cannot use (state.c holds the
+     * customer): a delivery claimed before goes back rather than out without them. */
+    if (c && customer_held_invalid(c)) {
         delivery_give_back(d, dl);
         return;
     }

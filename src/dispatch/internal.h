@@ -199,6 +199,7 @@ typedef struct customer {
     char *secrets[4];
     secret_key *keys[4]; /* secrets[] parsed once per (re)load; NULL where one did not parse */
     size_t n_secrets;
+    bool secrets_invalid; /* one did not parse: the customer is held (logged, no value) */
     /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
      * own references (http_sender.h), so a reload just releases this one. NULL = none. */
     http_headers *headers;
@@ -687,6 +688,12 @@ void dispatcher_part_closed(dispatcher *d);
 
 /* state.c */
 customer *customer_get(dispatcher *d, int64_t id);
+/* Stored settings a reload could not use (headers, proxy, a signing secret): the customer is
+ * held until they are set again, and nothing of it is sent without them. */
+static inline bool customer_held_invalid(const customer *c)
+{
+    return c->headers_invalid || c->proxy_invalid || c->secrets_invalid;
+}
 void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);
 void customer_remove(dispatcher *d, int64_t id);

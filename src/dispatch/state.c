@@ -220,13 +220,18 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
          tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
         c->secrets[c->n_secrets++] = tok;
     /* Parsed here, not per request: deriving an Ed25519 key costs as much as a signature. One
-     * that does not parse (the table's check refuses such) stays NULL: the sender parses its
-     * text, fails, and the delivery fails as "internal" instead of going out unsigned. */
+     * that does not parse (pgpace.customer_set refuses such; the table's CHECK is looser, and
+     * an older dispatcher may not know a newer kind) holds the customer, like headers that do
+     * not parse: its items wait, rather than fail attempt after attempt to be dead-lettered. */
+    c->secrets_invalid = false;
     for (size_t i = 0; i < c->n_secrets; i++) {
         pgp_error kerr;
-        if (secret_key_parse(c->secrets[i], &c->keys[i], &kerr) != 0)
+        if (secret_key_parse(c->secrets[i], &c->keys[i], &kerr) != 0) {
+            c->secrets_invalid = true;
             LOG_ERROR("customer_secret_invalid", LOG_S("customer", row->name),
-                      LOG_I("secret", (int64_t)i + 1), LOG_S("error", kerr.msg));
+                      LOG_I("secret", (int64_t)i + 1), LOG_S("error", kerr.msg),
+                      LOG_S("action", "held until its signing secrets are set again"));
+        }
     }
     host_state *old_host = c->host;
     customer_mode old_mode = c->mode;
@@ -243,7 +248,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (!fresh && c->disabled && !row->disabled)
         health_reset(d, c);
     c->disabled = row->disabled;
-    c->paused = row->paused || row->disabled || c->headers_invalid || c->proxy_invalid;
+    c->paused = row->paused || row->disabled || customer_held_invalid(c);
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
     if (fresh) {

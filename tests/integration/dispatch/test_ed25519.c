@@ -21,8 +21,9 @@
 extern char **environ;
 
 /* The reference Go library's asymmetric test seed ("TESTSIGNINGKEYDONOTUSETHISFORANY"). */
-#define SEED_B64 "VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk="
-#define PUB_B64  "ZlN4eg7dSSqi0moX9hQUk3orrOouK3QVQSlJa248c/g="
+#define SEED_B64  "VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk="
+#define SECRET_OK "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define PUB_B64   "ZlN4eg7dSSqi0moX9hQUk3orrOouK3QVQSlJa248c/g="
 
 static int setup(void **state)
 {
@@ -510,6 +511,26 @@ static void bad_keys_refused(void **state)
         c, "SELECT pgpace.customer_set('acme', signing_secrets => ARRAY['sk_" SEED_B64 "'])",
         "22023", "expected whsec_ (HMAC-SHA256) or whsk_ (Ed25519)", SEED_B64);
 
+    /* whsec_ as the dispatcher decodes it: whole base64 quanta, 24 to 64 bytes (the table's
+     * CHECK is looser, for rows written before; held_on_a_secret_it_cannot_use covers those). */
+    static const char *const whsec_bad[] = {
+        "'whsec_' || repeat('A', 33)",         /* not whole quanta */
+        "'whsec_' || repeat('A', 88)",         /* 66 bytes */
+        "'whsec_' || repeat('A', 87) || '='",  /* 65 bytes */
+        "'whsec_' || repeat('A', 28) || '=='", /* 22 bytes */
+    };
+    for (size_t i = 0; i < sizeof whsec_bad / sizeof whsec_bad[0]; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT pgpace.customer_set('acme', signing_secrets => ARRAY[%s])", whsec_bad[i]);
+        expect_sql_error(c, sql, "22023", "whsec_ must be followed by base64 of 24 to 64 bytes",
+                         NULL);
+    }
+    tl_exec(c, "SELECT pgpace.customer_set('bounds', rate_per_minute => 60, webhook_url => "
+               "'https://example.com/b', "
+               "signing_secrets => ARRAY['whsec_' || repeat('A', 32), 'whsec_' || repeat('A', "
+               "86) || '=='])");
+
     /* --key-type: unknown, with a given secret, on an existing customer without rotation. */
     const struct {
         const char *const *argv;
@@ -542,6 +563,37 @@ static void bad_keys_refused(void **state)
     free(after);
 }
 
+/* A secret the dispatcher cannot sign with, written past pgpace.customer_set (the CHECK lets
+ * it through): the customer is held, its items wait (no failed attempt, no dead letter) and go
+ * out signed once a good secret is set. */
+static void held_on_a_secret_it_cannot_use(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "600"));
+    fx_customer(f, "beta", TL_ARGV("--rate", "600"));
+    fx_run(f, NULL);
+    PGconn *c = f->db->conn;
+    tl_exec(c, "UPDATE pgpace.customer SET signing_secrets = ARRAY['whsec_' || repeat('A', 33)] "
+               "WHERE name = 'acme'");
+    assert_true(fx_wait_log(f, "event=customer_secret_invalid customer=acme", 10000));
+    fx_enqueue(f, "acme", NULL, 2);
+    fx_enqueue(f, "beta", NULL, 1);
+    assert_int_equal(receiver_wait(f->recv, "/c/beta", 1, 10000), 1);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 1, 0), 0);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.delivery_attempt a JOIN "
+                                     "pgpace.customer k ON k.id = a.customer_id WHERE k.name = "
+                                     "'acme' AND a.outcome <> 'released'"),
+                     0);
+    tl_proc p = tl_pgpace(
+        TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme", "--secret", SECRET_OK), NULL,
+        NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 2, 10000), 2);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter"), 0);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +601,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(given_secret_and_sql, setup, teardown),
         cmocka_unit_test_setup_teardown(rotation_hmac_to_ed25519_and_back, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_keys_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(held_on_a_secret_it_cannot_use, setup, teardown),
     };
     return TL_RUN(tests, verifier_setup, verifier_teardown);
 }
