@@ -69,7 +69,16 @@ static const char set_usage[] =
     "  --clear-headers       remove every extra header\n"
     "  --auth basic:USER:PASSWORD | bearer:TOKEN | none\n"
     "                        the Authorization header: Basic (USER without a colon) or Bearer\n"
-    "                        (a token68 token), or none\n"
+    "                        (a token68 token), or none\n";
+/* (Split: ISO C guarantees string literals of 4095 characters only.) */
+static const char set_usage_more[] =
+    "  --auth oauth2 --oauth-token-url URL --oauth-client-id ID\n"
+    "        --oauth-client-secret-file FILE|- [--oauth-scope 'S1 S2']\n"
+    "                        OAuth2 client credentials (RFC 6749 4.4): the dispatcher fetches\n"
+    "                        an access token from URL (http/https) with the client id and\n"
+    "                        secret, caches it until shortly before it expires and sends it as\n"
+    "                        Bearer; the secret (1 to 1024 bytes) is read from FILE, or from\n"
+    "                        stdin with '-' (one trailing newline dropped), never from argv\n"
     "  --client-cert FILE --client-key FILE\n"
     "                        mutual TLS: the client certificate (PEM, the leaf first, then any\n"
     "                        intermediates) and its unencrypted private key (PEM) presented to\n"
@@ -113,12 +122,77 @@ enum {
     OPT_HEADER,
     OPT_CLEAR_HEADERS,
     OPT_AUTH,
+    OPT_OAUTH_TOKEN_URL,
+    OPT_OAUTH_CLIENT_ID,
+    OPT_OAUTH_SECRET_FILE,
+    OPT_OAUTH_SCOPE,
     OPT_KEY_TYPE,
     OPT_PROXY,
     OPT_CLIENT_CERT,
     OPT_CLIENT_KEY,
     OPT_CLEAR_CLIENT_CERT
 };
+
+/* The OAuth2 client secret, read from a file or stdin ("-") rather than argv (which other users
+ * of the host can read in /proc). One trailing LF or CRLF is dropped (an editor's or echo's);
+ * what is left must be 1 to 1024 bytes without control characters (the rule of
+ * pgpace.customer_set_oauth2, checked here so the flag can be named). Returns 0, or a negative
+ * error with err naming the flag and never quoting the content. */
+static int read_client_secret(const char *path, char *out, size_t cap, pgp_error *err)
+{
+    static const char *flag = "--oauth-client-secret-file";
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f)
+        return pgp_error_set(err, -errno, "%s: cannot open '%.200s': %s", flag, path,
+                             strerror(errno));
+    size_t n = fread(out, 1, cap, f);
+    bool failed = ferror(f) != 0;
+    if (f != stdin)
+        fclose(f);
+    if (failed)
+        return pgp_error_set(err, -EIO, "%s: cannot read '%.200s'", flag, path), -1;
+    if (n > 0 && out[n - 1] == '\n')
+        n--;
+    if (n > 0 && out[n - 1] == '\r')
+        n--;
+    if (n > 1024)
+        return pgp_error_set(err, -EINVAL, "%s: the client secret is longer than 1024 bytes", flag);
+    out[n] = '\0';
+    if (n == 0)
+        return pgp_error_set(err, -EINVAL, "%s: expected a client secret of 1 to 1024 bytes", flag);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+            return pgp_error_set(err, -EINVAL,
+                                 "%s: the client secret holds a control character (a line break "
+                                 "other than one at the end, a NUL, ...)",
+                                 flag);
+    return 0;
+}
+
+/* An OAuth2 scope (RFC 6749 3.3): scope-tokens of %x21 / %x23-5B / %x5D-7E separated by single
+ * spaces, at most 1024 characters (pgpace.customer_set_oauth2 holds the same rule). */
+static bool scope_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 1024 || s[0] == ' ' || s[n - 1] == ' ' || strstr(s, "  "))
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p != ' ' && (*p < 0x21 || *p > 0x7e || *p == '"' || *p == '\\'))
+            return false;
+    return true;
+}
+
+/* A client id: 1 to 256 bytes without control characters (CR/LF would end up in a header). */
+static bool client_id_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 256)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
 
 /* The lines as a PostgreSQL array literal, every element quoted ('\\' and '"' escaped):
  * "{}" for none. Returns NULL when out of memory (the caller frees the result). */
@@ -321,6 +395,10 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         {"header", required_argument, NULL, OPT_HEADER},
         {"clear-headers", no_argument, NULL, OPT_CLEAR_HEADERS},
         {"auth", required_argument, NULL, OPT_AUTH},
+        {"oauth-token-url", required_argument, NULL, OPT_OAUTH_TOKEN_URL},
+        {"oauth-client-id", required_argument, NULL, OPT_OAUTH_CLIENT_ID},
+        {"oauth-client-secret-file", required_argument, NULL, OPT_OAUTH_SECRET_FILE},
+        {"oauth-scope", required_argument, NULL, OPT_OAUTH_SCOPE},
         {"key-type", required_argument, NULL, OPT_KEY_TYPE},
         {"proxy", required_argument, NULL, OPT_PROXY},
         {"client-cert", required_argument, NULL, OPT_CLIENT_CERT},
@@ -339,6 +417,10 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     size_t n_headers = 0;
     bool clear_headers = false;
     validate_auth_parts auth = {0};
+    bool oauth2 = false;
+    const char *oauth_url = NULL, *oauth_id = NULL, *oauth_secret_file = NULL;
+    const char *oauth_scope = NULL;
+    char oauth_secret[1027];     /* 1024 bytes, CRLF, and one more to see it is longer */
     const char *key_type = NULL; /* --key-type: "hmac" or "ed25519" */
     const char *proxy = NULL;    /* URL, "direct" or "default"; NULL: unchanged */
     const char *cert_file = NULL, *key_file = NULL;
@@ -354,6 +436,7 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         switch (opt) {
         case 'h':
             fputs(set_usage, stdout);
+            fputs(set_usage_more, stdout);
             return CLI_OK;
         case OPT_RATE:
             if (validate_rate("--rate", optarg, &rate_value, &err) != 0)
@@ -448,8 +531,35 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
             clear_headers = true;
             break;
         case OPT_AUTH:
+            if (strcmp(optarg, "oauth2") == 0) {
+                oauth2 = true;
+                auth = (validate_auth_parts){0};
+                break;
+            }
+            oauth2 = false;
             if (validate_auth("--auth", optarg, &auth, &err) != 0)
+                return cli_usage_error(ctx, "%s (or oauth2 with --oauth-* flags)", err.msg);
+            break;
+        case OPT_OAUTH_TOKEN_URL:
+            if (validate_url("--oauth-token-url", optarg, &err) != 0)
                 return cli_usage_error(ctx, "%s", err.msg);
+            oauth_url = optarg;
+            break;
+        case OPT_OAUTH_CLIENT_ID:
+            if (!client_id_valid(optarg))
+                return cli_usage_error(ctx, "--oauth-client-id: expected 1 to 256 bytes without "
+                                            "a control character");
+            oauth_id = optarg;
+            break;
+        case OPT_OAUTH_SECRET_FILE:
+            oauth_secret_file = optarg;
+            break;
+        case OPT_OAUTH_SCOPE:
+            if (!scope_valid(optarg))
+                return cli_usage_error(ctx, "--oauth-scope: expected scope tokens of printable "
+                                            "ASCII (no quote or backslash) separated by single "
+                                            "spaces, at most 1024 characters");
+            oauth_scope = optarg;
             break;
         case OPT_KEY_TYPE:
             if (strcmp(optarg, "hmac") != 0 && strcmp(optarg, "ed25519") != 0)
@@ -501,6 +611,22 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
         return cli_usage_error(ctx, "%s", err.msg);
     if (clear_headers && n_headers > 0)
         return cli_usage_error(ctx, "use --header or --clear-headers, not both");
+    if (!oauth2 && (oauth_url || oauth_id || oauth_secret_file || oauth_scope))
+        return cli_usage_error(ctx, "--oauth-token-url, --oauth-client-id, "
+                                    "--oauth-client-secret-file and --oauth-scope go with "
+                                    "--auth oauth2");
+    if (oauth2) {
+        if (!oauth_url)
+            return cli_usage_error(ctx, "--auth oauth2: --oauth-token-url is required");
+        if (!oauth_id)
+            return cli_usage_error(ctx, "--auth oauth2: --oauth-client-id is required");
+        if (!oauth_secret_file)
+            return cli_usage_error(ctx, "--auth oauth2: --oauth-client-secret-file is required "
+                                        "(FILE, or - for stdin: the secret is never taken from "
+                                        "the command line)");
+        if (read_client_secret(oauth_secret_file, oauth_secret, sizeof oauth_secret, &err) != 0)
+            return cli_usage_error(ctx, "%s", err.msg);
+    }
     if (clear_client_cert && (cert_file || key_file))
         return cli_usage_error(ctx, "use --client-cert/--client-key or --clear-client-cert, not "
                                     "both");
@@ -616,7 +742,11 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
                             NULL,
                             auth.scheme,
                             auth.username[0] ? auth.username : NULL,
-                            auth.secret};
+                            auth.secret,
+                            oauth2 ? oauth_url : NULL,
+                            oauth2 ? oauth_id : NULL,
+                            oauth2 ? oauth_secret : NULL,
+                            oauth2 ? oauth_scope : NULL};
     char *headers = NULL;
     if (n_headers > 0 || clear_headers) {
         headers = header_array(header_lines, n_headers);
@@ -639,6 +769,8 @@ static int customer_set(cli_ctx *ctx, int argc, char **argv)
     }
     PGresult *res = cli_query(ctx, sql_q_customer_set, (int)PGP_ARRAY_LEN(params), params);
     free(headers);
+    if (oauth2)
+        memset(oauth_secret, 0, sizeof oauth_secret);
     if (!res) {
         pem_pair_free(&pem);
         return CLI_FAILED;

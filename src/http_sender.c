@@ -18,6 +18,11 @@
  * poll that fires (the peer closed the idle connection) is stopped; the socket itself is
  * released when curl closes it (CURLOPT_CLOSESOCKETFUNCTION).
  *
+ * Form requests (http_post_form, OAuth2 token endpoints) use the same request objects: their
+ * header list is the fnodes array instead of hdr (switched back when the object returns to the
+ * pool), their form and Authorization line live in fbuf (wiped and freed at the end), and their
+ * response body is collected whole in rbody.
+ *
  * Memory: requests go back to the free list (or are freed) right after their callback; sock_ctx
  * and the sender are freed only in uv close callbacks, so a poll or timer callback never sees
  * freed memory even when the user closes the sender from inside a done callback.
@@ -130,6 +135,13 @@ struct http_req {
     char errbuf[CURL_ERROR_SIZE];
     char error[CURL_ERROR_SIZE + 256];
     uint64_t start_ns;
+    /* form requests (http_post_form) */
+    bool form;
+    struct curl_slist fnodes[5]; /* content-type, accept, user-agent, Expect:, authorization */
+    char *fbuf;                  /* the form, then the Authorization line: secrets */
+    size_t fbuf_len;
+    char *rbody; /* the response body, up to rbody_max bytes */
+    size_t rbody_len, rbody_max;
     http_done_cb cb;
     void *arg;
     /* Through a proxy (http_sender.h): the destination is resolved and checked first, then
@@ -155,6 +167,8 @@ static char hdr_content_type[] = "content-type: application/json";
 static char hdr_user_agent[] = "user-agent: " USER_AGENT;
 /* No "Expect: 100-continue" round trip for larger bodies. */
 static char hdr_expect[] = "Expect:";
+static char hdr_form_type[] = "content-type: application/x-www-form-urlencoded";
+static char hdr_accept_json[] = "accept: application/json";
 
 /* A customer's extra headers: one allocation holding the nodes and the lines they point to. */
 struct http_headers {
@@ -276,8 +290,23 @@ static const char *classify(CURLcode c)
 
 /* ---- request objects: a bounded free list ---- */
 
+/* What a form request holds: the secret-bearing buffer wiped, the body freed. */
+static void req_form_clear(http_req *r)
+{
+    if (r->fbuf) {
+        explicit_bzero(r->fbuf, r->fbuf_len);
+        free(r->fbuf);
+    }
+    r->fbuf = NULL;
+    r->fbuf_len = 0;
+    free(r->rbody);
+    r->rbody = NULL;
+    r->rbody_len = r->rbody_max = 0;
+}
+
 static void req_destroy(http_req *r)
 {
+    req_form_clear(r);
     http_headers_release(r->extra);
     if (r->easy)
         curl_easy_cleanup(r->easy); /* frees its blob structs, never reads their data */
@@ -291,6 +320,15 @@ static void req_destroy(http_req *r)
 static void req_put(http_req *r)
 {
     http_sender *s = r->s;
+    if (r->form) {
+        req_form_clear(r);
+        r->form = false;
+        /* Webhooks use the fixed header nodes again; an object that cannot is not reused. */
+        if (curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdr) != CURLE_OK) {
+            req_destroy(r);
+            return;
+        }
+    }
     if (s->closing || s->n_idle >= s->pool_max) {
         req_destroy(r);
         return;
@@ -336,6 +374,10 @@ static void req_finish(http_req *r, http_result *res)
     res->excerpt_len = r->excerpt_len;
     res->retry_after = r->have_retry_after ? r->retry_after : NULL;
     res->duration_ms = (double)(uv_hrtime() - r->start_ns) / 1e6;
+    if (r->form) {
+        res->body = r->rbody ? r->rbody : "";
+        res->body_len = r->rbody_len;
+    }
     if (!res->error)
         res->error = "";
     r->cb(res, r->arg);
@@ -393,7 +435,7 @@ static void req_complete(http_req *r, CURLcode code)
 
     if (code == CURLE_OK) {
         /* a received response, whatever its status */
-    } else if (code == CURLE_WRITE_ERROR && r->truncated && status > 0) {
+    } else if (code == CURLE_WRITE_ERROR && r->truncated && status > 0 && !r->form) {
         /* We stopped reading at max_response_bytes on purpose: the status stands. */
     } else if (!r->proxied && r->refused[0] && r->connects_allowed == 0) {
         /* Every address curl tried was refused by netcheck (curl says COULDNT_CONNECT). A
@@ -720,10 +762,29 @@ static int close_socket_cb(void *clientp, curl_socket_t fd)
     return close(fd);
 }
 
+/* A form request's response body, kept whole up to rbody_max (more: too_large). */
+static size_t form_write(http_req *r, const char *data, size_t n)
+{
+    if (n > r->rbody_max - r->rbody_len) {
+        r->truncated = true;
+        return 0;
+    }
+    if (!r->rbody) {
+        r->rbody = malloc(r->rbody_max);
+        if (!r->rbody)
+            return 0;
+    }
+    memcpy(r->rbody + r->rbody_len, data, n);
+    r->rbody_len += n;
+    return n;
+}
+
 static size_t write_cb(char *data, size_t size, size_t nmemb, void *userp)
 {
     http_req *r = userp;
     size_t n = size * nmemb;
+    if (r->form)
+        return form_write(r, data, n);
     size_t max = r->s->o.max_response_bytes;
     size_t take = n;
     if (n > max - r->received) {
@@ -1080,6 +1141,30 @@ static int build_headers(http_req *r, const http_request *req)
     return 0;
 }
 
+/* Destinations are checked when a connection opens. After the allow-list changed, a
+ * connection opened under the old list must not be reused: for 2 s every request opens
+ * its own, then reuse is limited to connections younger than the change. curl compares
+ * whole seconds of age (floored) with "> max": a connection older than the change, at
+ * t >= since_s seconds after it, has a floored age >= since_s, so since_s - 1 excludes it
+ * (since_s itself would let one opened under a second before the change through). Both
+ * options are set on every request: the easy handle keeps them from its last one. */
+static int reuse_options(http_sender *s, CURL *e)
+{
+    long fresh = 0, max_life = 0;
+    if (s->allow_changed_ns) {
+        uint64_t since_s = (uv_hrtime() - s->allow_changed_ns) / 1000000000u;
+        if (since_s < 2)
+            fresh = 1;
+        else
+            max_life = since_s - 1 < (uint64_t)LONG_MAX ? (long)(since_s - 1) : LONG_MAX;
+    }
+    SETOPT(CURLOPT_FRESH_CONNECT, fresh);
+    SETOPT(CURLOPT_MAXLIFETIME_CONN, max_life);
+    return 0;
+fail:
+    return -EINVAL;
+}
+
 /* The URL's host and port as curl itself reads them (its URL parser), for the check and the
  * CONNECT_TO entry, which curl matches against the same host name and port. */
 static int dest_parse(http_req *r, const char *url)
@@ -1202,6 +1287,56 @@ static void resolved_cb(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
     }
 }
 
+/* Direct, or through `proxy` (NULL or "": direct) with the destination checked and pinned
+ * (see the contract): sets r's proxy options, which a pooled handle keeps from its last
+ * request. Returns 0 or a negative error. */
+static int req_route(http_req *r, const char *url, const char *proxy)
+{
+    bool via_proxy = proxy && *proxy;
+    if (via_proxy) {
+        size_t plen = strlen(proxy);
+        int rc;
+        if (plen >= sizeof r->proxy)
+            return -EINVAL;
+        if ((rc = dest_parse(r, url)) < 0)
+            return rc;
+        memcpy(r->proxy, proxy, plen + 1);
+    }
+    if ((via_proxy || r->proxy_set) && set_proxy_options(r, via_proxy) != 0)
+        return -EINVAL;
+    r->proxied = via_proxy;
+    return 0;
+}
+
+/* Hands r (its options, cb and arg set) to curl, or a proxied one first to the resolver
+ * (resolved_cb). Returns 0 (its callback will run) or a negative error. */
+static int req_start(http_sender *s, http_req *r)
+{
+    r->start_ns = uv_hrtime();
+    if (r->proxied) {
+        /* The brackets of an IPv6 literal are URL syntax, not part of the address. */
+        char host[sizeof r->dest_host];
+        size_t hlen = strlen(r->dest_host);
+        if (r->dest_host[0] == '[' && hlen >= 2) {
+            memcpy(host, r->dest_host + 1, hlen - 2);
+            host[hlen - 2] = '\0';
+        } else {
+            memcpy(host, r->dest_host, hlen + 1);
+        }
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        r->gai.data = r;
+        if (uv_getaddrinfo(s->loop, &r->gai, resolved_cb, host, NULL, &hints) != 0)
+            return -EIO;
+        r->resolving = true;
+        s->open_handles++; /* the sender is freed only after resolved_cb */
+    } else if (curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
+        return -EIO;
+    }
+    pgp_list_push(&s->reqs, &r->link);
+    s->in_flight++;
+    return 0;
+}
+
 int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
 {
     if (!s || !req || !cb || !req->url || !header_safe(req->webhook_id) ||
@@ -1233,34 +1368,11 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
     SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
     r->total_timeout_ms = req->total_timeout_ms;
-    /* Destinations are checked when a connection opens. After the allow-list changed, a
-     * connection opened under the old list must not be reused: for 2 s every request opens
-     * its own, then reuse is limited to connections younger than the change. curl compares
-     * whole seconds of age (floored) with "> max": a connection older than the change, at
-     * t >= since_s seconds after it, has a floored age >= since_s, so since_s - 1 excludes it
-     * (since_s itself would let one opened under a second before the change through). Both
-     * options are set on every request: the easy handle keeps them from its last one. */
-    long fresh = 0, max_life = 0;
-    if (s->allow_changed_ns) {
-        uint64_t since_s = (uv_hrtime() - s->allow_changed_ns) / 1000000000u;
-        if (since_s < 2)
-            fresh = 1;
-        else
-            max_life = since_s - 1 < (uint64_t)LONG_MAX ? (long)(since_s - 1) : LONG_MAX;
-    }
-    SETOPT(CURLOPT_FRESH_CONNECT, fresh);
-    SETOPT(CURLOPT_MAXLIFETIME_CONN, max_life);
-
-    bool via_proxy = req->proxy && *req->proxy;
-    if (via_proxy) {
-        size_t plen = strlen(req->proxy);
-        if (plen >= sizeof r->proxy || (rc = dest_parse(r, req->url)) < 0)
-            goto fail_rc;
-        memcpy(r->proxy, req->proxy, plen + 1);
-    }
-    if ((via_proxy || r->proxy_set) && set_proxy_options(r, via_proxy) != 0)
+    if (reuse_options(s, e) != 0)
         goto fail;
-    r->proxied = via_proxy;
+
+    if ((rc = req_route(r, req->url, req->proxy)) < 0)
+        goto fail_rc;
 
     /* Linked after the fixed nodes (the list curl has from easy_setup), referenced until
      * req_put: no allocation, and a reload of the customer cannot free it under curl. */
@@ -1290,31 +1402,83 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     }
     r->cb = cb;
     r->arg = arg;
-    r->start_ns = uv_hrtime();
-    if (via_proxy) {
-        /* The brackets of an IPv6 literal are URL syntax, not part of the address. */
-        char host[sizeof r->dest_host];
-        size_t hlen = strlen(r->dest_host);
-        if (r->dest_host[0] == '[' && hlen >= 2) {
-            memcpy(host, r->dest_host + 1, hlen - 2);
-            host[hlen - 2] = '\0';
-        } else {
-            memcpy(host, r->dest_host, hlen + 1);
-        }
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-        r->gai.data = r;
-        if (uv_getaddrinfo(s->loop, &r->gai, resolved_cb, host, NULL, &hints) != 0) {
-            rc = -EIO;
-            goto fail_rc;
-        }
-        r->resolving = true;
-        s->open_handles++; /* the sender is freed only after resolved_cb */
-    } else if (curl_multi_add_handle(s->multi, e) != CURLM_OK) {
-        rc = -EIO;
+    if ((rc = req_start(s, r)) < 0)
         goto fail_rc;
+    return 0;
+
+fail:
+    rc = -EINVAL;
+fail_rc:
+    req_put(r);
+    return rc;
+}
+
+/* The value of a form request's Authorization, and its form: no CR, LF or NUL may reach the
+ * wire (the caller built them from checked values; this keeps the sender safe regardless). */
+static bool form_text_safe(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return false;
+    return true;
+}
+
+int http_post_form(http_sender *s, const http_form_request *req, http_done_cb cb, void *arg)
+{
+    if (!s || !req || !cb || !req->url || !req->form || !form_text_safe(req->form) ||
+        (req->authorization && (!*req->authorization || !form_text_safe(req->authorization))) ||
+        req->max_body == 0 || req->max_body > 1024 * 1024 || req->total_timeout_ms <= 0 ||
+        req->connect_timeout_ms < 0)
+        return -EINVAL;
+    if (s->closing)
+        return -ESHUTDOWN;
+    http_req *r = req_get(s);
+    if (!r)
+        return -ENOMEM;
+    CURL *e = r->easy;
+    int rc = -ENOMEM;
+    static const char auth_prefix[] = "authorization: ";
+    size_t form_len = strlen(req->form);
+    size_t auth_len = req->authorization ? strlen(req->authorization) : 0;
+    r->form = true; /* from here on req_put switches the header list back */
+    r->fbuf_len = form_len + 1 + sizeof auth_prefix + auth_len;
+    r->fbuf = malloc(r->fbuf_len);
+    if (!r->fbuf)
+        goto fail_rc;
+    memcpy(r->fbuf, req->form, form_len + 1);
+    r->rbody_max = req->max_body;
+    struct curl_slist *n = r->fnodes;
+    n[0].data = hdr_form_type;
+    n[1].data = hdr_accept_json;
+    n[2].data = hdr_user_agent;
+    n[3].data = hdr_expect;
+    n[3].next = NULL;
+    for (int i = 0; i < 3; i++)
+        n[i].next = &n[i + 1];
+    if (req->authorization) {
+        char *line = r->fbuf + form_len + 1;
+        memcpy(line, auth_prefix, sizeof auth_prefix - 1);
+        memcpy(line + sizeof auth_prefix - 1, req->authorization, auth_len + 1);
+        n[4].data = line;
+        n[4].next = NULL;
+        n[3].next = &n[4];
     }
-    pgp_list_push(&s->reqs, &r->link);
-    s->in_flight++;
+    rc = -EINVAL;
+    SETOPT(CURLOPT_HTTPHEADER, r->fnodes);
+    SETOPT(CURLOPT_URL, req->url);
+    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form_len);
+    SETOPT(CURLOPT_POSTFIELDS, r->fbuf);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
+    SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
+    r->total_timeout_ms = req->total_timeout_ms;
+    if (reuse_options(s, e) != 0)
+        goto fail;
+    if ((rc = req_route(r, req->url, req->proxy)) < 0)
+        goto fail_rc;
+    r->cb = cb;
+    r->arg = arg;
+    if ((rc = req_start(s, r)) < 0)
+        goto fail_rc;
     return 0;
 
 fail:

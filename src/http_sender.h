@@ -35,6 +35,12 @@
  * - The response body is read up to max_response_bytes; the first bytes (excerpt) are kept.
  * - The done callback runs exactly once per accepted request, from the loop, never from inside
  *   http_send(). Secrets and bodies are never logged.
+ * - http_post_form() is the other kind of request, for a customer's OAuth2 token endpoint: a
+ *   POST of an application/x-www-form-urlencoded body with "accept: application/json", the
+ *   user-agent and an optional Authorization, no webhook headers. The same multi, connection
+ *   limits, SSRF check, proxy handling, TLS verification and timeout handling as webhooks; the
+ * response body is kept whole up to its max_body (more fails the request with error_class
+ * "too_large") and handed to the callback as http_result.body.
  */
 #ifndef PGPACE_HTTP_SENDER_H
 #define PGPACE_HTTP_SENDER_H
@@ -110,6 +116,9 @@ typedef struct http_result {
     size_t excerpt_len;
     const char *retry_after; /* Retry-After header value, or NULL */
     double duration_ms;      /* from send to completion */
+    const char *body;        /* http_post_form: the whole response body (not NUL-terminated),
+                                body_len bytes; NULL for webhooks */
+    size_t body_len;
 } http_result;
 
 /* The result and its strings are valid only during the callback. */
@@ -120,6 +129,22 @@ int http_sender_new(uv_loop_t *loop, const http_sender_options *o,
 
 /* Starts a request. Returns 0 (cb will run once) or a negative error (cb will not run). */
 int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg) PGP_MUST_CHECK;
+
+/* A form POST (see the contract). The form and authorization are copied (and wiped when the
+ * request ends: they hold the client secret); neither may hold a CR or LF. */
+typedef struct http_form_request {
+    const char *url;
+    const char *form;          /* the urlencoded body */
+    const char *authorization; /* the Authorization value ("Basic ..."), or NULL */
+    const char *proxy;         /* as http_request.proxy: NULL or "" direct */
+    long connect_timeout_ms;
+    long total_timeout_ms;
+    size_t max_body; /* response body bytes kept at most (1..1 MiB) */
+} http_form_request;
+
+/* Starts a form request. Returns 0 (cb will run once, from the loop) or a negative error. */
+int http_post_form(http_sender *s, const http_form_request *req, http_done_cb cb,
+                   void *arg) PGP_MUST_CHECK;
 
 size_t http_sender_in_flight(const http_sender *s);
 

@@ -31,6 +31,7 @@ typedef struct obs {
     int throttled;         /* counter {customer}: answers that throttled (429, 503) */
     int events;            /* counter {kind}: operator events handled (health.c) */
     int expired;           /* counter {customer}: items dead-lettered past their deadline */
+    int oauth_requests;    /* counter {customer, result}: OAuth2 token requests */
     int leader;            /* gauge */
     int reconnects;        /* counter */
     int in_flight;         /* gauge: deliveries outstanding in this instance */

@@ -295,8 +295,13 @@ BEGIN
     IF customer_set_auth.scheme IS NULL THEN
         RETURN;
     END IF;
+    IF customer_set_auth.scheme = 'oauth2' THEN
+        RAISE EXCEPTION 'auth: oauth2 takes a token URL and client credentials'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'set it with pgpace.customer_set_oauth2 (customer set --auth oauth2)';
+    END IF;
     IF customer_set_auth.scheme NOT IN ('basic', 'bearer', 'none') THEN
-        RAISE EXCEPTION 'auth: expected basic, bearer or none, got %',
+        RAISE EXCEPTION 'auth: expected basic, bearer, oauth2 or none, got %',
                         quote_literal(left(customer_set_auth.scheme, 16))
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -335,6 +340,8 @@ BEGIN
         auth_scheme = nullif(customer_set_auth.scheme, 'none'),
         auth_username = CASE WHEN customer_set_auth.scheme = 'basic' THEN customer_set_auth.username END,
         auth_secret = CASE WHEN customer_set_auth.scheme <> 'none' THEN customer_set_auth.secret END,
+        oauth_token_url = NULL,
+        oauth_scope = NULL,
         updated_at = now()
      WHERE c.name = customer_set_auth.name;
     IF NOT FOUND THEN
@@ -415,6 +422,75 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION pgpace.customer_set_client_cert(text, text, text) FROM PUBLIC;
+
+-- Sets OAuth2 client credentials (RFC 6749 section 4.4) as the customer's receiver
+-- authentication: the dispatcher POSTs grant_type=client_credentials (and the scope, if any) to
+-- token_url with the client id and secret as HTTP Basic (RFC 6749 2.3.1) and sends the access
+-- token it gets as "Authorization: Bearer TOKEN". token_url NULL leaves the authentication as
+-- it is (the other arguments must be NULL then); 'none' and the other schemes are set by
+-- customer_set_auth, which clears these. Each value is refused with SQLSTATE 22023 naming its
+-- field (auth.token_url, auth.client_id, auth.client_secret, auth.scope), the credentials never
+-- quoted: the URL http or https, at most 2048 characters, no whitespace or control character,
+-- no userinfo; the client id 1 to 256 bytes and the secret 1 to 1024 bytes, neither with a
+-- control character; the scope NULL or space-separated scope-tokens (RFC 6749 3.3), at most
+-- 1024 characters. An unknown customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_oauth2(name text, token_url text, client_id text,
+                                                      client_secret text, scope text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF customer_set_oauth2.token_url IS NULL THEN
+        IF customer_set_oauth2.client_id IS NOT NULL OR customer_set_oauth2.client_secret IS NOT NULL
+           OR customer_set_oauth2.scope IS NOT NULL THEN
+            RAISE EXCEPTION 'auth.token_url: required with OAuth2 client credentials'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RETURN;
+    END IF;
+    IF length(customer_set_oauth2.token_url) > 2048
+       OR customer_set_oauth2.token_url !~* '^https?://[^\s/?#@]+(:[0-9]{1,5})?([/?#][^\s]*)?$'
+       OR customer_set_oauth2.token_url ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'auth.token_url: expected an http:// or https:// URL of at most 2048 characters without whitespace, control characters or user info'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF customer_set_oauth2.client_id IS NULL OR customer_set_oauth2.client_id = ''
+       OR octet_length(customer_set_oauth2.client_id) > 256
+       OR customer_set_oauth2.client_id ~ '[[:cntrl:]]'
+       OR strpos(customer_set_oauth2.client_id, chr(127)) > 0 THEN
+        RAISE EXCEPTION 'auth.client_id: expected 1 to 256 bytes without a control character'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF customer_set_oauth2.client_secret IS NULL OR customer_set_oauth2.client_secret = ''
+       OR octet_length(customer_set_oauth2.client_secret) > 1024
+       OR customer_set_oauth2.client_secret ~ '[[:cntrl:]]'
+       OR strpos(customer_set_oauth2.client_secret, chr(127)) > 0 THEN
+        RAISE EXCEPTION 'auth.client_secret: expected 1 to 1024 bytes without a control character'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF customer_set_oauth2.scope IS NOT NULL
+       AND (length(customer_set_oauth2.scope) > 1024
+            OR customer_set_oauth2.scope !~ '^[!#-\[\]-~]+( [!#-\[\]-~]+)*$') THEN
+        RAISE EXCEPTION 'auth.scope: expected scope tokens of printable ASCII (no quote or backslash) separated by single spaces, at most 1024 characters'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE pgpace.customer c SET
+        auth_scheme = 'oauth2',
+        auth_username = customer_set_oauth2.client_id,
+        auth_secret = customer_set_oauth2.client_secret,
+        oauth_token_url = customer_set_oauth2.token_url,
+        oauth_scope = customer_set_oauth2.scope,
+        updated_at = now()
+     WHERE c.name = customer_set_oauth2.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_oauth2.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
 
 -- Sets the customer's egress proxy: NULL or 'default' (the configured [delivery] proxy, with
 -- its no_proxy list), 'direct' (never through a proxy), or the customer's own proxy
@@ -527,6 +603,7 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.customer_set_max_age(text, interval),
     pgpace.customer_set_headers(text, text[]),
     pgpace.customer_set_auth(text, text, text, text),
+    pgpace.customer_set_oauth2(text, text, text, text, text),
     pgpace.customer_set_proxy(text, text),
     pgpace.customer_delete(text, boolean)
     FROM PUBLIC;

@@ -13,8 +13,10 @@ SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
        cardinality(c.signing_secrets) AS secrets, array_to_string(c.signing_secrets, ' ') AS secret_list,
        array_to_string(c.extra_headers, E'\n') AS headers,
        coalesce(c.auth_scheme, 'none') AS auth,
-       CASE c.auth_scheme WHEN 'basic' THEN c.auth_username || ':' || c.auth_secret
-                          ELSE c.auth_secret END AS auth_credentials,
+       CASE WHEN c.auth_scheme IN ('basic', 'oauth2') THEN c.auth_username || ':' || c.auth_secret
+            ELSE c.auth_secret END AS auth_credentials,
+       coalesce(c.oauth_token_url, '-') AS oauth_token_url,
+       coalesce(c.oauth_scope, '-') AS oauth_scope,
        coalesce(c.proxy, 'default') AS proxy,
        c.client_cert, c.client_key,
        c.created_at, c.updated_at

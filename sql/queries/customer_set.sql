@@ -2,7 +2,9 @@
 -- the throttle overrides ($13-$15) and max_age ($16, an interval; 0 removes it); for each of
 -- those NULL keeps the value, 0 resets it to the configured default. Then the extra headers
 -- ($17, "Name: value" lines replacing the set; '{}' clears, NULL keeps) and the receiver
--- authentication ($18 basic|bearer|none, $19 username, $20 password or token; NULL keeps).
+-- authentication ($18 basic|bearer|none, $19 username, $20 password or token; NULL keeps), or
+-- OAuth2 client credentials ($21 token URL, $22 client id, $23 client secret, $24 scope; $21
+-- NULL keeps).
 WITH s AS (
     SELECT pgpace.customer_set($1, $2, $3::float8, $4::integer, $5, $6::text[], $7::integer,
                                $8::integer, $9::boolean, coalesce($10::boolean, false)) AS created
@@ -11,5 +13,6 @@ SELECT s.created, pgpace.customer_set_timeouts($1, $11::integer, $12::integer),
        pgpace.customer_set_throttle($1, $13::float8, $14::float8, $15::float8),
        pgpace.customer_set_max_age($1, $16::interval),
        pgpace.customer_set_headers($1, $17::text[]),
-       pgpace.customer_set_auth($1, $18, $19, $20)
+       pgpace.customer_set_auth($1, $18, $19, $20),
+       pgpace.customer_set_oauth2($1, $21, $22, $23, $24)
   FROM s

@@ -4,14 +4,17 @@
 -- throttle settings are 0 where the customer has none: the configured default applies.
 -- `headers` are the extra header lines to send, the Authorization one included, separated by
 -- LF ('' when none): no line holds a CR or LF (the table's constraints). base64 from encode()
--- breaks lines every 76 characters; translate() joins them. `client_cert` and `client_key` are
--- the PEM certificate (chain) and key for mutual TLS, NULL when none; secrets too.
+-- breaks lines every 76 characters; translate() joins them. OAuth2 (auth 'oauth2') adds no line
+-- here: the dispatcher fetches the token (src/dispatch/oauth.c) from the oauth_* columns, which
+-- are NULL for the other schemes; the client secret is a secret like the headers.
+-- `client_cert` and `client_key` are the PEM certificate (chain) and key for mutual TLS, NULL
+-- when none; secrets too.
 -- @params: customer_id
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
--- @columns: failing_since_us headers client_cert client_key
--- @columns: proxy
+-- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
+-- @columns: oauth_scope client_cert client_key proxy
 SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
@@ -33,6 +36,10 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
                                                        'base64'), E'\n', '')]
            WHEN 'bearer' THEN ARRAY['Authorization: Bearer ' || c.auth_secret]
            ELSE '{}'::text[] END, E'\n') AS headers,
+       c.oauth_token_url,
+       CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_username END AS oauth_client_id,
+       CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_secret END AS oauth_client_secret,
+       c.oauth_scope,
        c.client_cert, c.client_key,
        c.proxy
   FROM pgpace.customer c

@@ -11,6 +11,13 @@
  * breaker and the scheduler; one never sent is given back (OUTCOME_RELEASE) without a trace in
  * the attempt log or the delivery metrics.
  *
+ * OAuth2 customers (oauth.c): right before its request a delivery takes its customer's access
+ * token, or waits (still on the wire for the counts) for the one token request in flight; a
+ * failed token request fails the attempt with its class (oauth_http, oauth_response,
+ * oauth_transport, ssrf), retried as usual. A 401 from the receiver drops the token it was sent
+ * with and sends the delivery again at once with a fresh one, once per attempt: the attempt
+ * log records only the second answer.
+ *
  * Deadlines: an item may wait after its claim (for its slot, in a window, or for a retry), so
  * its deadline is checked right before its request would start: past it, no request is made and
  * the item is finalised as OUTCOME_EXPIRED (dead-lettered, the attempt given back). A failed
@@ -297,11 +304,27 @@ static void count_outcome(dispatcher *d, const customer *c, const http_result *r
         metrics_counter_add(d->obs.m, d->obs.dead_letters, labels, 1);
 }
 
+static void transmit(dispatcher *d, delivery *dl);
+
 static void on_delivery_done(const http_result *r, void *arg)
 {
     delivery *dl = arg;
     dispatcher *d = dl->d;
     customer *c = customer_get(d, dl->customer_id);
+
+    /* The receiver refused the OAuth2 token: drop it (unless a newer one replaced it already)
+     * and send again with a fresh one, once. The second answer is the attempt's. */
+    if (!r->error_class && r->status == 401 && c && c->oauth && !dl->oauth_retried && d->http &&
+        d->stop < STOP_ABORTING) {
+        dl->oauth_retried = true;
+        /* (A token of credentials replaced meanwhile is gone already: the new set's is fresh.) */
+        if (dl->oauth_set == c->oauth)
+            oauth_invalidate(c->oauth, dl->oauth_gen);
+        LOG_DEBUG("oauth_token_refused", LOG_I("item", dl->item_id), LOG_S("customer", c->name),
+                  LOG_S("action", "sent again with a fresh token"));
+        transmit(d, dl);
+        return;
+    }
 
     outcome_policy policy = outcome_policy_from(&d->cfg);
     outcome_decision v;
@@ -447,6 +470,12 @@ void delivery_send(dispatcher *d, delivery *dl)
         if (c->burst == 1 && dl->started_us + c->period_us > c->tat)
             c->tat = dl->started_us + c->period_us;
     }
+    transmit(d, dl);
+}
+
+/* The request, with the customer's extra headers (and its OAuth2 token, `headers` then). */
+static void request(dispatcher *d, delivery *dl, customer *c, http_headers *headers)
+{
     bool can_send = c && d->http && d->stop < STOP_ABORTING;
     /* A receiver that requires the customer's certificate would refuse the request without it
      * (or one past its dates) anyway; failing it here says why, and is retried and
@@ -472,7 +501,7 @@ void delivery_send(dispatcher *d, delivery *dl)
             .secrets = (const char *const *)c->secrets,
             .keys = (const secret_key *const *)c->keys,
             .n_secrets = c->n_secrets,
-            .headers = c->headers,
+            .headers = headers,
             .proxy = egress_proxy(d, c->proxy, c->url),
             .client_cert = c->client_cert,
             .connect_timeout_ms =
@@ -486,6 +515,57 @@ void delivery_send(dispatcher *d, delivery *dl)
                               .error = can_send ? "could not start the request"
                                                 : "not sent (customer deleted or shutting down)"};
         on_delivery_done(&failed, dl);
+    }
+}
+
+/* The customer's token request ended: sent with the token, or failed with its class. A token
+ * from a set the customer no longer has (its credentials changed meanwhile) is not used: the
+ * delivery takes the current set's. */
+static void on_token(oauth_waiter *w, http_headers *headers, uint64_t gen,
+                     const http_result *failure)
+{
+    delivery *dl = pgp_list_entry(w, delivery, oauth_wait);
+    dispatcher *d = dl->d;
+    if (failure) {
+        on_delivery_done(failure, dl);
+        return;
+    }
+    customer *c = customer_get(d, dl->customer_id);
+    if (c && c->oauth && c->oauth != dl->oauth_set) {
+        transmit(d, dl);
+        return;
+    }
+    dl->oauth_gen = gen;
+    request(d, dl, c, headers);
+}
+
+/* Sends the delivery's request; an OAuth2 customer's takes its token first (see the top). */
+static void transmit(dispatcher *d, delivery *dl)
+{
+    customer *c = customer_get(d, dl->customer_id);
+    if (!c || !c->oauth || !d->http || d->stop >= STOP_ABORTING) {
+        request(d, dl, c, c ? c->headers : NULL);
+        return;
+    }
+    d->oauth =
+        (oauth_env){.http = d->http, .m = d->obs.m, .requests_metric = d->obs.oauth_requests};
+    http_headers *headers = NULL;
+    http_result failure;
+    dl->oauth_set = c->oauth;
+    dl->oauth_wait.cb = on_token;
+    switch (oauth_acquire(
+        c->oauth, &d->oauth, egress_proxy(d, c->proxy, oauth_cred_token_url(c->oauth)),
+        c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
+        c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms,
+        &dl->oauth_wait, &headers, &dl->oauth_gen, &failure)) {
+    case OAUTH_READY:
+        request(d, dl, c, headers);
+        break;
+    case OAUTH_WAITING:
+        break; /* on_token */
+    case OAUTH_FAILED:
+        on_delivery_done(&failure, dl);
+        break;
     }
 }
 

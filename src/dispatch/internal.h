@@ -13,6 +13,7 @@
  * - throttle.c     throttles applied to customers: their pace, gauge, logs and frontier record.
  * - delivery.c     deliveries in flight: start, the timer of spaced sends waiting for their
  *                  GCRA slot, HTTP completion, giving back what was never sent.
+ * - oauth.c        OAuth2 client credentials: customers' access tokens, fetched and cached.
  * - window.c       the claim-ahead window: work-queue items claimed beyond a host's free
  *                  connections, sent fairly as connections free, given back when too old.
  * - finalize.c     outcomes waiting to be written, and the batched finalisation statement.
@@ -43,6 +44,7 @@
 #include "proxy.h"
 #include "list.h"
 #include "netcheck.h"
+#include "oauth.h"
 #include "obs.h"
 #include "pgconn.h"
 #include "prng.h"
@@ -202,6 +204,7 @@ typedef struct customer {
      * own references (http_sender.h), so a reload just releases this one. NULL = none. */
     http_headers *headers;
     bool headers_invalid; /* they did not parse: the customer is held (logged, no values) */
+    oauth_cred *oauth;    /* OAuth2 client credentials and their token (oauth.h), or NULL */
     char *proxy;          /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
     bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
     /* Mutual TLS: the certificate and key, built once per (re)load and referenced by requests
@@ -338,6 +341,12 @@ typedef struct delivery {
     bool host_counted; /* sent, so counted in host->in_flight */
     bool host_booked;  /* waiting for its slot, so counted in host->booked */
     bool spaced;       /* sent for a spaced customer: counted in host->spaced_in_flight */
+    /* OAuth2 (oauth.h): waiting for its customer's token, the token generation it was sent
+     * with, and whether it was already sent again after a 401 (once per attempt). */
+    oauth_waiter oauth_wait;
+    const oauth_cred *oauth_set; /* the set its token came from (compared, never used) */
+    uint64_t oauth_gen;
+    bool oauth_retried;
 } delivery;
 
 /* ---- finalize.c ---------------------------------------------------------------------------- */
@@ -451,7 +460,10 @@ typedef struct customer_row {
     int64_t id;
     const char *name, *mode, *url, *secrets;
     const char *headers; /* extra header lines, LF-separated ("" = none); secrets */
-    const char *proxy;   /* NULL: [delivery] proxy; "direct"; or the customer's proxy URL */
+    /* OAuth2 client credentials (auth 'oauth2'); token_url NULL for the other schemes. The
+     * secret is a secret. */
+    const char *oauth_token_url, *oauth_client_id, *oauth_client_secret, *oauth_scope;
+    const char *proxy; /* NULL: [delivery] proxy; "direct"; or the customer's proxy URL */
     const char *client_cert, *client_key; /* PEM, both NULL when none; secrets */
     double rate;
     int burst, max_in_flight, connect_timeout_ms, request_timeout_ms;
@@ -640,6 +652,8 @@ struct dispatcher {
     bool events_again;                /* fetch again when that is done */
     int64_t events_seen[EVENTS_SEEN]; /* ids already logged and counted (a ring) */
     size_t events_seen_at;
+
+    oauth_env oauth; /* what token requests use (oauth.c keeps a pointer while one is out) */
 
     long long claimed, stale_recoveries, lost_ownership;
     uint64_t rounds; /* claim rounds built: rotates the division's ties */

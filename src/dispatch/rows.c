@@ -146,6 +146,12 @@ void claim_row_parse(const PGresult *res, int r, claim_row *out)
         out->tracestate = PQgetvalue(res, r, SQL_RUN_CLAIM_C_TRACESTATE);
 }
 
+/* A text column, NULL when SQL NULL. */
+static const char *row_text_or_null(const PGresult *res, int r, int col)
+{
+    return PQgetisnull(res, r, col) ? NULL : PQgetvalue(res, r, col);
+}
+
 void customer_row_parse(const PGresult *res, int r, customer_row *out)
 {
     *out = (customer_row){
@@ -155,6 +161,10 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .url = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_WEBHOOK_URL),
         .secrets = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_SECRETS),
         .headers = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_HEADERS),
+        .oauth_token_url = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_TOKEN_URL),
+        .oauth_client_id = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_CLIENT_ID),
+        .oauth_client_secret = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_CLIENT_SECRET),
+        .oauth_scope = row_text_or_null(res, r, SQL_RUN_CUSTOMERS_C_OAUTH_SCOPE),
         .proxy = row_null(res, r, SQL_RUN_CUSTOMERS_C_PROXY)
                      ? NULL
                      : PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_PROXY),

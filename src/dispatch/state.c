@@ -34,6 +34,7 @@ void customer_free(customer *c)
     for (size_t i = 0; i < c->n_secrets; i++)
         secret_key_free(c->keys[i]);
     http_headers_release(c->headers);
+    oauth_cred_release(c->oauth);
     free(c->proxy);
     client_cert_release(c->client_cert);
     free(c->client_cert_error);
@@ -128,6 +129,18 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
      * that hold it. */
     http_headers *headers = NULL;
     int hrc = http_headers_new(row->headers, &headers);
+    /* OAuth2: the set (and its token) is kept while the credentials stay the same; any change
+     * makes a new one, so the next delivery fetches a token with the new credentials. */
+    oauth_cred *oauth = NULL;
+    bool keep_oauth = row->oauth_token_url &&
+                      oauth_cred_matches(c->oauth, row->oauth_token_url, row->oauth_client_id,
+                                         row->oauth_client_secret, row->oauth_scope);
+    int orc = 0;
+    if (keep_oauth)
+        orc = oauth_cred_update(c->oauth, row->name, row->headers);
+    else if (row->oauth_token_url)
+        orc = oauth_cred_new(row->name, row->oauth_token_url, row->oauth_client_id,
+                             row->oauth_client_secret, row->oauth_scope, row->headers, &oauth);
     /* The certificate likewise: parsed and matched with its key once per load, never per
      * request. What is wrong with it is kept (no secret in it) to fail its deliveries with. */
     client_cert *cert = NULL;
@@ -140,13 +153,14 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
             cert_error = strdup(cerr.msg);
     }
     if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM || crc == -ENOMEM ||
-        (crc == -EINVAL && !cert_error) ||
+        orc == -ENOMEM || (crc == -EINVAL && !cert_error) ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
         free(name);
         free(url);
         free(secrets);
         free(proxy);
         http_headers_release(headers);
+        oauth_cred_release(oauth);
         client_cert_release(cert);
         free(cert_error);
         if (fresh)
@@ -169,6 +183,12 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     /* The table's constraints and pgpace.customer_set_headers refuse what would not parse;
      * should a row get past them, its webhooks are held rather than sent without the headers
      * (its Authorization) the receiver expects. The values are secrets: only the name is said. */
+    if (!keep_oauth) {
+        oauth_cred_release(c->oauth);
+        c->oauth = oauth;
+    }
+    /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
+     * headers that do not parse: never sent without the authentication the receiver expects. */
     client_cert_release(c->client_cert);
     c->client_cert = cert;
     free(c->client_cert_error);
@@ -179,7 +199,9 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
                   LOG_S("error", cert_error),
                   LOG_S("action", "its deliveries fail (error_class client_cert) until it is "
                                   "set again"));
-    c->headers_invalid = hrc != 0;
+    /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
+     * headers that do not parse: never sent without the authentication the receiver expects. */
+    c->headers_invalid = hrc != 0 || orc != 0;
     if (c->headers_invalid)
         LOG_ERROR("customer_headers_invalid", LOG_S("customer", row->name),
                   LOG_S("action", "held until its headers are set again"));

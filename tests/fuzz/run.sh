@@ -6,6 +6,7 @@
 #
 #   SECONDS_PER_TARGET   default 20 (CI uses 15)
 #   TARGET...            a subset: config validate netcheck retry_after secret receiver admin_http
+#                        oauth_token
 #   --update-corpus      afterwards, merge inputs that add coverage into tests/fuzz/corpus/<target>/
 #                        (libFuzzer -merge=1: only new-coverage files are added, seeds are kept)
 #   --build-only         build, print the directory of the binaries, run nothing
@@ -23,7 +24,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 fuzzdir="$root/tests/fuzz"
-all_targets=(config validate netcheck retry_after secret receiver admin_http)
+all_targets=(config validate netcheck retry_after secret receiver admin_http oauth_token)
 
 seconds=20
 update=0
@@ -56,7 +57,7 @@ fuzzer_works() {
 }
 if ! fuzzer_works; then
     # Debian 12: clang-14 with libFuzzer in libclang-rt-14-dev; the libraries the targets link.
-    pkgs=(clang libclang-rt-14-dev libinih-dev libssl-dev libuv1-dev)
+    pkgs=(clang libclang-rt-14-dev libinih-dev libssl-dev libuv1-dev libjansson-dev)
     if [ "${SKIP_INSTALL:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "fuzz: installing ${pkgs[*]}"
         export DEBIAN_FRONTEND=noninteractive
@@ -110,6 +111,7 @@ sources_of() {
         netcheck)    echo "src/netcheck.c src/common.c" ;;
         retry_after) echo "src/backoff.c src/common.c" ;;
         secret)      echo "src/secret.c src/common.c" ;;
+        oauth_token) echo "src/dispatch/oauth_token.c src/common.c" ;;
         receiver)    echo "" ;; # includes tests/lib/receiver.c itself
         admin_http)  echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/prng.c src/backoff.c $gen/sql_embed.c" ;;
     esac
@@ -118,6 +120,7 @@ libs_of() {
     case "$1" in
         config)   echo "-linih -lcrypto -lpthread" ;;
         secret)   echo "-lcrypto" ;;
+        oauth_token) echo "-ljansson" ;;
         receiver) echo "-luv -lpthread" ;;
         admin_http) echo "-I/usr/include/postgresql -I$root/$gen -lhttp_parser -luv -lpq -lcrypto -lpthread" ;;
         *)        echo "" ;;

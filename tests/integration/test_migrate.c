@@ -395,8 +395,8 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 40); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
-                                        (mtls), customer_set_proxy */
+    assert_int_equal(functions, 41); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+                                        (mtls), customer_set_proxy, customer_set_oauth2 */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -1086,7 +1086,9 @@ static void upgrade_to_throttle_keeps_rows(void **state)
     static const char *const snapshots[] = {
         "SELECT md5(string_agg((to_jsonb(c) - '{throttle_decrease,throttle_increase,"
         "throttle_floor,disabled_at,disabled_reason,max_age,extra_headers,auth_scheme,"
-        "auth_username,auth_secret,client_cert,client_key,proxy}'::text[])::text, ',' ORDER BY "
+        "auth_username,auth_secret,client_cert,client_key,oauth_token_url,oauth_scope,proxy}'::"
+        "text[])"
+        "::text, ',' ORDER BY "
         "c.id)) FROM pgpace.customer c",
         "SELECT md5(string_agg((to_jsonb(f) - 'effective_rate')::text, ',' ORDER BY "
         "f.customer_id)) FROM pgpace.frontier f",

@@ -58,6 +58,7 @@ typedef struct rule {
     int remaining;    /* requests left; 0 = forever */
     int every;        /* take each every-th request that reaches the rule (<= 1: all) */
     uint64_t reached; /* matching requests that reached the rule (for every) */
+    char *require_authorization, *require_body; /* or NULL */
 } rule;
 
 typedef struct throttle {
@@ -817,6 +818,53 @@ static int throttle_check(receiver *r, const char *path, bool head, bool close, 
     return t->status;
 }
 
+/* How many times header `name` is in a parsed head (see receiver_header); the first value is
+ * copied to buf. */
+static int head_header(const char *head, const char *name, char *buf, size_t len)
+{
+    int found = 0;
+    size_t nlen = strlen(name);
+    /* The head was parsed already (parse_head): CRLF or LF lines, the request line first,
+     * "Name: value" lines after it, no folding. */
+    const char *p = head ? strchr(head, '\n') : NULL;
+    while (p && *++p && *p != '\r' && *p != '\n') {
+        const char *end = strchr(p, '\n');
+        if (!end)
+            break;
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (colon && (size_t)(colon - p) == nlen && strncasecmp(p, name, nlen) == 0) {
+            if (found == 0 && len) {
+                const char *v = colon + 1, *ve = end;
+                while (v < ve && (*v == ' ' || *v == '\t'))
+                    v++;
+                while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                    ve--;
+                size_t n = (size_t)(ve - v) < len - 1 ? (size_t)(ve - v) : len - 1;
+                memcpy(buf, v, n);
+                buf[n] = '\0';
+            }
+            found++;
+        }
+        p = end;
+    }
+    return found;
+}
+
+/* A rule's requirements on the request (require_authorization, require_body): the status to
+ * answer instead of the rule's (401, 400), or 0 when they hold. */
+static int rule_refuses(const rule *m, const receiver_request *rq)
+{
+    if (m->require_authorization) {
+        char got[8192];
+        if (head_header(rq->head, "authorization", got, sizeof got) != 1 ||
+            strcmp(got, m->require_authorization) != 0)
+            return 401;
+    }
+    if (m->require_body && (!rq->body || strcmp(rq->body, m->require_body) != 0))
+        return 400;
+    return 0;
+}
+
 /* Records a complete request and carries out the matching rule. Takes rq->body. */
 static void handle_request(conn *c, receiver_request *rq, const request_head *h)
 {
@@ -851,7 +899,16 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
     } else {
         action = m->action;
         delay_ms = m->delay_ms;
-        if (action == RECV_RESPOND) {
+        /* rq's head and body belong to the record now (freed if it could not be made). */
+        int refused =
+            action == RECV_RESPOND && rec != SIZE_MAX ? rule_refuses(m, &r->reqs[rec]) : 0;
+        if (refused) {
+            resp = build_response(refused,
+                                  refused == 401 ? "{\"error\":\"invalid_client\"}"
+                                                 : "{\"error\":\"invalid_request\"}",
+                                  NULL, h->head_method, close, &len);
+            status = refused;
+        } else if (action == RECV_RESPOND) {
             resp = build_response(m->status, m->body, m->retry_after, h->head_method, close, &len);
             status = effective_status(m->status);
         } else if (action == RECV_TRICKLE_HUGE) {
@@ -861,6 +918,8 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
             free(m->prefix);
             free(m->body);
             free(m->retry_after);
+            free(m->require_authorization);
+            free(m->require_body);
             size_t i = (size_t)(m - r->rules);
             memmove(m, m + 1, (r->nrules - i - 1) * sizeof *m);
             r->nrules--;
@@ -1191,6 +1250,8 @@ static void free_rule(rule *ru)
     free(ru->prefix);
     free(ru->body);
     free(ru->retry_after);
+    free(ru->require_authorization);
+    free(ru->require_body);
 }
 
 static void free_throttle(throttle *t)
@@ -1249,8 +1310,12 @@ void receiver_on(receiver *r, const receiver_rule *in)
         .delay_ms = in->delay_ms,
         .remaining = in->times > 0 ? in->times : 0,
         .every = in->every,
+        .require_authorization = dup_or_null(in->require_authorization),
+        .require_body = dup_or_null(in->require_body),
     };
-    if (!ru.prefix || (in->body && !ru.body) || (in->retry_after && !ru.retry_after)) {
+    if (!ru.prefix || (in->body && !ru.body) || (in->retry_after && !ru.retry_after) ||
+        (in->require_authorization && !ru.require_authorization) ||
+        (in->require_body && !ru.require_body)) {
         fprintf(stderr, "receiver: out of memory adding a rule\n");
         abort();
     }
@@ -1495,38 +1560,10 @@ size_t receiver_accepted(receiver *r)
 
 int receiver_header(receiver *r, size_t i, const char *name, char *buf, size_t len)
 {
-    int found = -1;
-    size_t nlen = strlen(name);
+    int found = 0;
     pthread_mutex_lock(&r->mu);
-    if (i < r->nreqs && r->reqs[i].head) {
-        /* The head was parsed already (parse_head): CRLF or LF lines, the request line first,
-         * "Name: value" lines after it, no folding. */
-        const char *p = strchr(r->reqs[i].head, '\n');
-        while (p && *++p && *p != '\r' && *p != '\n') {
-            const char *end = strchr(p, '\n');
-            if (!end)
-                break;
-            const char *colon = memchr(p, ':', (size_t)(end - p));
-            if (found < 0 && colon && (size_t)(colon - p) == nlen &&
-                strncasecmp(p, name, nlen) == 0) {
-                const char *v = colon + 1, *ve = end;
-                while (v < ve && (*v == ' ' || *v == '\t'))
-                    v++;
-                while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
-                    ve--;
-                found = 1;
-                if (len) {
-                    size_t n = (size_t)(ve - v) < len - 1 ? (size_t)(ve - v) : len - 1;
-                    memcpy(buf, v, n);
-                    buf[n] = '\0';
-                }
-            } else if (found > 0 && colon && (size_t)(colon - p) == nlen &&
-                       strncasecmp(p, name, nlen) == 0) {
-                found++;
-            }
-            p = end;
-        }
-    }
+    if (i < r->nreqs)
+        found = head_header(r->reqs[i].head, name, buf, len);
     pthread_mutex_unlock(&r->mu);
-    return found < 0 ? 0 : found;
+    return found;
 }

@@ -54,6 +54,12 @@ typedef struct receiver_rule {
     int delay_ms;            /* RECV_RESPOND: wait before answering */
     int times;               /* take this many requests, then the rule expires; 0 = forever */
     int every; /* <= 1: take every matching request; N > 1: each N-th that reaches the rule */
+    /* RECV_RESPOND, to play an OAuth2 token endpoint and a receiver checking its token: when
+     * set, a request the rule takes whose Authorization header is not exactly this value is
+     * answered 401 (body {"error":"invalid_client"}), one whose body is not exactly
+     * require_body 400 ({"error":"invalid_request"}); its `times` is used up all the same. */
+    const char *require_authorization; /* copied */
+    const char *require_body;          /* copied */
 } receiver_rule;
 
 typedef struct receiver_request {

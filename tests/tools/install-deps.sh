@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config
       libpq-dev libuv1-dev libcurl4-openssl-dev libssl-dev libinih-dev libcmocka-dev
-      libhttp-parser-dev postgresql-15 postgresql-client-15 ca-certificates
+      libhttp-parser-dev libjansson-dev postgresql-15 postgresql-client-15 ca-certificates
       prometheus clang libclang-rt-14-dev  # promtool checks /metrics; clang: libFuzzer
       openssl)  # the command line verifies Ed25519 (v1a) signatures in dispatch_ed25519
 missing=()
