@@ -256,11 +256,22 @@ static int read_pem_file(cli_ctx *ctx, const char *flag, const char *path, char 
     bool failed = ferror(f);
     int e = errno;
     fclose(f);
+    /* The characters pgpace.customer_set_client_cert refuses (any control character but tab
+     * and line breaks), checked here so that such a file is a usage error naming it. */
+    bool control = false;
+    for (size_t i = 0; i < n && !control; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        control = (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+    }
     const char *why = failed                         ? strerror(e)
                       : n > CLIENT_CERT_MAX_BYTES    ? "larger than 65536 bytes"
                       : n == 0                       ? "empty"
                       : memchr(buf, '\0', n) != NULL ? "contains a NUL byte (not a PEM text)"
-                                                     : NULL;
+                      : control ? "contains a control character (PEM is printable text)"
+                      : strcmp(flag, "--client-cert") == 0 && memmem(buf, n, "PRIVATE KEY", 11)
+                          ? "holds a private key: give the certificate (and its chain) only, "
+                            "the key with --client-key"
+                          : NULL;
     if (why) {
         OPENSSL_cleanse(buf, n);
         free(buf);

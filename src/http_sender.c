@@ -967,8 +967,12 @@ static int easy_setup(http_req *r)
     SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
     /* Every connection of the sender trusts the same anchors, so this is no reason for curl
      * to keep connections apart. */
-    if (r->s->ca_file)
+    if (r->s->ca_file) {
         SETOPT(CURLOPT_CAINFO, r->s->ca_file);
+        /* Instead of the system's anchors, all of them: Debian's libcurl also searches a
+         * compiled-in CA directory (/etc/ssl/certs) unless CAPATH is unset. */
+        SETOPT(CURLOPT_CAPATH, (const char *)NULL);
+    }
     /* Client certificates come as PEM blobs (http_send); the types stay set. */
     SETOPT(CURLOPT_SSLCERTTYPE, "PEM");
     SETOPT(CURLOPT_SSLKEYTYPE, "PEM");

@@ -390,6 +390,12 @@ BEGIN
             RAISE EXCEPTION 'client_cert: contains a control character (PEM is printable text)'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        -- A combined key-and-certificate file would store a copy of the key outside the one
+        -- secret column the dispatcher wipes after use.
+        IF strpos(customer_set_client_cert.cert_pem, 'PRIVATE KEY') > 0 THEN
+            RAISE EXCEPTION 'client_cert: holds a private key: give the certificate (and its chain) only, the key as client_key'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
         IF octet_length(customer_set_client_cert.key_pem) > 65536 THEN
             RAISE EXCEPTION 'client_key: longer than 65536 bytes'
                 USING ERRCODE = 'invalid_parameter_value';

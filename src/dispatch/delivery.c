@@ -374,10 +374,13 @@ static void on_delivery_done(const http_result *r, void *arg)
         else if (v.receiver_failed)
             breaker_note(d, c, true, v.error);
         /* Health counts every failure, also a 4xx that dead-letters (an endpoint that is gone
-         * answers 404 forever), but no throttle. */
+         * answers 404 forever), but no throttle, and none that is not the receiver's (the
+         * shared egress proxy, dead-lettered on the last attempt like any other). */
+        bool not_receivers = v.error_class && (strcmp(v.error_class, "proxy") == 0 ||
+                                               strcmp(v.error_class, "client_cert") == 0);
         if (v.outcome == OUTCOME_SUCCESS)
             health_note(d, c, false, dl->started_us, NULL);
-        else if (v.receiver_failed || v.outcome == OUTCOME_DEAD)
+        else if (v.receiver_failed || (v.outcome == OUTCOME_DEAD && !not_receivers))
             health_note(d, c, true, dl->started_us, v.error);
         /* A retried or released item is due again at a known time: wake its pair then (a
          * dead-lettered or delivered one needs nothing). */
@@ -417,19 +420,20 @@ static void delivery_expire(dispatcher *d, delivery *dl, customer *c)
     delivery_finish(d, dl, c, 0);
 }
 
-/* Whether c's client certificate (if any) can be presented at now_s; if not, why, logged once per
- * load of the customer (its deliveries carry the reason in the attempt log). */
-static bool client_cert_ok(customer *c, int64_t now_s, char *why, size_t n)
+/* Whether c's client certificate (if any) can be presented at now_s. One that expired since the
+ * customer was loaded holds it from now on (logged once), as state.c holds one loaded so. */
+static bool client_cert_ok(customer *c, int64_t now_s)
 {
-    if (c->client_cert_error)
-        snprintf(why, n, "%s", c->client_cert_error);
-    else if (!c->client_cert || client_cert_usable(c->client_cert, now_s, why, n))
+    char why[192];
+    if (!c->client_cert_error &&
+        (!c->client_cert || client_cert_usable(c->client_cert, now_s, why, sizeof why)))
         return true;
+    c->client_cert_held = true;
+    c->paused = true;
     if (!c->client_cert_warned && !c->client_cert_error) {
         c->client_cert_warned = true;
         LOG_ERROR("customer_client_cert_unusable", LOG_S("customer", c->name), LOG_S("error", why),
-                  LOG_S("action", "its deliveries fail (error_class client_cert) until a valid "
-                                  "one is set"));
+                  LOG_S("action", "held until a valid client certificate is set"));
     }
     return false;
 }
@@ -478,12 +482,10 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
 {
     bool can_send = c && d->http && d->stop < STOP_ABORTING;
     /* A receiver that requires the customer's certificate would refuse the request without it
-     * (or one past its dates) anyway; failing it here says why, and is retried and
-     * dead-lettered by the usual rules, so an item waits for the certificate to be fixed. */
-    char cert_why[192];
-    if (can_send && !client_cert_ok(c, dl->started_us / 1000000, cert_why, sizeof cert_why)) {
-        http_result failed = {.error_class = "client_cert", .error = cert_why};
-        on_delivery_done(&failed, dl);
+     * (or one past its dates) anyway: the delivery goes back and the customer waits for a
+     * valid one, its items kept. */
+    if (can_send && !client_cert_ok(c, dl->started_us / 1000000)) {
+        delivery_give_back(d, dl);
         return;
     }
     int rc = -ENOENT;

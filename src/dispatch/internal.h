@@ -209,12 +209,13 @@ typedef struct customer {
     bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
     /* Mutual TLS: the certificate and key, built once per (re)load and referenced by requests
      * in flight like the headers; NULL = none. When the stored ones do not parse or match,
-     * client_cert is NULL and client_cert_error says why: its deliveries then fail with
-     * error_class "client_cert" (as they do once the certificate has expired), rather than go
-     * out without the certificate the receiver requires. */
+     * client_cert is NULL and client_cert_error says why: the customer is then held (as it is
+     * once the certificate has expired), rather than send without the certificate the
+     * receiver requires. */
     client_cert *client_cert;
     char *client_cert_error;
     bool client_cert_warned; /* expiry (or not yet valid) logged since the last load */
+    bool client_cert_held;   /* not usable (client_cert_error, or past its dates): held */
     int max_in_flight;       /* 0 = unlimited */
     bool paused;             /* held: paused (operator, 410 Gone) or disabled (health) */
     bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
@@ -688,11 +689,12 @@ void dispatcher_part_closed(dispatcher *d);
 
 /* state.c */
 customer *customer_get(dispatcher *d, int64_t id);
-/* Stored settings a reload could not use (headers, proxy, a signing secret): the customer is
- * held until they are set again, and nothing of it is sent without them. */
+/* Stored settings a reload could not use (headers, proxy, a signing secret, a client
+ * certificate, also one expired since): the customer is held until they are set again, and
+ * nothing of it is sent without them. */
 static inline bool customer_held_invalid(const customer *c)
 {
-    return c->headers_invalid || c->proxy_invalid || c->secrets_invalid;
+    return c->headers_invalid || c->proxy_invalid || c->secrets_invalid || c->client_cert_held;
 }
 void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);

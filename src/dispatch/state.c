@@ -180,27 +180,35 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->n_secrets = 0;
     http_headers_release(c->headers);
     c->headers = headers;
-    /* The table's constraints and pgpace.customer_set_headers refuse what would not parse;
-     * should a row get past them, its webhooks are held rather than sent without the headers
-     * (its Authorization) the receiver expects. The values are secrets: only the name is said. */
     if (!keep_oauth) {
         oauth_cred_release(c->oauth);
         c->oauth = oauth;
     }
-    /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
-     * headers that do not parse: never sent without the authentication the receiver expects. */
+    /* A certificate that does not parse or match (written past the CLI), or is not valid now
+     * (expired since it was set): the customer is held until one that is valid is set, rather
+     * than send without it or fail its backlog into the dead letters. */
     client_cert_release(c->client_cert);
     c->client_cert = cert;
     free(c->client_cert_error);
     c->client_cert_error = cert_error;
     c->client_cert_warned = false;
+    char cert_why[192];
+    c->client_cert_held = cert_error || (cert && !client_cert_usable(cert, now_us() / 1000000,
+                                                                     cert_why, sizeof cert_why));
     if (cert_error)
         LOG_ERROR("customer_client_cert_invalid", LOG_S("customer", row->name),
                   LOG_S("error", cert_error),
-                  LOG_S("action", "its deliveries fail (error_class client_cert) until it is "
-                                  "set again"));
-    /* Credentials the set refuses (the constraints make that unlikely) hold the customer like
-     * headers that do not parse: never sent without the authentication the receiver expects. */
+                  LOG_S("action", "held until a valid client certificate is set"));
+    else if (c->client_cert_held) {
+        c->client_cert_warned = true;
+        LOG_ERROR("customer_client_cert_unusable", LOG_S("customer", row->name),
+                  LOG_S("error", cert_why),
+                  LOG_S("action", "held until a valid client certificate is set"));
+    }
+    /* The table's constraints and pgpace.customer_set_headers (customer_set_oauth2) refuse what
+     * would not parse; should a row get past them, its webhooks are held rather than sent
+     * without the headers (its Authorization) the receiver expects. The values are secrets:
+     * only the name is said. */
     c->headers_invalid = hrc != 0 || orc != 0;
     if (c->headers_invalid)
         LOG_ERROR("customer_headers_invalid", LOG_S("customer", row->name),

@@ -512,7 +512,7 @@ static void stats_shows_the_effective_rate(void **state)
                 cases[i].effective ? cases[i].effective : "NULL", cases[i].customer);
         tl_proc p = RUN_OK(db, "stats", "--customer", cases[i].customer);
         char line[512], *f[16];
-        assert_int_equal(table_row(p.out, cases[i].customer, line, sizeof line, f, 16), 12);
+        assert_int_equal(table_row(p.out, cases[i].customer, line, sizeof line, f, 16), 13);
         if (strcmp(f[2], cases[i].rate) != 0 || strcmp(f[3], cases[i].shown) != 0)
             fail_msg("%s effective %s: expected rate %s eff_rate %s, got:\n%s", cases[i].customer,
                      cases[i].effective ? cases[i].effective : "NULL", cases[i].rate,
@@ -688,13 +688,15 @@ static void stats_counts_due_in_flight_delayed_and_dead(void **state)
     tl_proc p = RUN_OK(db, "stats");
     char line[512], *f[16];
     /* customer mode rate eff_rate paused due in_flight delayed dead oldest_due_s backlog_s
-     * breaker */
+     * last_error breaker */
     tl_assert_contains(p.out, "due");
     tl_assert_contains(p.out, "in_flight");
     tl_assert_contains(p.out, "eff_rate");
     tl_assert_contains(p.out, "backlog_s");
-    assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 12);
-    assert_string_equal(f[11], "closed");
+    tl_assert_contains(p.out, "last_error");
+    assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 13);
+    assert_string_equal(f[11], "-"); /* no attempt yet */
+    assert_string_equal(f[12], "closed");
     assert_string_equal(f[10], "2.0"); /* 2 due at 60/min */
     assert_string_equal(f[1], "spaced");
     assert_string_equal(f[2], "60");
@@ -704,7 +706,7 @@ static void stats_counts_due_in_flight_delayed_and_dead(void **state)
     assert_string_equal(f[7], "2");
     assert_string_equal(f[8], "1");
     assert_string_not_equal(f[9], "-");
-    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 12);
+    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 13);
     assert_string_equal(f[5], "0");
     assert_string_equal(f[6], "0");
     assert_string_equal(f[7], "0");
@@ -715,7 +717,7 @@ static void stats_counts_due_in_flight_delayed_and_dead(void **state)
 
     p = RUN_OK(db, "stats", "--customer", "beta");
     assert_int_equal(table_row(p.out, "acme", line, sizeof line, f, 16), 0);
-    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 12);
+    assert_int_equal(table_row(p.out, "beta", line, sizeof line, f, 16), 13);
     tl_proc_free(&p);
 
     p = RUN(db, "stats", "--customer", "ghost");

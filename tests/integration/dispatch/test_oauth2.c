@@ -507,6 +507,13 @@ static void token_endpoint_failures_are_classified_and_retried(void **state)
             f, "pgpace_oauth_token_requests_total{customer=\"acme\",result=\"oauth_http\"}") >= 1);
     assert_true(metric_value(f, "pgpace_oauth_token_requests_total{customer=\"acme\",result="
                                 "\"oauth_response\"}") >= 5);
+    /* `pgpace stats` names the failure of the latest attempt. */
+    tl_proc st = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "stats", "--customer", "acme"), NULL,
+                           NULL);
+    assert_int_equal(st.status, 0);
+    tl_assert_contains(st.out, "last_error");
+    tl_assert_contains(st.out, " oauth_response ");
+    tl_proc_free(&st);
     /* No webhook went out without a token. */
     assert_int_equal(receiver_count(f->recv, "/c/acme"), 0);
     /* Fixed: every item is delivered, none dead-lettered. */
