@@ -261,6 +261,25 @@ void tl_exec(PGconn *conn, const char *sql, ...)
     va_end(ap);
 }
 
+void tl_expect_sql_error(PGconn *conn, const char *sql, const char *state, const char *needle,
+                         const char *secret)
+{
+    PGresult *res = PQexec(conn, sql);
+    const char *got = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *msg = PQresultErrorMessage(res);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+    if (PQresultStatus(res) != PGRES_FATAL_ERROR)
+        fail_msg("accepted: %s", sql);
+    if (!got || strcmp(got, state) != 0)
+        fail_msg("%s: SQLSTATE %s (want %s): %s", sql, got ? got : "-", state, msg);
+    if (!strstr(msg, needle))
+        fail_msg("%s: the message does not say %s: %s", sql, needle, msg);
+    if (secret && ((primary && strstr(primary, secret)) || (hint && strstr(hint, secret))))
+        fail_msg("%s: the message quotes the secret: %s", sql, msg);
+    PQclear(res);
+}
+
 long long tl_min_send_gap_us(PGconn *conn, const char *customer, long long *n_gaps)
 {
     PGresult *res = PQexecParams(

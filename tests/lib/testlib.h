@@ -55,6 +55,12 @@ char *tl_query_str(PGconn *conn, const char *sql, ...);
 long long tl_query_int(PGconn *conn, const char *sql, ...);
 /* Runs SQL that must succeed (fails the test otherwise). */
 void tl_exec(PGconn *conn, const char *sql, ...);
+/* Runs sql (one statement), which must fail with SQLSTATE `state` and a message containing
+ * `needle`; when `secret` is given, neither the message nor its hint may quote it (the DETAIL
+ * is not looked at: a CHECK violation's "Failing row contains (...)" shows the writer its own
+ * row, as PostgreSQL always does). */
+void tl_expect_sql_error(PGconn *conn, const char *sql, const char *state, const char *needle,
+                         const char *secret);
 /* The smallest gap, in microseconds, between consecutive sends pgpace recorded for `customer`
  * (delivery_attempt.started_at, the clock reading that released each request); 0 when there
  * are fewer than two. *n_gaps (if not NULL) gets the number of gaps. */

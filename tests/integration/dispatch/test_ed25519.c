@@ -432,24 +432,6 @@ static void rotation_hmac_to_ed25519_and_back(void **state)
     free(still);
 }
 
-/* Runs sql expecting SQLSTATE `state` with `field` in the message and never `secret`. */
-static void expect_sql_error(PGconn *c, const char *sql, const char *state, const char *field,
-                             const char *secret)
-{
-    PGresult *res = PQexec(c, sql);
-    if (PQresultStatus(res) != PGRES_FATAL_ERROR)
-        fail_msg("accepted: %s", sql);
-    const char *got = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    const char *msg = PQresultErrorMessage(res);
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("%s: SQLSTATE %s (want %s): %s", sql, got ? got : "-", state, msg);
-    if (!strstr(msg, field))
-        fail_msg("%s: the message does not say %s: %s", sql, field, msg);
-    if (secret && strstr(msg, secret))
-        fail_msg("%s: the message quotes the secret: %s", sql, msg);
-    PQclear(res);
-}
-
 /* Bad whsk_ secrets (wrong length, not base64, non-canonical), a whpk_ public key given as
  * the secret: refused by SQL (naming the entry) and by the CLI (naming the flag, exit 2),
  * never quoting the value, and nothing changed. */
@@ -484,12 +466,12 @@ static void bad_keys_refused(void **state)
                  "SELECT pgpace.customer_set('acme', signing_secrets => "
                  "ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', '%s'])",
                  v);
-        expect_sql_error(c, sql, "22023", "signing_secrets[2]", b64);
-        expect_sql_error(c, sql, "22023", cases[i].sql_says, b64);
+        tl_expect_sql_error(c, sql, "22023", "signing_secrets[2]", b64);
+        tl_expect_sql_error(c, sql, "22023", cases[i].sql_says, b64);
         /* A direct writer meets the table's check. */
         snprintf(sql, sizeof sql,
                  "UPDATE pgpace.customer SET signing_secrets = ARRAY['%s'] WHERE name = 'acme'", v);
-        expect_sql_error(c, sql, "23514", "customer_secrets_valid", NULL);
+        tl_expect_sql_error(c, sql, "23514", "customer_secrets_valid", NULL);
 
         tl_proc p = tl_pgpace(
             TL_ARGV("--db", f->db->conninfo, "customer", "set", "acme", "--secret", v), NULL, NULL);
@@ -499,15 +481,15 @@ static void bad_keys_refused(void **state)
         tl_proc_free(&p);
     }
     /* An empty list, a NULL entry, five secrets, another prefix. */
-    expect_sql_error(c, "SELECT pgpace.customer_set('acme', signing_secrets => '{}')", "22023",
-                     "signing_secrets: expected 1 to 4", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set('acme', signing_secrets => ARRAY[NULL])",
-                     "22023", "signing_secrets[1]", NULL);
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set('acme', signing_secrets => "
-                     "array_fill('whsk_" SEED_B64 "'::text, ARRAY[5]))",
-                     "22023", "signing_secrets: expected 1 to 4", NULL);
-    expect_sql_error(
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set('acme', signing_secrets => '{}')", "22023",
+                        "signing_secrets: expected 1 to 4", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set('acme', signing_secrets => ARRAY[NULL])",
+                        "22023", "signing_secrets[1]", NULL);
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set('acme', signing_secrets => "
+                        "array_fill('whsk_" SEED_B64 "'::text, ARRAY[5]))",
+                        "22023", "signing_secrets: expected 1 to 4", NULL);
+    tl_expect_sql_error(
         c, "SELECT pgpace.customer_set('acme', signing_secrets => ARRAY['sk_" SEED_B64 "'])",
         "22023", "expected whsec_ (HMAC-SHA256) or whsk_ (Ed25519)", SEED_B64);
 
@@ -523,8 +505,8 @@ static void bad_keys_refused(void **state)
         char sql[256];
         snprintf(sql, sizeof sql,
                  "SELECT pgpace.customer_set('acme', signing_secrets => ARRAY[%s])", whsec_bad[i]);
-        expect_sql_error(c, sql, "22023", "whsec_ must be followed by base64 of 24 to 64 bytes",
-                         NULL);
+        tl_expect_sql_error(c, sql, "22023", "whsec_ must be followed by base64 of 24 to 64 bytes",
+                            NULL);
     }
     tl_exec(c, "SELECT pgpace.customer_set('bounds', rate_per_minute => 60, webhook_url => "
                "'https://example.com/b', "

@@ -29,54 +29,37 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Runs sql (one statement) expecting an error with SQLSTATE `state` whose message contains
- * `field`, and never `secret` (when given). */
-static void expect_sql_error(PGconn *c, const char *sql, const char *state, const char *field,
-                             const char *secret)
-{
-    PGresult *res = PQexec(c, sql);
-    if (PQresultStatus(res) != PGRES_FATAL_ERROR)
-        fail_msg("accepted: %s", sql);
-    const char *got = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    const char *msg = PQresultErrorMessage(res);
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("%s: SQLSTATE %s (want %s): %s", sql, got ? got : "-", state, msg);
-    if (!strstr(msg, field))
-        fail_msg("%s: the message does not name %s: %s", sql, field, msg);
-    if (secret && strstr(msg, secret))
-        fail_msg("%s: the message quotes the secret: %s", sql, msg);
-    PQclear(res);
-}
-
 static void sql_refuses_bad_headers_and_credentials(void **state)
 {
     fx *f = *state;
     fx_customer(f, "acme", TL_ARGV("--rate", "60"));
     PGconn *c = f->db->conn;
     /* Header injection: a CR/LF in the value would start a header (or a request) of its own. */
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-Api-Key: "
-                     "s3cret\\r\\nX-Evil: 1'])",
-                     "22023", "headers[1]", "s3cret");
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3cret\\nB'])",
-                     "22023", "headers[1]", "s3cret");
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3\\tcret'])",
-                     "22023", "control character", "s3");
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-Api-Key: "
+                        "s3cret\\r\\nX-Evil: 1'])",
+                        "22023", "headers[1]", "s3cret");
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3cret\\nB'])",
+                        "22023", "headers[1]", "s3cret");
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3\\tcret'])",
+                        "22023", "control character", "s3");
     /* C1 controls (U+0080 to U+009F) too, whatever the database's locale says of them. */
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3cret\\u0085'])",
-                     "22023", "control character", "s3cret");
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, E's3cret\\u009f')",
-                     "22023", "auth.token", "s3cret");
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X-A: s3cret\\u0085'])",
+                        "22023", "control character", "s3cret");
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, E's3cret\\u009f')",
+                        "22023", "auth.token", "s3cret");
     /* A CR/LF or a space in the name, a name that is not a token, too long a name. */
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X\\r\\nA: v'])",
-                     "22023", "headers[1]", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['X A: v'])", "22023",
-                     "HTTP token", NULL);
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set_headers('acme', ARRAY[repeat('x', 65) || ': v'])",
-                     "22023", "headers[1]", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['no colon s3cret'])",
-                     "22023", "Name: value", "s3cret");
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY[E'X\\r\\nA: v'])",
+                        "22023", "headers[1]", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['X A: v'])", "22023",
+                        "HTTP token", NULL);
+    tl_expect_sql_error(
+        c, "SELECT pgpace.customer_set_headers('acme', ARRAY[repeat('x', 65) || ': v'])", "22023",
+        "headers[1]", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['no colon s3cret'])",
+                        "22023", "Name: value", "s3cret");
     /* Reserved names, any case. */
     static const char *const reserved[] = {"webhook-id",   "Webhook-Signature", "WEBHOOK-X",
                                            "Content-Type", "content-length",    "Host",
@@ -87,44 +70,47 @@ static void sql_refuses_bad_headers_and_credentials(void **state)
         snprintf(sql, sizeof sql,
                  "SELECT pgpace.customer_set_headers('acme', ARRAY['X-Ok: 1', '%s: v'])",
                  reserved[i]);
-        expect_sql_error(c, sql, "22023", "reserved", NULL);
+        tl_expect_sql_error(c, sql, "22023", "reserved", NULL);
     }
     /* Oversized, empty, duplicate, too many. */
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set_headers('acme', ARRAY['X-Big: ' || "
-                     "repeat('v', 4097)])",
-                     "22023", "4096", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['X-Empty:   '])", "22023",
-                     "empty", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['X-A: 1', 'x-a: 2'])",
-                     "22023", "twice", NULL);
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set_headers('acme', ARRAY(SELECT 'X-' || g || ': v' "
-                     "FROM generate_series(1, 21) g))",
-                     "22023", "at most 20", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_headers('ghost', ARRAY['X-A: 1'])", "P0002",
-                     "ghost", NULL);
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set_headers('acme', ARRAY['X-Big: ' || "
+                        "repeat('v', 4097)])",
+                        "22023", "4096", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['X-Empty:   '])",
+                        "22023", "empty", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('acme', ARRAY['X-A: 1', 'x-a: 2'])",
+                        "22023", "twice", NULL);
+    tl_expect_sql_error(
+        c,
+        "SELECT pgpace.customer_set_headers('acme', ARRAY(SELECT 'X-' || g || ': v' "
+        "FROM generate_series(1, 21) g))",
+        "22023", "at most 20", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_headers('ghost', ARRAY['X-A: 1'])", "P0002",
+                        "ghost", NULL);
     /* Credentials. */
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'digest', 'u', 'p')", "22023",
-                     "auth", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'basic', 'u:x', 's3cret')",
-                     "22023", "auth.username", "s3cret");
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set_auth('acme', 'basic', 'u', E's3cret\\r\\nX: 1')",
-                     "22023", "auth.password", "s3cret");
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'basic', 'u', repeat('p', 1025))",
-                     "22023", "auth.password", NULL);
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, E's3cret\\nX: 1')",
-                     "22023", "auth.token", "s3cret");
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, 's3 cret')",
-                     "22023", "auth.token", "s3");
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', 'u', 'tok')", "22023",
-                     "auth.username", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'digest', 'u', 'p')", "22023",
+                        "auth", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'basic', 'u:x', 's3cret')",
+                        "22023", "auth.username", "s3cret");
+    tl_expect_sql_error(
+        c, "SELECT pgpace.customer_set_auth('acme', 'basic', 'u', E's3cret\\r\\nX: 1')", "22023",
+        "auth.password", "s3cret");
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set_auth('acme', 'basic', 'u', repeat('p', 1025))",
+                        "22023", "auth.password", NULL);
+    tl_expect_sql_error(c,
+                        "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, E's3cret\\nX: 1')",
+                        "22023", "auth.token", "s3cret");
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, 's3 cret')",
+                        "22023", "auth.token", "s3");
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', 'u', 'tok')", "22023",
+                        "auth.username", NULL);
     /* The table's constraints hold for a direct writer too. */
-    expect_sql_error(c,
-                     "UPDATE pgpace.customer SET extra_headers = ARRAY[E'X-A: 1\\r\\nX-B: 2'] "
-                     "WHERE name = 'acme'",
-                     "23514", "customer_extra_headers_valid", NULL);
+    tl_expect_sql_error(c,
+                        "UPDATE pgpace.customer SET extra_headers = ARRAY[E'X-A: 1\\r\\nX-B: 2'] "
+                        "WHERE name = 'acme'",
+                        "23514", "customer_extra_headers_valid", NULL);
     /* Nothing was changed; a good set is stored canonically ("Name: value", trimmed). */
     assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.customer WHERE "
                                      "extra_headers = '{}' AND auth_scheme IS NULL"),

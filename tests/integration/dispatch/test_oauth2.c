@@ -92,71 +92,55 @@ static char *token_json(const char *token, const char *type, int expires_in)
     return buf;
 }
 
-/* Runs sql expecting SQLSTATE `state` with `field` in the message and never `secret`. */
-static void expect_sql_error(PGconn *c, const char *sql, const char *state, const char *field,
-                             const char *secret)
-{
-    PGresult *res = PQexec(c, sql);
-    if (PQresultStatus(res) != PGRES_FATAL_ERROR)
-        fail_msg("accepted: %s", sql);
-    const char *got = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    const char *msg = PQresultErrorMessage(res);
-    if (!got || strcmp(got, state) != 0)
-        fail_msg("%s: SQLSTATE %s (want %s): %s", sql, got ? got : "-", state, msg);
-    if (!strstr(msg, field))
-        fail_msg("%s: the message does not name %s: %s", sql, field, msg);
-    if (secret && strstr(msg, secret))
-        fail_msg("%s: the message quotes the secret: %s", sql, msg);
-    PQclear(res);
-}
-
 static void sql_refuses_bad_oauth2_settings(void **state)
 {
     fx *f = *state;
     fx_customer(f, "acme", TL_ARGV("--rate", "60"));
     PGconn *c = f->db->conn;
 #define SET(args) "SELECT pgpace.customer_set_oauth2('acme', " args ")"
-    expect_sql_error(c, SET("'ftp://h/t', 'id', 's3cret', NULL"), "22023", "auth.token_url",
-                     "s3cret");
-    expect_sql_error(c, SET("E'https://h/t\\r\\nX: 1', 'id', 's3cret', NULL"), "22023",
-                     "auth.token_url", "s3cret");
-    expect_sql_error(c, SET("'https://u:p@h/t', 'id', 's3cret', NULL"), "22023", "auth.token_url",
-                     NULL);
-    expect_sql_error(c, SET("'https://h/' || repeat('t', 2048), 'id', 's3cret', NULL"), "22023",
-                     "auth.token_url", NULL);
-    expect_sql_error(c, SET("'https://h/t', E'id\\r\\nX: 1', 's3cret', NULL"), "22023",
-                     "auth.client_id", "s3cret");
-    expect_sql_error(c, SET("'https://h/t', '', 's3cret', NULL"), "22023", "auth.client_id", NULL);
-    expect_sql_error(c, SET("'https://h/t', repeat('i', 257), 's3cret', NULL"), "22023",
-                     "auth.client_id", NULL);
-    expect_sql_error(c, SET("'https://h/t', 'id', E's3cret\\nX: 1', NULL"), "22023",
-                     "auth.client_secret", "s3cret");
-    expect_sql_error(c, SET("'https://h/t', 'id', NULL, NULL"), "22023", "auth.client_secret",
-                     NULL);
-    expect_sql_error(c, SET("'https://h/t', 'id', repeat('s', 1025), NULL"), "22023",
-                     "auth.client_secret", NULL);
-    expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', E'read\\r\\nX: 1'"), "22023",
-                     "auth.scope", "s3cret");
-    expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', 'read  write'"), "22023", "auth.scope",
-                     NULL);
-    expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', 'a\"b'"), "22023", "auth.scope", NULL);
-    expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', repeat('s', 1025)"), "22023",
-                     "auth.scope", NULL);
-    expect_sql_error(c, SET("NULL, 'id', 's3cret', NULL"), "22023", "auth.token_url", "s3cret");
-    expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'oauth2', 'id', 's3cret')",
-                     "22023", "auth", "s3cret");
-    expect_sql_error(c,
-                     "SELECT pgpace.customer_set_oauth2('ghost', 'https://h/t', 'id', 's', NULL)",
-                     "P0002", "ghost", NULL);
+    tl_expect_sql_error(c, SET("'ftp://h/t', 'id', 's3cret', NULL"), "22023", "auth.token_url",
+                        "s3cret");
+    tl_expect_sql_error(c, SET("E'https://h/t\\r\\nX: 1', 'id', 's3cret', NULL"), "22023",
+                        "auth.token_url", "s3cret");
+    tl_expect_sql_error(c, SET("'https://u:p@h/t', 'id', 's3cret', NULL"), "22023",
+                        "auth.token_url", NULL);
+    tl_expect_sql_error(c, SET("'https://h/' || repeat('t', 2048), 'id', 's3cret', NULL"), "22023",
+                        "auth.token_url", NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', E'id\\r\\nX: 1', 's3cret', NULL"), "22023",
+                        "auth.client_id", "s3cret");
+    tl_expect_sql_error(c, SET("'https://h/t', '', 's3cret', NULL"), "22023", "auth.client_id",
+                        NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', repeat('i', 257), 's3cret', NULL"), "22023",
+                        "auth.client_id", NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', E's3cret\\nX: 1', NULL"), "22023",
+                        "auth.client_secret", "s3cret");
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', NULL, NULL"), "22023", "auth.client_secret",
+                        NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', repeat('s', 1025), NULL"), "22023",
+                        "auth.client_secret", NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', E'read\\r\\nX: 1'"), "22023",
+                        "auth.scope", "s3cret");
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', 'read  write'"), "22023",
+                        "auth.scope", NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', 'a\"b'"), "22023", "auth.scope",
+                        NULL);
+    tl_expect_sql_error(c, SET("'https://h/t', 'id', 's3cret', repeat('s', 1025)"), "22023",
+                        "auth.scope", NULL);
+    tl_expect_sql_error(c, SET("NULL, 'id', 's3cret', NULL"), "22023", "auth.token_url", "s3cret");
+    tl_expect_sql_error(c, "SELECT pgpace.customer_set_auth('acme', 'oauth2', 'id', 's3cret')",
+                        "22023", "auth", "s3cret");
+    tl_expect_sql_error(
+        c, "SELECT pgpace.customer_set_oauth2('ghost', 'https://h/t', 'id', 's', NULL)", "P0002",
+        "ghost", NULL);
     /* The table's constraints hold for a direct writer. */
-    expect_sql_error(c,
-                     "UPDATE pgpace.customer SET auth_scheme = 'oauth2', auth_username = 'id', "
-                     "auth_secret = 's' WHERE name = 'acme'",
-                     "23514", "customer_auth_complete", NULL);
-    expect_sql_error(c,
-                     "UPDATE pgpace.customer SET oauth_token_url = 'https://h/t' "
-                     "WHERE name = 'acme'",
-                     "23514", "customer_auth_complete", NULL);
+    tl_expect_sql_error(c,
+                        "UPDATE pgpace.customer SET auth_scheme = 'oauth2', auth_username = 'id', "
+                        "auth_secret = 's' WHERE name = 'acme'",
+                        "23514", "customer_auth_complete", NULL);
+    tl_expect_sql_error(c,
+                        "UPDATE pgpace.customer SET oauth_token_url = 'https://h/t' "
+                        "WHERE name = 'acme'",
+                        "23514", "customer_auth_complete", NULL);
     assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.customer WHERE auth_scheme IS "
                                      "NULL AND oauth_token_url IS NULL"),
                      1);
@@ -166,10 +150,10 @@ static void sql_refuses_bad_oauth2_settings(void **state)
                                      "'oauth2' AND auth_username = 'id' AND oauth_scope = 'read "
                                      "write'"),
                      1);
-    expect_sql_error(c,
-                     "UPDATE pgpace.customer SET oauth_token_url = E'https://h/t\\nX' "
-                     "WHERE name = 'acme'",
-                     "23514", "customer_oauth_token_url_valid", NULL);
+    tl_expect_sql_error(c,
+                        "UPDATE pgpace.customer SET oauth_token_url = E'https://h/t\\nX' "
+                        "WHERE name = 'acme'",
+                        "23514", "customer_oauth_token_url_valid", NULL);
     tl_exec(c, "SELECT pgpace.customer_set_auth('acme', 'bearer', NULL, 'tok')");
     assert_int_equal(tl_query_int(c,
                                   "SELECT count(*) FROM pgpace.customer WHERE auth_scheme = "
@@ -508,8 +492,8 @@ static void token_endpoint_failures_are_classified_and_retried(void **state)
     assert_true(metric_value(f, "pgpace_oauth_token_requests_total{customer=\"acme\",result="
                                 "\"oauth_response\"}") >= 5);
     /* `pgpace stats` names the failure of the latest attempt. */
-    tl_proc st = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "stats", "--customer", "acme"), NULL,
-                           NULL);
+    tl_proc st =
+        tl_pgpace(TL_ARGV("--db", f->db->conninfo, "stats", "--customer", "acme"), NULL, NULL);
     assert_int_equal(st.status, 0);
     tl_assert_contains(st.out, "last_error");
     tl_assert_contains(st.out, " oauth_response ");
