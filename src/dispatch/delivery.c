@@ -305,6 +305,7 @@ static void count_outcome(dispatcher *d, const customer *c, const http_result *r
 }
 
 static void transmit(dispatcher *d, delivery *dl);
+static bool still_sendable(dispatcher *d, delivery *dl, customer *c);
 
 static void on_delivery_done(const http_result *r, void *arg)
 {
@@ -322,7 +323,8 @@ static void on_delivery_done(const http_result *r, void *arg)
             oauth_invalidate(c->oauth, dl->oauth_gen);
         LOG_DEBUG("oauth_token_refused", LOG_I("item", dl->item_id), LOG_S("customer", c->name),
                   LOG_S("action", "sent again with a fresh token"));
-        transmit(d, dl);
+        if (still_sendable(d, dl, c))
+            transmit(d, dl);
         return;
     }
 
@@ -520,23 +522,46 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
     }
 }
 
-/* The customer's token request ended: sent with the token, or failed with its class. A token
- * from a set the customer no longer has (its credentials changed meanwhile) is not used: the
- * delivery takes the current set's. */
+/* Before a request that comes after a wait (a token, or the resend after a 401): past its
+ * deadline it is dead-lettered as expired; one whose lease could run out before the request
+ * ends goes back (another claim would send it twice). Returns whether it may go. */
+static bool still_sendable(dispatcher *d, delivery *dl, customer *c)
+{
+    int64_t now = now_us();
+    if (dl->expires_us > 0 && now >= dl->expires_us) {
+        delivery_expire(d, dl, c);
+        return false;
+    }
+    long total_ms =
+        c && c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms;
+    if (now + (int64_t)total_ms * 1000 >= dl->lease_end_us) {
+        delivery_give_back(d, dl);
+        return false;
+    }
+    return true;
+}
+
+/* The customer's token request ended: sent with the token, or failed with its class. A
+ * delivery whose customer no longer has that set (its credentials changed meanwhile, or it no
+ * longer uses OAuth2) starts over with what the customer has now, also after a failure (of
+ * credentials that are gone). */
 static void on_token(oauth_waiter *w, http_headers *headers, uint64_t gen,
                      const http_result *failure)
 {
     delivery *dl = pgp_list_entry(w, delivery, oauth_wait);
     dispatcher *d = dl->d;
+    customer *c = customer_get(d, dl->customer_id);
+    if (c && c->oauth != dl->oauth_set &&
+        !(failure && strcmp(failure->error_class, "aborted") == 0)) {
+        transmit(d, dl);
+        return;
+    }
     if (failure) {
         on_delivery_done(failure, dl);
         return;
     }
-    customer *c = customer_get(d, dl->customer_id);
-    if (c && c->oauth && c->oauth != dl->oauth_set) {
-        transmit(d, dl);
+    if (!still_sendable(d, dl, c))
         return;
-    }
     dl->oauth_gen = gen;
     request(d, dl, c, headers);
 }
@@ -632,6 +657,8 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     dl->token = token;
     dl->created_us = row->created_us;
     dl->expires_us = row->expires_us;
+    /* Counted from now, a little after the database took it: on the safe side. */
+    dl->lease_end_us = now_us() + (int64_t)d->cfg.lease_seconds * 1000000;
     dl->traceparent = row->traceparent;
     dl->tracestate = row->tracestate;
     customer *c = customer_get(d, dl->customer_id);

@@ -333,10 +333,11 @@ typedef struct delivery {
     const char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
-    bool probe;         /* the one delivery a half-open breaker lets through */
-    int64_t planned_us; /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
-    int64_t created_us; /* when the item was enqueued (first attempts feed the lag metric) */
-    int64_t expires_us; /* its deadline (epoch us): no request starts at or after it; 0: none */
+    bool probe;           /* the one delivery a half-open breaker lets through */
+    int64_t planned_us;   /* spaced: the GCRA slot it was meant to leave at; 0 otherwise */
+    int64_t created_us;   /* when the item was enqueued (first attempts feed the lag metric) */
+    int64_t expires_us;   /* its deadline (epoch us): no request starts at or after it; 0: none */
+    int64_t lease_end_us; /* when its claim's lease runs out (taken when claimed) */
     const char *traceparent, *tracestate; /* W3C Trace Context headers (in cr); NULL: none */
     host_state *host;  /* its receiver host (the customer's URL may change meanwhile) */
     bool host_counted; /* sent, so counted in host->in_flight */

@@ -26,7 +26,9 @@ struct oauth_cred {
     char *token;           /* the cached access token (a secret), or NULL */
     http_headers *headers; /* header_lines + its Authorization line, NULL without a token */
     uint64_t gen;          /* generation of the current token (0: none yet) */
-    uint64_t refresh_ns;   /* uv_hrtime() after which the token is not handed out */
+    uint64_t refresh_ns;   /* uv_hrtime() after which a new token is asked for, in the
+                            * background while this one is still handed out */
+    uint64_t usable_ns;    /* uv_hrtime() after which this one is not handed out at all */
     bool fetching;         /* a request is in flight (it holds a reference) */
     pgp_list waiting;      /* oauth_waiter.link */
     /* The last failure, answered at once until fail_until_ns. */
@@ -308,10 +310,14 @@ static void on_token_done(const http_result *r, void *arg)
             c->token = token;
             c->headers = h;
             c->gen++;
-            /* Refreshed min(60 s, 10 % of its lifetime) before it expires. */
+            /* Refreshed min(60 s, 10 % of its lifetime) before it expires; handed out until
+             * min(5 s, 2 %) before (clocks and the request's own time), so a refresh, or its
+             * failure, holds no delivery up while the token still works. */
             int64_t margin_ms = life * 100 < 60000 ? life * 100 : 60000;
-            uint64_t fresh_ms = (uint64_t)(life * 1000 - margin_ms);
-            c->refresh_ns = mono_ns() + fresh_ms * 1000000u;
+            int64_t slack_ms = life * 20 < 5000 ? life * 20 : 5000;
+            uint64_t now = mono_ns();
+            c->refresh_ns = now + (uint64_t)(life * 1000 - margin_ms) * 1000000u;
+            c->usable_ns = now + (uint64_t)(life * 1000 - slack_ms) * 1000000u;
             c->fail_until_ns = 0;
             count(c, "ok");
             LOG_DEBUG("oauth_token_fetched", LOG_S("customer", c->customer),
@@ -333,6 +339,42 @@ const char *oauth_cred_token_url(const oauth_cred *c)
     return c->token_url;
 }
 
+/* Starts the token request (c->fetching then); on a request that could not even start, the
+ * failure is remembered like any other (fail: counted, logged, held). */
+static int start_fetch(oauth_cred *c, const oauth_env *env, const char *proxy,
+                       long connect_timeout_ms, long total_timeout_ms)
+{
+    char *form = token_form(c);
+    char *auth = basic_credentials(c);
+    int rc = -ENOMEM;
+    if (form && auth && env && env->http) {
+        http_form_request req = {.url = c->token_url,
+                                 .form = form,
+                                 .authorization = auth,
+                                 .proxy = proxy,
+                                 .connect_timeout_ms = connect_timeout_ms,
+                                 .total_timeout_ms = total_timeout_ms,
+                                 .max_body = OAUTH_BODY_MAX};
+        rc = http_post_form(env->http, &req, on_token_done, c);
+    }
+    wipe_free(auth);
+    free(form);
+    if (rc != 0) {
+        snprintf(c->fail_error, sizeof c->fail_error,
+                 "could not start the token request (error %d)", rc);
+        const oauth_env *was = c->env;
+        c->env = env; /* for the metric */
+        fail(c, "oauth_transport");
+        c->env = was;
+        return rc;
+    }
+    c->fetching = true;
+    c->env = env;
+    c->refs++;
+    LOG_DEBUG("oauth_token_request", LOG_S("customer", c->customer));
+    return 0;
+}
+
 oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, const char *proxy,
                           long connect_timeout_ms, long total_timeout_ms, oauth_waiter *w,
                           http_headers **headers, uint64_t *gen, http_result *failure)
@@ -340,7 +382,11 @@ oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, const char *proxy
     uint64_t now = mono_ns();
     *headers = NULL;
     *gen = 0;
-    if (c->token && now < c->refresh_ns) {
+    if (c->token && now < c->usable_ns) {
+        /* Past refresh_ns: a new one is asked for in the background (not within a failure's
+         * hold), and this one served meanwhile. */
+        if (now >= c->refresh_ns && !c->fetching && c->fail_until_ns <= now)
+            (void)start_fetch(c, env, proxy, connect_timeout_ms, total_timeout_ms);
         *headers = c->headers;
         *gen = c->gen;
         return OAUTH_READY;
@@ -349,32 +395,9 @@ oauth_state oauth_acquire(oauth_cred *c, const oauth_env *env, const char *proxy
         *failure = (http_result){.error_class = c->fail_class, .error = c->fail_error};
         return OAUTH_FAILED;
     }
-    if (!c->fetching) {
-        char *form = token_form(c);
-        char *auth = basic_credentials(c);
-        int rc = -ENOMEM;
-        if (form && auth && env && env->http) {
-            http_form_request req = {.url = c->token_url,
-                                     .form = form,
-                                     .authorization = auth,
-                                     .proxy = proxy,
-                                     .connect_timeout_ms = connect_timeout_ms,
-                                     .total_timeout_ms = total_timeout_ms,
-                                     .max_body = OAUTH_BODY_MAX};
-            rc = http_post_form(env->http, &req, on_token_done, c);
-        }
-        wipe_free(auth);
-        free(form);
-        if (rc != 0) {
-            snprintf(c->fail_error, sizeof c->fail_error,
-                     "could not start the token request (error %d)", rc);
-            *failure = (http_result){.error_class = "oauth_transport", .error = c->fail_error};
-            return OAUTH_FAILED;
-        }
-        c->fetching = true;
-        c->env = env;
-        c->refs++;
-        LOG_DEBUG("oauth_token_request", LOG_S("customer", c->customer));
+    if (!c->fetching && start_fetch(c, env, proxy, connect_timeout_ms, total_timeout_ms) != 0) {
+        *failure = (http_result){.error_class = c->fail_class, .error = c->fail_error};
+        return OAUTH_FAILED;
     }
     pgp_list_push_tail(&c->waiting, &w->link);
     w->queued = true;

@@ -7,11 +7,15 @@
  *   request in flight another, so a customer reloaded with other credentials (or deleted)
  *   releases its set at once; the old set's request still completes and tells its waiters.
  *   Changed credentials make a new set, so a change of the customer's auth drops the token.
- * - oauth_acquire() with a token still fresh (before refresh_at: its expiry less min(60 s, 10 %
- *   of its lifetime)) gives OAUTH_READY and the header set to send: the customer's extra header
- *   lines plus "Authorization: Bearer TOKEN" (an http_headers the caller references through
- *   http_send, never frees). Otherwise the waiter is queued (OAUTH_WAITING) and a token request
- *   started unless one is in flight: at most one per set, every waiter shares its answer.
+ * - oauth_acquire() with a usable token (until its expiry less min(5 s, 2 % of its lifetime))
+ *   gives OAUTH_READY and the header set to send: the customer's extra header lines plus
+ *   "Authorization: Bearer TOKEN" (an http_headers the caller references through http_send,
+ *   never frees). From its expiry less min(60 s, 10 %) on, that acquire also starts a new
+ *   token request in the background (outside a failure's hold), so refreshing, or failing to,
+ *   holds no delivery up while the token still works. Without a usable token the waiter is
+ *   queued (OAUTH_WAITING) and a token request started unless one is in flight: at most one
+ *   per set, every waiter shares its answer. A request that cannot even start is a failure
+ *   like any other ("oauth_transport": counted, logged, held).
  *   Waiters are told exactly once, from the loop (the request's completion), with the headers
  *   or with a failure: an http_result whose error_class is "oauth_http" (a non-2xx answer),
  *   "oauth_response" (not a usable token), "oauth_transport" (dns, connect, TLS, timeout...),

@@ -614,6 +614,47 @@ static void no_secret_or_token_in_the_log(void **state)
     free(log);
 }
 
+/* While a slow token request is in flight: a customer whose auth changes meanwhile sends with
+ * what it has now (not the old set's token, which its receiver would refuse), and an item whose
+ * deadline passes meanwhile is dead-lettered as expired, never sent late. */
+static void auth_change_and_deadline_during_a_token_wait(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "sw", TL_ARGV("--rate", "600"));
+    fx_customer(f, "late", TL_ARGV("--rate", "600"));
+    assert_int_equal(set_oauth(f, "sw", "/token/sw", NULL), 0);
+    assert_int_equal(set_oauth(f, "late", "/token/late", NULL), 0);
+    webhook_wants(f, "/c/sw", "static-token");
+    webhook_wants(f, "/c/late", TOKEN1);
+    static const char json[] = "{\"access_token\":\"" TOKEN1 "\",\"token_type\":\"Bearer\"}";
+    receiver_on(
+        f->recv,
+        &(receiver_rule){.path_prefix = "/token/", .status = 200, .body = json, .delay_ms = 1500});
+    fx_run(f, "log.level = debug\n");
+    fx_enqueue(f, "sw", NULL, 1);
+    tl_exec(f->db->conn, "SELECT pgpace.enqueue('late', '{}', expires_at => now() + "
+                         "interval '400 milliseconds')");
+    assert_true(fx_wait_log(f, "event=oauth_token_request customer=sw", 10000));
+    tl_proc p = tl_pgpace(
+        TL_ARGV("--db", f->db->conninfo, "customer", "set", "sw", "--auth", "bearer:static-token"),
+        NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(receiver_wait(f->recv, "/c/sw", 1, 10000), 1);
+    assert_int_equal(receiver_count_status(f->recv, "/c/sw", 200), 1);
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 1, 10000,
+                                            "SELECT count(*) FROM pgpace.dead_letter d JOIN "
+                                            "pgpace.customer c ON c.id = d.customer_id WHERE "
+                                            "c.name = 'late' AND d.last_error = 'expired'"),
+                     1);
+    assert_int_equal(receiver_count(f->recv, "/c/late"), 0);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.dead_letter d JOIN "
+                                               "pgpace.customer c ON c.id = d.customer_id WHERE "
+                                               "c.name = 'sw'"),
+                     0);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -628,6 +669,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(token_url_outside_allow_cidrs_is_ssrf, setup, teardown),
         cmocka_unit_test_setup_teardown(token_request_takes_the_customer_proxy, setup, teardown),
         cmocka_unit_test_setup_teardown(no_secret_or_token_in_the_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(auth_change_and_deadline_during_a_token_wait, setup,
+                                        teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
