@@ -103,7 +103,7 @@ typedef struct http_request {
     http_headers *headers;    /* extra header lines, or NULL; referenced until the callback */
     client_cert *client_cert; /* mutual TLS certificate and key, or NULL; referenced until the
                                  callback */
-    const char *proxy;     /* "http://host:port" (proxy.h), copied; NULL or "": direct */
+    const char *proxy;        /* "http://host:port" (proxy.h), copied; NULL or "": direct */
 } http_request;
 
 typedef struct http_result {
