@@ -220,14 +220,18 @@ int client_cert_check(const char *cert_pem, size_t cert_len, const char *key_pem
 int client_cert_new(const char *cert_pem, const char *key_pem, client_cert **out, pgp_error *err)
 {
     *out = NULL;
-    size_t cl = cert_pem ? strlen(cert_pem) : 0, kl = key_pem ? strlen(key_pem) : 0;
+    if (!cert_pem)
+        cert_pem = "";
+    if (!key_pem)
+        key_pem = "";
+    size_t cl = strlen(cert_pem), kl = strlen(key_pem);
     client_cert_info info;
     memset(&info, 0, sizeof info);
     X509 *leaf = NULL;
-    int rc = parse_chain(cert_pem ? cert_pem : "", cl, &leaf, &info, err);
+    int rc = parse_chain(cert_pem, cl, &leaf, &info, err);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "client certificate");
-    rc = check_key(key_pem ? key_pem : "", kl, leaf, err);
+    rc = check_key(key_pem, kl, leaf, err);
     X509_free(leaf);
     if (rc != 0)
         return pgp_error_prefix(err, rc, "client key");
