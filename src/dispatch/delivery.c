@@ -306,7 +306,6 @@ static void count_outcome(dispatcher *d, const customer *c, const http_result *r
 
 static void transmit(dispatcher *d, delivery *dl);
 static bool still_sendable(dispatcher *d, delivery *dl, customer *c);
-static bool respace_after_wait(dispatcher *d, delivery *dl, customer *c);
 
 static void on_delivery_done(const http_result *r, void *arg)
 {
@@ -324,8 +323,7 @@ static void on_delivery_done(const http_result *r, void *arg)
             oauth_invalidate(c->oauth, dl->oauth_gen);
         LOG_DEBUG("oauth_token_refused", LOG_I("item", dl->item_id), LOG_S("customer", c->name),
                   LOG_S("action", "sent again with a fresh token"));
-        /* A spaced customer's resend takes its next slot, like any send. */
-        if (still_sendable(d, dl, c) && !respace_after_wait(d, dl, c))
+        if (still_sendable(d, dl, c))
             transmit(d, dl);
         return;
     }
@@ -467,13 +465,12 @@ void delivery_send(dispatcher *d, delivery *dl)
             dl->spaced = true;
         }
     }
-    if (dl->attempt == 1 && dl->created_us > 0 && !dl->sent_once)
+    if (dl->attempt == 1 && dl->created_us > 0)
         metrics_histogram_observe(d->obs.m, d->obs.lag_seconds, NULL,
                                   (double)(dl->started_us - dl->created_us) / 1e6);
     if (dl->planned_us > 0)
         metrics_histogram_observe(d->obs.m, d->obs.spacing_error, NULL,
                                   (double)llabs(dl->started_us - dl->planned_us) / 1e6);
-    dl->sent_once = true;
     if (c && c->mode == MODE_SPACED) {
         c->last_sent_us = dl->started_us;
         if (c->burst == 1 && dl->started_us + c->period_us > c->tat)
@@ -544,53 +541,6 @@ static bool still_sendable(dispatcher *d, delivery *dl, customer *c)
     return true;
 }
 
-/* A spaced customer's deliveries that waited for the same token are all told at once: each is
- * put back in the slot heap at the customer's next slot instead (undoing what delivery_send
- * counted, which slot_due -> delivery_send counts again), so they leave one period apart as
- * they would have without the wait. The one whose slot is now goes, and moves the customer's
- * last send to now. Returns whether dl was put back. */
-static bool respace_after_wait(dispatcher *d, delivery *dl, customer *c)
-{
-    if (c->mode != MODE_SPACED)
-        return false;
-    int64_t now = now_us();
-    int64_t at = earliest_send(c, 0);
-    if (at - now < 1000) {
-        c->last_sent_us = now;
-        if (c->burst == 1 && now + c->period_us > c->tat)
-            c->tat = now + c->period_us;
-        return false;
-    }
-    if (dl->host && dl->host_counted) {
-        dl->host->in_flight--;
-        if (dl->spaced)
-            dl->host->spaced_in_flight--;
-    }
-    dl->host_counted = false;
-    dl->spaced = false;
-    dl->stage = STAGE_SLOT;
-    dl->due_us = at;
-    dl->planned_us = at;
-    if (!slot_push(d, dl)) {
-        /* No memory for the heap: sent now rather than lost, counted on the wire again. */
-        dl->stage = STAGE_WIRE;
-        if (dl->host) {
-            dl->host->in_flight++;
-            dl->host_counted = true;
-            dl->host->spaced_in_flight++;
-            dl->spaced = true;
-        }
-        return false;
-    }
-    if (dl->host) {
-        dl->host->booked++;
-        dl->host_booked = true;
-    }
-    if (d->slots[0] == dl)
-        slots_arm(d);
-    return true;
-}
-
 /* The customer's token request ended: sent with the token, or failed with its class. A
  * delivery whose customer no longer has that set (its credentials changed meanwhile, or it no
  * longer uses OAuth2) starts over with what the customer has now, also after a failure (of
@@ -611,8 +561,6 @@ static void on_token(oauth_waiter *w, http_headers *headers, uint64_t gen,
         return;
     }
     if (!still_sendable(d, dl, c))
-        return;
-    if (c && respace_after_wait(d, dl, c))
         return;
     dl->oauth_gen = gen;
     request(d, dl, c, headers);

@@ -349,7 +349,6 @@ typedef struct delivery {
     const oauth_cred *oauth_set; /* the set its token came from (compared, never used) */
     uint64_t oauth_gen;
     bool oauth_retried;
-    bool sent_once; /* delivery_send ran for it (a re-spaced one runs it again) */
 } delivery;
 
 /* ---- finalize.c ---------------------------------------------------------------------------- */

@@ -655,43 +655,6 @@ static void auth_change_and_deadline_during_a_token_wait(void **state)
     fx_stop_service(f, 15000);
 }
 
-/* A spaced customer whose first token takes 1.5 s: the webhooks that came due meanwhile still
- * reach the receiver one period (100 ms) apart, not back to back when the token arrives. The
- * receiver's arrival times are the measure (the attempt log's start times are taken before the
- * wait). */
-static void spacing_holds_across_a_token_wait(void **state)
-{
-    fx *f = *state;
-    fx_customer(f, "sp", TL_ARGV("--rate", "600"));
-    assert_int_equal(set_oauth(f, "sp", "/token/sp", NULL), 0);
-    webhook_wants(f, "/c/sp", TOKEN1);
-    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/token/sp",
-                                          .status = 200,
-                                          .body = token_json(TOKEN1, "Bearer", 3600),
-                                          .delay_ms = 1500});
-    fx_run(f, NULL);
-    fx_enqueue(f, "sp", NULL, 8);
-    assert_int_equal(receiver_wait(f->recv, "/c/sp", 8, 20000), 8);
-    int64_t prev = 0, min_gap = INT64_MAX;
-    size_t n = receiver_count(f->recv, NULL);
-    for (size_t i = 0; i < n; i++) {
-        receiver_request rq;
-        assert_int_equal(receiver_get(f->recv, i, &rq), 0);
-        free(rq.body);
-        if (strcmp(rq.path, "/c/sp") != 0)
-            continue;
-        if (prev && rq.at_us - prev < min_gap)
-            min_gap = rq.at_us - prev;
-        prev = rq.at_us;
-    }
-    /* 100 ms apart, less what a loaded machine's timers may shave off. */
-    if (min_gap < 60000)
-        fail_msg("two webhooks %lld us apart (period 100 ms)", (long long)min_gap);
-    assert_int_equal(receiver_count_status(f->recv, "/c/sp", 200), 8);
-    assert_int_equal(receiver_count(f->recv, "/token/sp"), 1);
-    fx_stop_service(f, 15000);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,7 +671,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(no_secret_or_token_in_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(auth_change_and_deadline_during_a_token_wait, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(spacing_holds_across_a_token_wait, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
