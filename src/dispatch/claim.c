@@ -818,6 +818,8 @@ static void take_rows(dispatcher *d, claim_round *r, claim_result *cr, int64_t n
         claim_row_parse(res, i, &row);
         if (row.expires_in_us > 0)
             row.expires_us = sent_us + row.expires_in_us;
+        /* The lease, likewise from the send: it ran from the statement's start. */
+        row.lease_end_us = sent_us + (int64_t)d->cfg.lease_seconds * 1000000;
         customer *c = customer_get(d, row.customer_id);
         if (!row.is_item) {
             if (c)

@@ -255,8 +255,12 @@ void delivery_give_back(dispatcher *d, delivery *dl)
 /* The receiver answered 410 Gone: pause the customer (its items wait; nothing is dropped). */
 static void pause_customer(dispatcher *d, customer *c)
 {
-    if (c->paused)
+    /* The stored pause decides, not c->paused: a customer held in memory (a certificate past
+     * its dates, a disable) must still be paused for good, or the next reload would resume
+     * sending to the endpoint that is Gone. */
+    if (c->paused_stored)
         return;
+    c->paused_stored = true;
     c->paused = true;
     char idbuf[24];
     snprintf(idbuf, sizeof idbuf, "%" PRId64, c->id);
@@ -430,12 +434,19 @@ static bool client_cert_ok(customer *c, int64_t now_s)
     if (!c->client_cert_error &&
         (!c->client_cert || client_cert_usable(c->client_cert, now_s, why, sizeof why)))
         return true;
-    c->client_cert_held = true;
-    c->paused = true;
+    /* Not valid yet (a clock a little behind the issuer's): the delivery goes back and the
+     * customer is not held, since the certificate becomes valid by itself. */
+    bool early = !c->client_cert_error && c->client_cert &&
+                 now_s < client_cert_get_info(c->client_cert)->not_before_s;
+    if (!early) {
+        c->client_cert_held = true;
+        c->paused = true;
+    }
     if (!c->client_cert_warned && !c->client_cert_error) {
         c->client_cert_warned = true;
         LOG_ERROR("customer_client_cert_unusable", LOG_S("customer", c->name), LOG_S("error", why),
-                  LOG_S("action", "held until a valid client certificate is set"));
+                  LOG_S("action", early ? "its deliveries wait until the certificate is valid"
+                                        : "held until a valid client certificate is set"));
     }
     return false;
 }
@@ -528,6 +539,11 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
 static bool still_sendable(dispatcher *d, delivery *dl, customer *c)
 {
     int64_t now = now_us();
+    /* A reload during the wait found settings it cannot use: held, as in delivery_send. */
+    if (c && customer_held_invalid(c)) {
+        delivery_give_back(d, dl);
+        return false;
+    }
     if (dl->expires_us > 0 && now >= dl->expires_us) {
         delivery_expire(d, dl, c);
         return false;
@@ -553,7 +569,8 @@ static void on_token(oauth_waiter *w, http_headers *headers, uint64_t gen,
     customer *c = customer_get(d, dl->customer_id);
     if (c && c->oauth != dl->oauth_set &&
         !(failure && strcmp(failure->error_class, "aborted") == 0)) {
-        transmit(d, dl);
+        if (still_sendable(d, dl, c))
+            transmit(d, dl);
         return;
     }
     if (failure) {
@@ -657,8 +674,8 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     dl->token = token;
     dl->created_us = row->created_us;
     dl->expires_us = row->expires_us;
-    /* Counted from now, a little after the database took it: on the safe side. */
-    dl->lease_end_us = now_us() + (int64_t)d->cfg.lease_seconds * 1000000;
+    dl->lease_end_us = row->lease_end_us > 0 ? row->lease_end_us
+                                             : now_us() + (int64_t)d->cfg.lease_seconds * 1000000;
     dl->traceparent = row->traceparent;
     dl->tracestate = row->tracestate;
     customer *c = customer_get(d, dl->customer_id);

@@ -218,6 +218,7 @@ typedef struct customer {
     bool client_cert_held;   /* not usable (client_cert_error, or past its dates): held */
     int max_in_flight;       /* 0 = unlimited */
     bool paused;             /* held: paused (operator, 410 Gone) or disabled (health) */
+    bool paused_stored;      /* customer.paused as last loaded or written by pause_customer */
     bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
@@ -456,6 +457,7 @@ typedef struct claim_row {
     const char *traceparent, *tracestate; /* W3C Trace Context; NULL: none */
     bool has_next;                        /* drained pair: its next future item's time */
     int64_t next_us;
+    int64_t lease_end_us; /* when its lease runs out, on this host's clock (take_rows) */
 } claim_row;
 
 typedef struct customer_row {

@@ -193,8 +193,12 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->client_cert_error = cert_error;
     c->client_cert_warned = false;
     char cert_why[192];
-    c->client_cert_held = cert_error || (cert && !client_cert_usable(cert, now_us() / 1000000,
-                                                                     cert_why, sizeof cert_why));
+    /* Expired (or unusable): held. Not valid yet: not held, as it will be (its deliveries go
+     * back until then, request() -> client_cert_ok). */
+    int64_t now_s = now_us() / 1000000;
+    c->client_cert_held =
+        cert_error || (cert && !client_cert_usable(cert, now_s, cert_why, sizeof cert_why) &&
+                       now_s >= client_cert_get_info(cert)->not_before_s);
     if (cert_error)
         LOG_ERROR("customer_client_cert_invalid", LOG_S("customer", row->name),
                   LOG_S("error", cert_error),
@@ -256,6 +260,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (!fresh && c->disabled && !row->disabled)
         health_reset(d, c);
     c->disabled = row->disabled;
+    c->paused_stored = row->paused;
     c->paused = row->paused || row->disabled || customer_held_invalid(c);
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
