@@ -18,25 +18,19 @@
  * poll that fires (the peer closed the idle connection) is stopped; the socket itself is
  * released when curl closes it (CURLOPT_CLOSESOCKETFUNCTION).
  *
- * Form requests (http_post_form, OAuth2 token endpoints) use the same request objects: their
- * header list is the fnodes array instead of hdr (switched back when the object returns to the
- * pool), their form and Authorization line live in fbuf (wiped and freed at the end), and their
- * response body is collected whole in rbody.
+ * Routing (direct or through an egress proxy) is in http_route.c, form posts in http_form.c,
+ * a customer's extra header lines in http_headers.c; what they share is in
+ * http_sender_internal.h.
  *
  * Memory: requests go back to the free list (or are freed) right after their callback; sock_ctx
  * and the sender are freed only in uv close callbacks, so a poll or timer callback never sees
  * freed memory even when the user closes the sender from inside a done callback.
  */
-#include "http_sender.h"
-
-#include "list.h"
+#include "http_sender_internal.h"
 
 #include "pgpace_version.h"
-#include "proxy.h"
 #include "secret.h"
-#include "validate.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
@@ -59,31 +53,6 @@
  * payload, many secrets) is freed when the request ends instead of being held by the pool. */
 #define REQ_KEEP_BUF_MAX (64 * 1024)
 
-typedef struct sock_ctx sock_ctx;
-typedef struct http_req http_req;
-
-struct http_sender {
-    uv_loop_t *loop;
-    CURLM *multi;              /* NULL once closing has cleaned it up */
-    uv_timer_t timer;          /* curl's single timeout */
-    http_sender_options o;     /* copy; o.allow points at `allow` */
-    netcheck_allow allow;      /* copy of the caller's allow-list */
-    char *ca_file;             /* copy of o.ca_file; NULL: the system's CA bundle */
-    uint64_t allow_changed_ns; /* uv_hrtime() of the last allow-list change; 0 = never */
-    pgp_list reqs;             /* in-flight requests (http_req.link) */
-    size_t in_flight;
-    pgp_list idle;    /* request objects ready for reuse (http_req.link) */
-    size_t n_idle;    /* length of idle */
-    size_t pool_max;  /* idle is kept at most this long */
-    pgp_list socks;   /* open (not yet closing) socket contexts (sock_ctx.link) */
-    sock_ctx **by_fd; /* open socket contexts by descriptor (n_by_fd slots), to find parked ones */
-    size_t n_by_fd;
-    size_t open_handles; /* uv handles not yet through their close callback */
-    bool closing;
-    void (*closed_cb)(void *arg);
-    void *closed_arg;
-};
-
 /* One per socket curl asked us to watch; curl_multi_assign links it to the socket while curl
  * watches it. A parked one (an idle keep-alive connection) is linked only from by_fd. */
 struct sock_ctx {
@@ -97,141 +66,12 @@ struct sock_ctx {
     pgp_list link;
 };
 
-/* Header nodes of a request: curl reads the list, never frees or changes it. The nodes up to
- * HDR_EXPECT are in every request; the optional ones after it are linked in by build_headers
- * for the requests that carry them, so that a request without them has no such header. */
-enum {
-    HDR_CONTENT_TYPE,
-    HDR_USER_AGENT,
-    HDR_ID,
-    HDR_TIMESTAMP,
-    HDR_SIGNATURE,
-    HDR_EXPECT,
-    HDR_TRACEPARENT,
-    HDR_TRACESTATE,
-    HDR_COUNT
-};
-
-struct http_req {
-    pgp_list link; /* in s->reqs while in flight, in s->idle while pooled */
-    http_sender *s;
-    CURL *easy; /* created with the object, reused by every request it carries */
-    struct curl_slist hdr[HDR_COUNT]; /* the last one linked links to extra->nodes in flight */
-    struct curl_slist **hdr_end;      /* that last node's next, set by build_headers */
-    http_headers *extra;              /* the customer's extra headers, referenced; or NULL */
-    client_cert *cert; /* the customer's client certificate, referenced while curl may read it
-                          (CURL_BLOB_NOCOPY); or NULL, and then none is set on the handle */
-    char *hbuf;        /* the varying header lines (id, timestamp, signatures), NUL-separated */
-    size_t hbuf_cap;
-    const char *body; /* what curl sends: the caller's, borrowed until the callback */
-    size_t excerpt_len;
-    size_t received;   /* response body bytes accepted (<= max_response_bytes) */
-    bool truncated;    /* body exceeded max_response_bytes: transfer stopped on purpose */
-    bool saw_response; /* a status line arrived: CURLINFO_RESPONSE_CODE is this request's */
-    bool have_retry_after;
-    char retry_after[128];
-    unsigned connects_allowed; /* sockets opened after a netcheck pass */
-    char refused[192];         /* first SSRF refusal, "" if none */
-    char errbuf[CURL_ERROR_SIZE];
-    char error[CURL_ERROR_SIZE + 256];
-    uint64_t start_ns;
-    /* form requests (http_post_form) */
-    bool form;
-    struct curl_slist fnodes[5]; /* content-type, accept, user-agent, Expect:, authorization */
-    char *fbuf;                  /* the form, then the Authorization line: secrets */
-    size_t fbuf_len;
-    char *rbody; /* the response body, up to rbody_max bytes */
-    size_t rbody_len, rbody_max;
-    http_done_cb cb;
-    void *arg;
-    /* Through a proxy (http_sender.h): the destination is resolved and checked first, then
-     * pinned with a CONNECT_TO entry. */
-    bool proxied;   /* this request goes through `proxy` */
-    bool proxy_set; /* the easy handle holds proxy options (from this or an earlier request) */
-    bool resolving; /* its uv_getaddrinfo is pending */
-    bool orphaned;  /* aborted by http_sender_close while resolving: the resolve callback frees
-                       it (libuv still owns `gai` until then) */
-    uv_getaddrinfo_t gai;
-    long total_timeout_ms; /* the request's, which the lookup counts against */
-    long dest_port;
-    char proxy[PROXY_URL_MAX + 1];
-    char dest_host[PROXY_HOST_MAX + 3]; /* the URL's host as curl reads it ("[v6]" bracketed) */
-    char connect_to[2 * (PROXY_HOST_MAX + 3) + 16];
-    struct curl_slist connect_to_node;
-    char excerpt[]; /* first excerpt_bytes of the response body */
-};
-
 /* Constant header lines (not const: curl_slist.data is char *; curl only reads them). */
 static char hdr_content_type[] = "content-type: application/json";
 /* A header of ours rather than CURLOPT_USERAGENT, which curl formats anew for every transfer. */
-static char hdr_user_agent[] = "user-agent: " USER_AGENT;
+char http_hdr_user_agent[] = "user-agent: " USER_AGENT;
 /* No "Expect: 100-continue" round trip for larger bodies. */
-static char hdr_expect[] = "Expect:";
-static char hdr_form_type[] = "content-type: application/x-www-form-urlencoded";
-static char hdr_accept_json[] = "accept: application/json";
-
-/* A customer's extra headers: one allocation holding the nodes and the lines they point to. */
-struct http_headers {
-    unsigned refs;
-    size_t n;
-    struct curl_slist nodes[]; /* n nodes, then the lines, NUL-terminated */
-};
-
-/* ---- extra headers ---- */
-
-int http_headers_new(const char *lines, http_headers **out)
-{
-    *out = NULL;
-    if (!lines || !*lines)
-        return 0;
-    size_t n = 1, len = strlen(lines);
-    for (const char *p = lines; *p; p++)
-        if (*p == '\n')
-            n++;
-    if (n > HTTP_HEADERS_MAX)
-        return -EINVAL;
-    http_headers *h = malloc(sizeof *h + n * sizeof h->nodes[0] + len + 1);
-    if (!h)
-        return -ENOMEM;
-    h->refs = 1;
-    h->n = n;
-    char *text = (char *)(h->nodes + n);
-    memcpy(text, lines, len + 1);
-    char *line = text;
-    for (size_t i = 0; i < n; i++) {
-        char *end = strchr(line, '\n');
-        if (end)
-            *end = '\0';
-        /* The rules pgpace.customer_set_headers applied, checked again: a direct UPDATE passes
-         * only the table's CHECK (no CR/LF), and a "Content-Length: 0" or "Host:" line would
-         * change the request's framing. The one Authorization line is what run_customers.sql
-         * builds from the customer's auth, last. */
-        char name[VALIDATE_HEADER_NAME_MAX + 1];
-        bool ok;
-        if (i + 1 == n && strncasecmp(line, "Authorization:", 14) == 0) {
-            ok = line[14] != '\0';
-            for (const unsigned char *c = (const unsigned char *)line; ok && *c; c++)
-                ok = *c >= 0x20 && *c != 0x7f;
-        } else {
-            ok = validate_header_line("header", line, name, NULL) == 0;
-        }
-        if (!ok) {
-            free(h);
-            return -EINVAL;
-        }
-        h->nodes[i].data = line;
-        h->nodes[i].next = i + 1 < n ? &h->nodes[i + 1] : NULL;
-        line = end ? end + 1 : line + strlen(line);
-    }
-    *out = h;
-    return 0;
-}
-
-void http_headers_release(http_headers *h)
-{
-    if (h && --h->refs == 0)
-        free(h);
-}
+char http_hdr_expect[] = "Expect:";
 
 /* ---- completion ---- */
 
@@ -304,7 +144,7 @@ static void req_form_clear(http_req *r)
     r->rbody_len = r->rbody_max = 0;
 }
 
-static void req_destroy(http_req *r)
+void hs_req_destroy(http_req *r)
 {
     req_form_clear(r);
     http_headers_release(r->extra);
@@ -317,7 +157,7 @@ static void req_destroy(http_req *r)
 
 /* Back to the free list after its callback (or a refused http_send): the easy handle is no
  * longer in the multi. Per-request state is reset when the object is taken again. */
-static void req_put(http_req *r)
+void hs_req_put(http_req *r)
 {
     http_sender *s = r->s;
     if (r->form) {
@@ -325,12 +165,12 @@ static void req_put(http_req *r)
         r->form = false;
         /* Webhooks use the fixed header nodes again; an object that cannot is not reused. */
         if (curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdr) != CURLE_OK) {
-            req_destroy(r);
+            hs_req_destroy(r);
             return;
         }
     }
     if (s->closing || s->n_idle >= s->pool_max) {
-        req_destroy(r);
+        hs_req_destroy(r);
         return;
     }
     if (r->hbuf_cap > REQ_KEEP_BUF_MAX) {
@@ -350,7 +190,7 @@ static void req_put(http_req *r)
         bool cleared = curl_easy_setopt(r->easy, CURLOPT_SSLCERT_BLOB, NULL) == CURLE_OK &&
                        curl_easy_setopt(r->easy, CURLOPT_SSLKEY_BLOB, NULL) == CURLE_OK;
         if (!cleared) {
-            req_destroy(r);
+            hs_req_destroy(r);
             return;
         }
         client_cert_release(r->cert);
@@ -364,7 +204,7 @@ static void req_put(http_req *r)
 }
 
 /* Unlinks r, runs its callback once with `res` filled in, releases it. */
-static void req_finish(http_req *r, http_result *res)
+void hs_req_finish(http_req *r, http_result *res)
 {
     http_sender *s = r->s;
     pgp_list_remove(&r->link);
@@ -381,7 +221,7 @@ static void req_finish(http_req *r, http_result *res)
     if (!res->error)
         res->error = "";
     r->cb(res, r->arg);
-    req_put(r);
+    hs_req_put(r);
 }
 
 /* The HTTP status of r's transfer, 0 when none arrived. A reused easy handle still reports the
@@ -392,38 +232,6 @@ static long req_status(http_req *r)
     if (!r->saw_response || curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
         return 0;
     return status;
-}
-
-/* Did the proxy fail r: not reachable (the only connection a proxied request opens is to the
- * proxy), or it answered the CONNECT with anything but 2xx (403 by policy, 407 wanting
- * credentials)? Writes r->error when so. A 502 or 504 is the proxy saying that the
- * destination could not be reached: the receiver's failure, classed "connect" as it would be
- * without the proxy (proxy failures do not count against a customer's breaker). */
-static const char *proxy_failed(http_req *r, CURLcode code)
-{
-    long connect_code = 0;
-    if (curl_easy_getinfo(r->easy, CURLINFO_HTTP_CONNECTCODE, &connect_code) == CURLE_OK &&
-        (connect_code == 502 || connect_code == 504)) {
-        snprintf(r->error, sizeof r->error,
-                 "the proxy could not reach the destination (CONNECT %.300s): HTTP %ld",
-                 r->connect_to, connect_code);
-        return "connect";
-    }
-    if (connect_code != 0 && (connect_code < 200 || connect_code > 299)) {
-        snprintf(r->error, sizeof r->error, "proxy refused CONNECT (%.300s): HTTP %ld",
-                 r->connect_to, connect_code);
-        return "proxy";
-    }
-    if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY
-#if LIBCURL_VERSION_NUM >= 0x074900
-        || code == CURLE_PROXY
-#endif
-    ) {
-        snprintf(r->error, sizeof r->error, "proxy unreachable: %s",
-                 r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
-        return "proxy";
-    }
-    return NULL;
 }
 
 /* Turns curl's verdict on a finished transfer into an http_result. */
@@ -442,7 +250,7 @@ static void req_complete(http_req *r, CURLcode code)
          * proxied request's refusals were of other addresses of its name: one was allowed. */
         res.error_class = "ssrf";
         snprintf(r->error, sizeof r->error, "%s", r->refused);
-    } else if (r->proxied && (res.error_class = proxy_failed(r, code)) != NULL) {
+    } else if (r->proxied && (res.error_class = hs_proxy_failed(r, code)) != NULL) {
         /* the proxy's verdict, in r->error */
     } else {
         res.error_class = code == CURLE_WRITE_ERROR && r->truncated ? "too_large" : classify(code);
@@ -467,7 +275,7 @@ static void req_complete(http_req *r, CURLcode code)
         }
     }
     res.error = r->error;
-    req_finish(r, &res);
+    hs_req_finish(r, &res);
 }
 
 /* Completes every transfer curl reports done. Stops when a callback closed the sender. */
@@ -506,7 +314,7 @@ static void finish_close(http_sender *s)
         cb(arg);
 }
 
-static void handle_closed(http_sender *s)
+void hs_handle_closed(http_sender *s)
 {
     if (--s->open_handles == 0 && s->closing)
         finish_close(s);
@@ -517,7 +325,7 @@ static void sock_closed_cb(uv_handle_t *h)
     sock_ctx *c = h->data;
     http_sender *s = c->s;
     free(c);
-    handle_closed(s);
+    hs_handle_closed(s);
 }
 
 static sock_ctx *sock_lookup(const http_sender *s, curl_socket_t fd)
@@ -938,12 +746,6 @@ static bool tracestate_safe(const char *v)
     return p[-1] != ' ' && p[-1] != '\t';
 }
 
-#define SETOPT(opt, val)                                                                           \
-    do {                                                                                           \
-        if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
-            goto fail;                                                                             \
-    } while (0)
-
 /* The options every request of this object shares, set once when the object is made. */
 static int easy_setup(http_req *r)
 {
@@ -994,7 +796,7 @@ fail:
 }
 
 /* A request object from the free list, or a new one. Per-request state is reset. */
-static http_req *req_get(http_sender *s)
+http_req *hs_req_get(http_sender *s)
 {
     http_req *r;
     if (!pgp_list_empty(&s->idle)) {
@@ -1008,14 +810,14 @@ static http_req *req_get(http_sender *s)
         r->s = s;
         pgp_list_init(&r->link);
         r->hdr[HDR_CONTENT_TYPE].data = hdr_content_type;
-        r->hdr[HDR_USER_AGENT].data = hdr_user_agent;
-        r->hdr[HDR_EXPECT].data = hdr_expect;
+        r->hdr[HDR_USER_AGENT].data = http_hdr_user_agent;
+        r->hdr[HDR_EXPECT].data = http_hdr_expect;
         for (int i = 0; i < HDR_COUNT - 1; i++)
             r->hdr[i].next = &r->hdr[i + 1];
         r->hdr[HDR_EXPECT].next = NULL;
         r->easy = curl_easy_init();
         if (!r->easy || easy_setup(r) != 0) {
-            req_destroy(r);
+            hs_req_destroy(r);
             return NULL;
         }
     }
@@ -1169,176 +971,26 @@ fail:
     return -EINVAL;
 }
 
-/* The URL's host and port as curl itself reads them (its URL parser), for the check and the
- * CONNECT_TO entry, which curl matches against the same host name and port. */
-static int dest_parse(http_req *r, const char *url)
-{
-    CURLU *u = curl_url();
-    if (!u)
-        return -ENOMEM;
-    char *host = NULL, *port = NULL;
-    int rc = -EINVAL;
-    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
-        strlen(host) < sizeof r->dest_host) {
-        memcpy(r->dest_host, host, strlen(host) + 1);
-        r->dest_port = strtol(port, NULL, 10);
-        rc = r->dest_port > 0 && r->dest_port <= 65535 ? 0 : -EINVAL;
-    }
-    curl_free(host);
-    curl_free(port);
-    curl_url_cleanup(u);
-    return rc;
-}
-
-/* Proxy options of r's easy handle: for a request through r->proxy, or cleared for a direct
- * one after a proxied request (the pooled handle keeps whatever it was last given). */
-static int set_proxy_options(http_req *r, bool on)
+int hs_req_launch(http_sender *s, http_req *r, const hs_launch *l)
 {
     CURL *e = r->easy;
-    SETOPT(CURLOPT_PROXY, on ? r->proxy : "");
-    SETOPT(CURLOPT_PROXYTYPE, (long)CURLPROXY_HTTP);
-    /* A tunnel for http:// too: the proxy only ever sees "CONNECT ip:port". */
-    SETOPT(CURLOPT_HTTPPROXYTUNNEL, on ? 1L : 0L);
-    /* The proxy's answer to CONNECT is not the receiver's response (nor its Retry-After). */
-    SETOPT(CURLOPT_SUPPRESS_CONNECT_HEADERS, on ? 1L : 0L);
-    /* The request's headers (Authorization, the customer's) go to the receiver only, never in
-     * the CONNECT (libcurl's default since 7.42; said here because it matters). */
-    SETOPT(CURLOPT_HEADEROPT, CURLHEADER_SEPARATE);
-    SETOPT(CURLOPT_CONNECT_TO, (struct curl_slist *)NULL);
-    r->proxy_set = on;
-    return 0;
+    /* Only what differs between requests; easy_setup() set the rest. */
+    SETOPT(CURLOPT_URL, l->url);
+    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)l->body_len);
+    SETOPT(CURLOPT_POSTFIELDS, l->body);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, l->connect_timeout_ms);
+    SETOPT(CURLOPT_TIMEOUT_MS, l->total_timeout_ms);
+    r->total_timeout_ms = l->total_timeout_ms;
+    if (reuse_options(s, e) != 0)
+        goto fail;
+    int rc = hs_req_route(r, l->url, l->proxy);
+    if (rc < 0)
+        return rc;
+    r->cb = l->cb;
+    r->arg = l->arg;
+    return hs_req_start(s, r);
 fail:
     return -EINVAL;
-}
-
-/* The destination of a proxied request resolved (on the thread pool): keep the first address
- * netcheck allows and pin it, then hand the request to curl; or fail it ("dns", "ssrf")
- * without the proxy ever hearing of it. */
-static void resolved_cb(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
-{
-    http_req *r = g->data;
-    http_sender *s = r->s;
-    r->resolving = false;
-    if (r->orphaned) {
-        /* Its callback ran already (aborted by http_sender_close). */
-        uv_freeaddrinfo(res);
-        req_destroy(r);
-        handle_closed(s);
-        return;
-    }
-    s->open_handles--; /* not closing: this is not the last one */
-    http_result failed = {0};
-    char ip[INET6_ADDRSTRLEN] = "";
-    bool v6 = false;
-    if (status != 0) {
-        failed.error_class = "dns";
-        snprintf(r->error, sizeof r->error, "could not resolve %s: %s", r->dest_host,
-                 uv_strerror(status));
-    } else {
-        for (struct addrinfo *ai = res; ai && !ip[0]; ai = ai->ai_next) {
-            const char *reason = NULL;
-            const void *bin = ai->ai_family == AF_INET
-                                  ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
-                                  : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
-            char text[INET6_ADDRSTRLEN] = "?";
-            if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
-                continue;
-            inet_ntop(ai->ai_family, bin, text, sizeof text);
-            if (netcheck_allowed(ai->ai_addr, ai->ai_addrlen, &s->allow, &reason)) {
-                memcpy(ip, text, sizeof ip);
-                v6 = ai->ai_family == AF_INET6;
-            } else if (!r->refused[0]) {
-                snprintf(r->refused, sizeof r->refused, "refused destination %s: %s", text,
-                         reason ? reason : "refused");
-            }
-        }
-        if (!ip[0]) {
-            failed.error_class = r->refused[0] ? "ssrf" : "dns";
-            snprintf(r->error, sizeof r->error, "%s",
-                     r->refused[0] ? r->refused : "no usable address");
-        }
-    }
-    uv_freeaddrinfo(res);
-    if (!failed.error_class) {
-        /* "::IP:PORT": for any host and port. An entry naming the host applies only if its
-         * text equals curl's own spelling of the name, which can differ (an IDN's punycode):
-         * curl would then drop the pin without a word and the proxy resolve the name itself.
-         * The easy handle carries this one request, so the wildcard pins exactly it. */
-        snprintf(r->connect_to, sizeof r->connect_to, "::%s%s%s:%ld", v6 ? "[" : "", ip,
-                 v6 ? "]" : "", r->dest_port);
-        r->connect_to_node.data = r->connect_to;
-        r->connect_to_node.next = NULL;
-        /* The lookup counts against the request's total time: curl gets what is left. */
-        uint64_t spent_ms = (uv_hrtime() - r->start_ns) / 1000000u;
-        if (spent_ms >= (uint64_t)r->total_timeout_ms) {
-            failed.error_class = "dns";
-            snprintf(r->error, sizeof r->error,
-                     "resolving %.200s took %llu ms, the request's whole timeout", r->dest_host,
-                     (unsigned long long)spent_ms);
-        } else if (curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS,
-                                    (long)((uint64_t)r->total_timeout_ms - spent_ms)) != CURLE_OK ||
-                   curl_easy_setopt(r->easy, CURLOPT_CONNECT_TO, &r->connect_to_node) != CURLE_OK ||
-                   curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
-            failed.error_class = "internal";
-            snprintf(r->error, sizeof r->error, "could not start the request");
-        }
-    }
-    if (failed.error_class) {
-        failed.error = r->error;
-        req_finish(r, &failed);
-    }
-}
-
-/* Direct, or through `proxy` (NULL or "": direct) with the destination checked and pinned
- * (see the contract): sets r's proxy options, which a pooled handle keeps from its last
- * request. Returns 0 or a negative error. */
-static int req_route(http_req *r, const char *url, const char *proxy)
-{
-    bool via_proxy = proxy && *proxy;
-    if (via_proxy) {
-        size_t plen = strlen(proxy);
-        int rc;
-        if (plen >= sizeof r->proxy)
-            return -EINVAL;
-        if ((rc = dest_parse(r, url)) < 0)
-            return rc;
-        memcpy(r->proxy, proxy, plen + 1);
-    }
-    if ((via_proxy || r->proxy_set) && set_proxy_options(r, via_proxy) != 0)
-        return -EINVAL;
-    r->proxied = via_proxy;
-    return 0;
-}
-
-/* Hands r (its options, cb and arg set) to curl, or a proxied one first to the resolver
- * (resolved_cb). Returns 0 (its callback will run) or a negative error. */
-static int req_start(http_sender *s, http_req *r)
-{
-    r->start_ns = uv_hrtime();
-    if (r->proxied) {
-        /* The brackets of an IPv6 literal are URL syntax, not part of the address. */
-        char host[sizeof r->dest_host];
-        size_t hlen = strlen(r->dest_host);
-        if (r->dest_host[0] == '[' && hlen >= 2) {
-            memcpy(host, r->dest_host + 1, hlen - 2);
-            host[hlen - 2] = '\0';
-        } else {
-            memcpy(host, r->dest_host, hlen + 1);
-        }
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-        r->gai.data = r;
-        if (uv_getaddrinfo(s->loop, &r->gai, resolved_cb, host, NULL, &hints) != 0)
-            return -EIO;
-        r->resolving = true;
-        s->open_handles++; /* the sender is freed only after resolved_cb */
-    } else if (curl_multi_add_handle(s->multi, r->easy) != CURLM_OK) {
-        return -EIO;
-    }
-    pgp_list_push(&s->reqs, &r->link);
-    s->in_flight++;
-    return 0;
 }
 
 int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *arg)
@@ -1352,7 +1004,7 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
     if (s->closing)
         return -ESHUTDOWN;
 
-    http_req *r = req_get(s);
+    http_req *r = hs_req_get(s);
     if (!r)
         return -ENOMEM;
     CURL *e = r->easy;
@@ -1365,19 +1017,6 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
         goto fail_rc;
 
     rc = -EINVAL;
-    /* Only what differs between requests; easy_setup() set the rest. */
-    SETOPT(CURLOPT_URL, req->url);
-    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-    SETOPT(CURLOPT_POSTFIELDS, r->body);
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
-    SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
-    r->total_timeout_ms = req->total_timeout_ms;
-    if (reuse_options(s, e) != 0)
-        goto fail;
-
-    if ((rc = req_route(r, req->url, req->proxy)) < 0)
-        goto fail_rc;
-
     /* Linked after the fixed nodes (the list curl has from easy_setup), referenced until
      * req_put: no allocation, and a reload of the customer cannot free it under curl. */
     if (req->headers) {
@@ -1404,97 +1043,28 @@ int http_send(http_sender *s, const http_request *req, http_done_cb cb, void *ar
         SETOPT(CURLOPT_SSLCERT_BLOB, &cb_cert);
         SETOPT(CURLOPT_SSLKEY_BLOB, &cb_key);
     }
-    r->cb = cb;
-    r->arg = arg;
-    if ((rc = req_start(s, r)) < 0)
+    hs_launch l = {.url = req->url,
+                   .body = r->body,
+                   .body_len = req->body_len,
+                   .connect_timeout_ms = req->connect_timeout_ms,
+                   .total_timeout_ms = req->total_timeout_ms,
+                   .proxy = req->proxy,
+                   .cb = cb,
+                   .arg = arg};
+    if ((rc = hs_req_launch(s, r, &l)) < 0)
         goto fail_rc;
     return 0;
 
 fail:
     rc = -EINVAL;
 fail_rc:
-    req_put(r);
-    return rc;
-}
-
-/* The value of a form request's Authorization, and its form: no CR, LF or NUL may reach the
- * wire (the caller built them from checked values; this keeps the sender safe regardless). */
-static bool form_text_safe(const char *v)
-{
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-            return false;
-    return true;
-}
-
-int http_post_form(http_sender *s, const http_form_request *req, http_done_cb cb, void *arg)
-{
-    if (!s || !req || !cb || !req->url || !req->form || !form_text_safe(req->form) ||
-        (req->authorization && (!*req->authorization || !form_text_safe(req->authorization))) ||
-        req->max_body == 0 || req->max_body > 1024 * 1024 || req->total_timeout_ms <= 0 ||
-        req->connect_timeout_ms < 0)
-        return -EINVAL;
-    if (s->closing)
-        return -ESHUTDOWN;
-    http_req *r = req_get(s);
-    if (!r)
-        return -ENOMEM;
-    CURL *e = r->easy;
-    int rc = -ENOMEM;
-    static const char auth_prefix[] = "authorization: ";
-    size_t form_len = strlen(req->form);
-    size_t auth_len = req->authorization ? strlen(req->authorization) : 0;
-    r->form = true; /* from here on req_put switches the header list back */
-    r->fbuf_len = form_len + 1 + sizeof auth_prefix + auth_len;
-    r->fbuf = malloc(r->fbuf_len);
-    if (!r->fbuf)
-        goto fail_rc;
-    memcpy(r->fbuf, req->form, form_len + 1);
-    r->rbody_max = req->max_body;
-    struct curl_slist *n = r->fnodes;
-    n[0].data = hdr_form_type;
-    n[1].data = hdr_accept_json;
-    n[2].data = hdr_user_agent;
-    n[3].data = hdr_expect;
-    n[3].next = NULL;
-    for (int i = 0; i < 3; i++)
-        n[i].next = &n[i + 1];
-    if (req->authorization) {
-        char *line = r->fbuf + form_len + 1;
-        memcpy(line, auth_prefix, sizeof auth_prefix - 1);
-        memcpy(line + sizeof auth_prefix - 1, req->authorization, auth_len + 1);
-        n[4].data = line;
-        n[4].next = NULL;
-        n[3].next = &n[4];
-    }
-    rc = -EINVAL;
-    SETOPT(CURLOPT_HTTPHEADER, r->fnodes);
-    SETOPT(CURLOPT_URL, req->url);
-    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form_len);
-    SETOPT(CURLOPT_POSTFIELDS, r->fbuf);
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
-    SETOPT(CURLOPT_TIMEOUT_MS, req->total_timeout_ms);
-    r->total_timeout_ms = req->total_timeout_ms;
-    if (reuse_options(s, e) != 0)
-        goto fail;
-    if ((rc = req_route(r, req->url, req->proxy)) < 0)
-        goto fail_rc;
-    r->cb = cb;
-    r->arg = arg;
-    if ((rc = req_start(s, r)) < 0)
-        goto fail_rc;
-    return 0;
-
-fail:
-    rc = -EINVAL;
-fail_rc:
-    req_put(r);
+    hs_req_put(r);
     return rc;
 }
 
 static void timer_closed_cb(uv_handle_t *h)
 {
-    handle_closed(h->data);
+    hs_handle_closed(h->data);
 }
 
 void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
@@ -1525,7 +1095,7 @@ void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
         curl_multi_remove_handle(s->multi, r->easy);
         http_result res = {.error_class = "aborted", .error = "sender closed"};
         res.status = req_status(r);
-        req_finish(r, &res);
+        hs_req_finish(r, &res);
     }
     /* May still report REMOVE for cached connections' sockets, and closes them through
      * close_socket_cb: both close their contexts. */
@@ -1534,7 +1104,7 @@ void http_sender_close(http_sender *s, void (*closed_cb)(void *arg), void *arg)
     while (!pgp_list_empty(&s->idle)) {
         http_req *r = pgp_list_entry(s->idle.next, http_req, link);
         pgp_list_remove(&r->link);
-        req_destroy(r);
+        hs_req_destroy(r);
     }
     s->n_idle = 0;
     while (!pgp_list_empty(&s->socks))
