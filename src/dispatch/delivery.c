@@ -379,14 +379,9 @@ static void on_delivery_done(const http_result *r, void *arg)
             breaker_note(d, c, false, NULL);
         else if (v.receiver_failed)
             breaker_note(d, c, true, v.error);
-        /* Health counts every failure, also a 4xx that dead-letters (an endpoint that is gone
-         * answers 404 forever), but no throttle, and none that is not the receiver's (the
-         * shared egress proxy, dead-lettered on the last attempt like any other). */
-        bool not_receivers = v.error_class && (strcmp(v.error_class, "proxy") == 0 ||
-                                               strcmp(v.error_class, "client_cert") == 0);
         if (v.outcome == OUTCOME_SUCCESS)
             health_note(d, c, false, dl->started_us, NULL);
-        else if (v.receiver_failed || (v.outcome == OUTCOME_DEAD && !not_receivers))
+        else if (v.health_failed)
             health_note(d, c, true, dl->started_us, v.error);
         /* A retried or released item is due again at a known time: wake its pair then (a
          * dead-lettered or delivered one needs nothing). */

@@ -287,6 +287,9 @@ typedef struct outcome_decision {
     bool receiver_failed;    /* counts against the breaker: a response or network failure that
                                 says the receiver is unwell (not a refused destination, not a
                                 shutdown abort) */
+    bool health_failed;      /* counts in the customer's failing streak (health.c): every
+                                failure, also one that dead-letters (a gone endpoint's 404),
+                                but no throttle and none that is not the receiver's */
     bool pause_customer;     /* 410 Gone */
     bool slow_customer;      /* 429 or 503: the customer's pace drops (pace.c) */
     int64_t retry_after_ms;  /* the Retry-After honoured, or -1 */

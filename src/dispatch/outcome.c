@@ -97,8 +97,9 @@ void outcome_classify(const http_result *r, int attempt, int max_attempts, const
     /* Not the receiver's failure: the egress proxy down or refusing (shared by every
      * customer: it must not open all their breakers, nor disable them), or a client
      * certificate pgpace cannot use. Retried all the same. */
-    out->receiver_failed =
-        retry && !(cls && (strcmp(cls, "proxy") == 0 || strcmp(cls, "client_cert") == 0));
+    bool not_receivers = cls && (strcmp(cls, "proxy") == 0 || strcmp(cls, "client_cert") == 0);
+    out->receiver_failed = retry && !not_receivers;
+    out->health_failed = !not_receivers;
     if (!retry)
         return;
     if (attempt >= max_attempts)

@@ -154,18 +154,6 @@ static void other_functions_refuse_to_start(void **state)
                      1);
 }
 
-/* The admin port from the service's log ("event=http_listening ... port=N"). */
-static int admin_port(fx *f)
-{
-    assert_true(fx_wait_log(f, "event=http_listening", 10000));
-    char *log = fx_log(f);
-    const char *p = strstr(strstr(log, "event=http_listening"), "port=");
-    int port = p ? atoi(p + 5) : 0;
-    free(log);
-    assert_true(port > 0);
-    return port;
-}
-
 static size_t collect(char *data, size_t size, size_t n, void *arg)
 {
     strbuf *sb = arg;
@@ -211,7 +199,7 @@ static void admin_http_through_the_service(void **state)
     fx *f = *state;
     fx_customer(f, "acme", TL_ARGV("--rate", "6000"));
     fx_run(f, "http.enqueue_token = s3cret-token\n");
-    int port = admin_port(f);
+    int port = fx_admin_port(f);
     assert_true(fx_wait_log(f, "event=leader_elected", 10000));
 
     char *body = NULL;
@@ -318,7 +306,7 @@ static void readiness_standby_and_database_down(void **state)
              "dispatcher.keepalive_idle_s = 1\ndispatcher.reconnect_max_ms = 200\n",
              tcpproxy_port(proxy), f->db->name);
     fx_run(f, extra);
-    int port = admin_port(f);
+    int port = fx_admin_port(f);
     assert_true(fx_wait_log(f, "event=leader_elected", 10000));
 
     /* A second instance, straight to the database: it stands by and says so. */

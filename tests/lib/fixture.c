@@ -234,3 +234,14 @@ char *fx_metrics(fx *f)
     buf[len] = '\0';
     return buf;
 }
+
+int fx_admin_port(fx *f)
+{
+    assert_true(fx_wait_log(f, "event=http_listening", 10000));
+    char *log = fx_log(f);
+    const char *p = strstr(strstr(log, "event=http_listening"), "port=");
+    int port = p ? atoi(p + 5) : 0;
+    free(log);
+    assert_true(port > 0);
+    return port;
+}

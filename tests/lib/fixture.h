@@ -53,5 +53,8 @@ char *fx_log(fx *f);
 char *fx_metrics(fx *f);
 /* Waits until the log contains `needle` (deadline in ms); returns whether it did. */
 int fx_wait_log(fx *f, const char *needle, int timeout_ms);
+/* The admin listener's port, from the service's log ("event=http_listening ... port=N"); fails
+ * the test when it does not come within 10 s. */
+int fx_admin_port(fx *f);
 
 #endif

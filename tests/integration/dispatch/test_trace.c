@@ -155,18 +155,6 @@ static void bad_trace_context_refused_on_every_path(void **state)
                      1);
 }
 
-/* The admin port from the service's log ("event=http_listening ... port=N"). */
-static int admin_port(fx *f)
-{
-    assert_true(fx_wait_log(f, "event=http_listening", 10000));
-    char *log = fx_log(f);
-    const char *p = strstr(strstr(log, "event=http_listening"), "port=");
-    int port = p ? atoi(p + 5) : 0;
-    free(log);
-    assert_true(port > 0);
-    return port;
-}
-
 static size_t collect(char *data, size_t size, size_t n, void *arg)
 {
     strbuf *sb = arg;
@@ -208,7 +196,7 @@ static void trace_headers_arrive_as_enqueued(void **state)
     fx_customer(f, "spaced", TL_ARGV("--rate", "6000"));
     fx_customer(f, "free", TL_ARGV("--rate", "1", "--mode", "unlimited"));
     fx_run(f, "http.enqueue_token = trace-token\n");
-    int port = admin_port(f);
+    int port = fx_admin_port(f);
 
     const char *const customers[] = {"spaced", "free"};
     for (int k = 0; k < 2; k++) {
