@@ -946,6 +946,9 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
             c->pending_close = close;
             c->pending_rec = rec;
             c->pending_status = status;
+            /* From now: the loop's cached time is from the start of this iteration, which
+             * may be before this request was read (answered_us - at_us must be the delay). */
+            uv_update_time(c->timer.loop);
             uv_timer_start(&c->timer, on_delay_done, (uint64_t)delay_ms, 0);
         } else {
             send_answer(c, resp, len, close);
