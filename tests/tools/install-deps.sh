@@ -6,7 +6,11 @@ pkgs=(build-essential meson ninja-build pkg-config
       libpq-dev libuv1-dev libcurl4-openssl-dev libssl-dev libinih-dev libcmocka-dev
       libhttp-parser-dev libjansson-dev postgresql-15 postgresql-client-15 ca-certificates
       prometheus clang libclang-rt-14-dev  # promtool checks /metrics; clang: libFuzzer
-      openssl)  # the command line verifies Ed25519 (v1a) signatures in dispatch_ed25519
+      openssl  # the command line verifies Ed25519 (v1a) signatures in dispatch_ed25519
+      # browser_status_page drives Debian's headless chromium over the DevTools pipe; with
+      # --no-install-recommends nothing pulls in a font, and without one the page's text
+      # (what the test reads and the README screenshot shows) renders as empty boxes.
+      chromium fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
