@@ -344,6 +344,7 @@ class Page:
         self.exceptions = []  # exception descriptions
         self.loads = 0  # Page.loadEventFired count
         self.http_status = {}  # URL of each document/fetch response -> its status
+        self.requests = []  # URL of every request the page made
 
     def send(self, method, params=None, timeout=None):
         return self.browser.send(method, params, session=self.session, timeout=timeout)
@@ -365,6 +366,8 @@ class Page:
                                    f"column {d.get('columnNumber')})")
         elif method == "Page.loadEventFired":
             self.loads += 1
+        elif method == "Network.requestWillBeSent":
+            self.requests.append(params.get("request", {}).get("url", ""))
         elif method == "Network.responseReceived":
             r = params.get("response", {})
             self.http_status[r.get("url", "")] = r.get("status")
