@@ -1,0 +1,757 @@
+#!/usr/bin/python3
+"""test_status_page.py - the live status page (GET /) in a real headless chromium (TAP).
+
+Starts what a deployment has: a fresh PostgreSQL database (migrated by `pgpace migrate`), the
+test webhook receiver (one customer's path throttles like a rate-limited API, one answers
+400 to every 5th request, one answers slowly), five customers of the three modes and a carrier
+made with the CLI, a backlog enqueued from a file, and `pgpace run` with a status token. Then
+it opens the page in chromium (tests/browser/cdp.py) and checks what the page renders, through
+the DOM contract the page promises (data-* attributes): every customer listed with its mode
+and rate, numbers changing from one poll to the next, the throttled customer's effective rate
+shown below its configured rate, the carrier and dead-letter count, filtering and sorting
+(server side, state kept across a reload), and that no signing secret, token or payload ever
+reaches the page or /v1/status. The browser must report no Content-Security-Policy violation,
+no uncaught exception and no request outside the dispatcher's origin. It saves a screenshot
+(the README's picture): $PGPACE_SCREENSHOT, else --screenshot PATH (meson gives one in the
+build directory), never in the source tree.
+
+Environment (as meson gives every integration test): PGPACE_BIN, PGPACE_RECEIVER_BIN, and
+libpq's PGHOST/PGPORT/PGUSER for a running PostgreSQL (tests/run starts one).
+Every wait has a deadline; everything started is stopped and the database dropped in every
+outcome.
+"""
+
+import base64
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.dont_write_bytecode = True  # importing cdp must leave no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser, CDPError  # noqa: E402
+
+INSTANCE = "browsertest"
+POLL_WAIT_S = 20  # a poll is due every poll_ms (2 s by default); this allows for a slow CI
+THROTTLE_WAIT_S = 30
+DEAD_WAIT_S = 45  # the dead-letter total is refreshed every ~10 s
+# name -> (mode, rate, receiver behaviour for the diagnostics)
+CUSTOMERS = {
+    "acme-orders": ("spaced", 120, "200"),
+    "acme-billing": ("spaced", 60, "400 to every 5th request (dead letters)"),
+    "globex": ("batch", 12, "200"),
+    "initech": ("unlimited", 1, "200 after 250 ms, through carrier 'bulk'"),
+    "umbrella": ("spaced", 60, "429 without Retry-After beyond 20/min (token bucket)"),
+}
+THROTTLED = "umbrella"
+CARRIER = ("bulk", 5, 4)  # name, max_per_round, max_in_flight
+ITEMS = {"acme-orders": 600, "acme-billing": 300, "globex": 1500, "initech": 4000,
+         "umbrella": 300}
+NUMERIC_FIELDS = ("rate", "effective_rate", "observed", "due", "in_flight", "delayed", "dead",
+                  "oldest_due")
+
+CHECKS = [
+    "setup: database migrated, receiver, customers, carrier and backlog",
+    "dispatcher leads: admin port from its log, /readyz says leader",
+    "status needs the token: 401 (Basic realm) without it, 200 with Bearer or Basic",
+    "/v1/status lists every customer as configured",
+    "page loads in chromium and renders a first poll without error",
+    "every customer listed with its mode and configured rate",
+    "this instance shown as leader",
+    "carrier row and dead-letter count shown",
+    "numbers change between two polls",
+    "sparkline drawn from the sent requests' gaps",
+    "throttled customer's effective rate shown below its configured rate",
+    "dead letters counted once the receiver refused items",
+    "filter narrows the rows to the matching customers (server side)",
+    "filter kept across a reload (state in location.hash)",
+    "sorting by rate orders the rows by rate, descending first",
+    "no secret, token or payload in the page or in /v1/status",
+    "strict CSP sent; no CSP violation, exception or request off the origin",
+    "screenshot saved",
+    "dispatcher stops on SIGTERM with exit status 0",
+    "browser closed; no chromium process and no profile left",
+]
+
+
+class Abort(Exception):
+    """The current check failed in a way later checks cannot run without. reported: its
+    TAP line (and diagnostics) is out already."""
+
+    def __init__(self, message, reported=False):
+        super().__init__(message)
+        self.reported = reported
+
+
+class Tap:
+    def __init__(self, names):
+        self.names = names
+        self.n = 0
+        self.failed = 0
+        print(f"1..{len(names)}", flush=True)
+
+    def diag(self, text):
+        for line in str(text).splitlines() or [""]:
+            print(f"# {line}", flush=True)
+
+    def result(self, ok, diag=None):
+        name = self.names[self.n]
+        self.n += 1
+        if diag is not None and (not ok or diag):
+            self.diag(diag)
+        print(f"{'ok' if ok else 'not ok'} {self.n} - {name}", flush=True)
+        if not ok:
+            self.failed += 1
+        return ok
+
+    def require(self, ok, diag=None):
+        if not self.result(ok, diag):
+            raise Abort(self.names[self.n - 1], reported=True)
+
+    def check(self, name_prefix):
+        """Asserts the next check is the one the code means (keeps CHECKS and code in step)."""
+        if not self.names[self.n].startswith(name_prefix):
+            raise AssertionError(f"check {self.n + 1} is {self.names[self.n]!r}, "
+                                 f"not {name_prefix!r}")
+
+    def finish(self, reason, upto=None):
+        """Reports the checks not run yet (up to index upto) as failed: never skipped."""
+        while self.n < (len(self.names) if upto is None else upto):
+            self.result(False, f"not reached: {reason}")
+
+
+def deadline_wait(what, timeout, probe, interval=0.1):
+    """Calls probe() until it returns a truthy value (returned) or timeout seconds pass
+    (raising Abort with what and the last value). probe may raise to end the wait at once."""
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() >= end:
+            raise Abort(f"{what}: not within {timeout} s (last: {str(last)[:300]})")
+        time.sleep(interval)
+
+
+def http_get(url, headers=None, timeout=5):
+    """(status, headers, body text) of a GET; HTTP errors are answers, not exceptions."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            return resp.status, resp.headers, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode("utf-8", "replace")
+
+
+def run(args, env=None, timeout=60, check=True):
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and p.returncode != 0:
+        raise Abort(f"{' '.join(args[:4])}... exited {p.returncode}: {p.stderr.strip()[:800]}")
+    return p
+
+
+def file_text(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def num(v):
+    if v is None or v == "":
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+# One read of the DOM contract: the body's data-*, every customer row with its cells.
+READ_DOM = r"""(() => {
+  const b = document.body;
+  const rows = [];
+  for (const tr of document.querySelectorAll('#customers tr[data-customer]')) {
+    const cells = {};
+    for (const td of tr.querySelectorAll('td[data-field]')) {
+      cells[td.dataset.field] = {value: td.hasAttribute('data-value') ? td.dataset.value : null,
+                                 text: td.textContent.trim(), cls: td.className};
+    }
+    const svg = tr.querySelector('td[data-field="spark"] svg');
+    rows.push({name: tr.dataset.customer, cells,
+               spark: svg ? svg.getAttribute('data-points') : null});
+  }
+  return {polls: Number(b.dataset.polls || 0), generatedAt: b.dataset.generatedAt || '',
+          error: b.dataset.error || '', rows};
+})()"""
+
+
+def rows_by_name(dom):
+    return {r["name"]: r for r in dom["rows"]}
+
+
+def cell(row, field):
+    return num(row["cells"].get(field, {}).get("value"))
+
+
+class World:
+    """Everything the test starts, so that teardown can stop what exists."""
+
+    def __init__(self):
+        self.pgpace = os.environ["PGPACE_BIN"]
+        self.receiver_bin = os.environ["PGPACE_RECEIVER_BIN"]
+        self.tmp = tempfile.mkdtemp(prefix="pgpace-browser-test-")
+        self.db = f"t_browser_{os.getpid()}_{secrets.token_hex(3)}"
+        self.db_created = False
+        self.receiver = None
+        self.dispatcher = None
+        self.dispatcher_log = os.path.join(self.tmp, "pgpace.log")
+        self.receiver_out = os.path.join(self.tmp, "received.log")
+        self.receiver_err = os.path.join(self.tmp, "receiver.err")
+        self.token = "st_" + secrets.token_hex(16)
+        self.marker = "payload-marker-" + secrets.token_hex(8)
+        self.secrets = {}
+        self.port = None
+        self.browser = None
+
+    def cli(self, *args, check=True):
+        return run([self.pgpace, "--db", f"dbname={self.db}", *args], check=check)
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def create_database(self):
+        run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres", "-c",
+             f"CREATE DATABASE {self.db} TEMPLATE template0"])
+        self.db_created = True
+        self.cli("migrate")
+
+    def start_receiver(self):
+        args = [self.receiver_bin,
+                "--throttle", f"/c/{THROTTLED}:token-bucket:20:1:429:retry-after=none",
+                "--rule", "/c/acme-billing:400:every=5",
+                "--rule", "/c/initech:200:delay=250"]
+        with open(self.receiver_out, "wb") as out, open(self.receiver_err, "wb") as err:
+            self.receiver = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
+                                             stderr=err)
+
+        def url():
+            if self.receiver.poll() is not None:
+                raise Abort(f"the receiver exited {self.receiver.returncode}: "
+                            + file_text(self.receiver_err))
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", file_text(self.receiver_err))
+            return m and m.group(1)
+
+        return deadline_wait("the receiver's listening line", 10, url)
+
+    def make_customers(self, receiver_url):
+        for name, (mode, rate, _) in CUSTOMERS.items():
+            self.cli("customer", "set", name, "--mode", mode, "--rate", str(rate),
+                     "--url", f"{receiver_url}/c/{name}")
+            out = self.cli("customer", "get", name, "--show-secrets").stdout
+            found = re.findall(r"whsec_[A-Za-z0-9+/=]+", out)
+            if not found:
+                raise Abort(f"no whsec_ secret in `customer get {name} --show-secrets`:\n{out}")
+            self.secrets[name] = found
+        self.cli("carrier", "set", CARRIER[0], "--max-per-round", str(CARRIER[1]),
+                 "--max-in-flight", str(CARRIER[2]))
+        items = os.path.join(self.tmp, "items.jsonl")
+        with open(items, "w") as f:
+            for name, count in ITEMS.items():
+                for i in range(count):
+                    line = {"customer": name, "payload": {"n": i, "note": self.marker}}
+                    if name == "initech":
+                        line["carrier"] = CARRIER[0]
+                    f.write(json.dumps(line) + "\n")
+        self.cli("enqueue", "--file", items)
+
+    def start_dispatcher(self):
+        config = os.path.join(self.tmp, "pgpace.ini")
+        with open(config, "w") as f:
+            f.write(f"""[database]
+conninfo = dbname={self.db}
+[dispatcher]
+instance_name = {INSTANCE}
+; short ticks, so a batch customer's numbers move within a poll or two
+batch_tick_ms = 2000
+drain_timeout_ms = 3000
+[delivery]
+; the receiver is on loopback, which SSRF protection refuses unless allowed
+allow_cidrs = 127.0.0.0/8
+[http]
+listen = 127.0.0.1:0
+status_token = {self.token}
+[log]
+level = info
+""")
+        with open(self.dispatcher_log, "wb") as log:
+            self.dispatcher = subprocess.Popen([self.pgpace, "--config", config, "run"],
+                                               stdin=subprocess.DEVNULL,
+                                               stdout=subprocess.DEVNULL, stderr=log)
+
+        def port():
+            if self.dispatcher.poll() is not None:
+                raise Abort(f"pgpace run exited {self.dispatcher.returncode}:\n"
+                            + self.log_tail())
+            m = re.search(r"event=admin_http_listening\b.*?\bport=(\d+)",
+                          file_text(self.dispatcher_log))
+            return m and int(m.group(1))
+
+        self.port = deadline_wait("the admin_http_listening log line", 15, port)
+
+        def leader():
+            if self.dispatcher.poll() is not None:
+                raise Abort(f"pgpace run exited {self.dispatcher.returncode}:\n"
+                            + self.log_tail())
+            status, _, body = http_get(f"{self.base}/readyz")
+            try:
+                return status == 200 and json.loads(body).get("role") == "leader"
+            except ValueError:
+                return False
+
+        deadline_wait("/readyz role leader", 20, leader)
+
+    @property
+    def base(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def auth(self):
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def log_tail(self, lines=30):
+        return "\n".join(file_text(self.dispatcher_log).splitlines()[-lines:])
+
+    # -- teardown -------------------------------------------------------------------------------
+
+    def stop_dispatcher(self, timeout=20):
+        """SIGTERM, then wait; returns the exit status (None if it had to be killed)."""
+        if self.dispatcher is None:
+            return None
+        p, self.dispatcher = self.dispatcher, None
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            return None
+
+    def teardown(self, tap):
+        if self.browser is not None:
+            self.browser.close()
+            self.browser = None
+        status = self.stop_dispatcher()
+        if status not in (None, 0):
+            tap.diag(f"pgpace run exited {status}")
+        if self.receiver is not None:
+            self.receiver.send_signal(signal.SIGTERM)
+            try:
+                self.receiver.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.receiver.kill()
+                self.receiver.wait()
+            self.receiver = None
+        if self.db_created:
+            p = run(["psql", "-X", "-q", "-d", "postgres", "-c",
+                     f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)"], check=False)
+            if p.returncode != 0:
+                tap.diag(f"dropping {self.db}: {p.stderr.strip()}")
+            self.db_created = False
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def screenshot_path():
+    if os.environ.get("PGPACE_SCREENSHOT"):
+        return os.environ["PGPACE_SCREENSHOT"]
+    if "--screenshot" in sys.argv[1:-1]:
+        return sys.argv[sys.argv.index("--screenshot") + 1]
+    # Run by hand: next to the binary's build directory's logs, as meson would put it.
+    build = os.path.dirname(os.path.dirname(os.path.abspath(os.environ["PGPACE_BIN"])))
+    return os.path.join(build, "meson-logs", "status_page.png")
+
+
+def main():
+    tap = Tap(CHECKS)
+    started = time.monotonic()
+    w = World()
+    try:
+        try:
+            tests(tap, w)
+        except Abort as e:
+            if not e.reported:
+                tap.diag(str(e))
+                if tap.n < len(CHECKS) - 2:
+                    tap.result(False)
+            tap.finish(f"stopped after: {e}", upto=len(CHECKS) - 2)
+        except Exception as e:  # noqa: BLE001 - CDPError or a bug: a failure, then torn down
+            tap.diag(f"{type(e).__name__}: {e}")
+            if tap.n < len(CHECKS) - 2:
+                tap.result(False)
+            tap.finish(f"{type(e).__name__}: {e}", upto=len(CHECKS) - 2)
+        if tap.failed and w.dispatcher is not None and w.dispatcher.poll() is None:
+            tap.diag("dispatcher log (last lines):\n" + w.log_tail())
+        final_checks(tap, w)  # whatever happened before: they report on the teardown
+    finally:
+        w.teardown(tap)
+        tap.finish("teardown failed")
+    tap.diag(f"took {time.monotonic() - started:.1f} s")
+    return 1 if tap.failed else 0
+
+
+def final_checks(tap, w):
+    # 19. dispatcher stops cleanly (under ASan: no report at exit either)
+    tap.check("dispatcher stops")
+    if w.browser is not None:
+        w.browser.close()  # first, so that its polls end before the dispatcher drains
+    if w.dispatcher is None:
+        tap.result(False, "not reached: the dispatcher was not started")
+    else:
+        status = w.stop_dispatcher()
+        log = file_text(w.dispatcher_log)
+        tap.result(status == 0 and "event=stopped" in log
+                   and "ERROR: AddressSanitizer" not in log and "runtime error:" not in log,
+                   f"exit status {status}" + ("" if status == 0 else "\n" + w.log_tail(60)))
+
+    # 20. browser gone
+    tap.check("browser closed")
+    if w.browser is None:
+        tap.result(False, "not reached: the browser was not started")
+    else:
+        browser, w.browser = w.browser, None
+        left = browser.leftover_pids
+        tap.result(not left and not os.path.exists(browser.tmpdir),
+                   f"left: {left}, profile dir exists: {os.path.exists(browser.tmpdir)}")
+
+
+def tests(tap, w):
+    # 1. setup
+    tap.check("setup")
+    try:
+        w.create_database()
+        receiver_url = w.start_receiver()
+        w.make_customers(receiver_url)
+    except Abort as e:
+        tap.require(False, str(e))
+    tap.result(True, f"database {w.db}; receiver {receiver_url}; items {sum(ITEMS.values())}")
+
+    # 2. dispatcher
+    tap.check("dispatcher leads")
+    try:
+        w.start_dispatcher()
+    except Abort as e:
+        tap.require(False, str(e))
+    tap.result(True, f"admin port {w.port}")
+
+    # 3. the token guards the page and the JSON
+    tap.check("status needs the token")
+    answers = {}
+    basic = base64.b64encode(f"anyone:{w.token}".encode()).decode()
+    for label, path, headers in (
+            ("/ without token", "/", {}),
+            ("/v1/status without token", "/v1/status", {}),
+            ("/v1/status wrong token", "/v1/status", {"Authorization": "Bearer st_wrong"}),
+            ("/v1/status Bearer", "/v1/status", w.auth()),
+            ("/v1/status Basic", "/v1/status", {"Authorization": f"Basic {basic}"}),
+            ("/ Bearer", "/", w.auth())):
+        status, hdrs, _ = http_get(w.base + path, headers)
+        answers[label] = (status, hdrs.get("WWW-Authenticate", ""))
+    refused = [k for k in answers if "without" in k or "wrong" in k]
+    ok = (all(answers[k][0] == 401 and answers[k][1].startswith("Basic")
+              for k in refused)
+          and all(answers[k][0] == 200 for k in answers if k not in refused))
+    tap.result(ok, "" if ok else json.dumps(answers))
+
+    # 4. the JSON itself
+    tap.check("/v1/status lists")
+    status, _, body = http_get(f"{w.base}/v1/status?limit=500", w.auth())
+    try:
+        doc = json.loads(body)
+        listed = {c["name"]: c for c in doc.get("customers") or []}
+        ok = (status == 200 and set(listed) == set(CUSTOMERS)
+              and all(listed[n]["mode"] == m and listed[n]["rate"] == r
+                      for n, (m, r, _) in CUSTOMERS.items())
+              and doc.get("role") == "leader" and doc.get("instance") == INSTANCE)
+        diag = "" if ok else f"status {status}: {body[:1500]}"
+        poll_ms = doc.get("poll_ms")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        ok, diag, poll_ms = False, f"status {status}, {e}: {body[:1500]}", None
+    tap.result(ok, diag)
+    tap.diag(f"poll_ms {poll_ms}")
+
+    # 5. the page in chromium
+    tap.check("page loads")
+    w.browser = Browser(timeout=30)
+    tap.diag(f"browser {w.browser.version}")
+    page = w.browser.new_page()
+    page.set_extra_headers(w.auth())
+    nav_status = page.navigate(w.base + "/")
+    first = page.wait_for("Number(document.body.dataset.polls || 0) >= 1", POLL_WAIT_S,
+                          "a first poll rendered")
+    dom = page.evaluate(READ_DOM)
+    tap.require(nav_status == 200 and first and dom["error"] == "",
+                f"document status {nav_status}, polls {dom['polls']}, "
+                f"error {dom['error']!r}")
+
+    # 6. customers listed
+    tap.check("every customer listed")
+    rows = rows_by_name(dom)
+    problems = []
+    if set(rows) != set(CUSTOMERS):
+        problems.append(f"rows {sorted(rows)}, expected {sorted(CUSTOMERS)}")
+    for name, (mode, rate, _) in CUSTOMERS.items():
+        if name not in rows:
+            continue
+        r = rows[name]
+        missing = [f for f in ("name", "mode", "rate", "effective_rate", "observed", "spark",
+                               "due", "in_flight", "delayed", "dead", "oldest_due", "state",
+                               "last_error") if f not in r["cells"]]
+        if missing:
+            problems.append(f"{name}: no td[data-field] for {missing}")
+        if name not in r["cells"].get("name", {}).get("text", ""):
+            problems.append(f"{name}: name cell {r['cells'].get('name')}")
+        if mode not in r["cells"].get("mode", {}).get("text", "").lower():
+            problems.append(f"{name}: mode cell {r['cells'].get('mode')}, expected {mode}")
+        if cell(r, "rate") != rate:
+            problems.append(f"{name}: rate data-value {cell(r, 'rate')}, expected {rate}")
+    tap.result(not problems, "\n".join(problems))
+
+    # 7. instances
+    tap.check("this instance")
+    inst = page.evaluate("""[...document.querySelectorAll('#instances [data-instance]')]
+        .map(e => [e.dataset.instance, e.dataset.role])""")
+    tap.result(inst == [[INSTANCE, "leader"]], f"#instances: {inst}")
+
+    # 8. carrier and dead letters
+    tap.check("carrier row")
+    car = page.evaluate("""(() => {
+        const tr = document.querySelector('#carriers tr[data-carrier="%s"]');
+        const dl = document.querySelector('#dead-letters');
+        const v = f => { const td = tr && tr.querySelector(`td[data-field="${f}"]`);
+                         return td ? td.dataset.value : null; };
+        return {row: !!tr, max_per_round: v('max_per_round'), max_in_flight: v('max_in_flight'),
+                in_flight: v('in_flight'),
+                dead: dl ? dl.getAttribute('data-value') : null,
+                dead_text: dl ? dl.textContent.trim() : null};
+    })()""" % CARRIER[0])
+    ok = (car["row"] and num(car["max_per_round"]) == CARRIER[1]
+          and num(car["max_in_flight"]) == CARRIER[2] and num(car["in_flight"]) is not None
+          and 0 <= num(car["in_flight"]) <= CARRIER[2] and car["dead"] is not None
+          and (car["dead"] == "" or num(car["dead"]) is not None))
+    tap.result(ok, json.dumps(car))
+
+    # 9. two polls, numbers change
+    tap.check("numbers change")
+    before = page.evaluate(READ_DOM)
+    page.wait_for(f"Number(document.body.dataset.polls) > {before['polls']} && "
+                  f"document.body.dataset.generatedAt !== {json.dumps(before['generatedAt'])}",
+                  POLL_WAIT_S, "the next poll")
+    after = page.evaluate(READ_DOM)
+    b_rows, a_rows = rows_by_name(before), rows_by_name(after)
+    changes = []
+    for name in CUSTOMERS:
+        if name not in b_rows or name not in a_rows:
+            continue
+        for f in NUMERIC_FIELDS:
+            x, y = cell(b_rows[name], f), cell(a_rows[name], f)
+            if x != y:
+                changes.append(f"{name}.{f}: {x} -> {y}")
+        if b_rows[name]["spark"] != a_rows[name]["spark"]:
+            changes.append(f"{name}.spark points: {b_rows[name]['spark']} -> "
+                           f"{a_rows[name]['spark']}")
+    tap.result(bool(changes) and after["error"] == "",
+               f"polls {before['polls']} -> {after['polls']} "
+               f"({before['generatedAt']} -> {after['generatedAt']}): "
+               + ("; ".join(changes) if changes else "nothing changed")
+               + (f"; error {after['error']!r}" if after["error"] else ""))
+
+    # 10. the spark line of a busy spaced customer
+    tap.check("sparkline")
+    try:
+        points = page.wait_for(
+            """(() => { const s = document.querySelector(
+                 '#customers tr[data-customer="acme-orders"] td[data-field="spark"] svg');
+               return s && Number(s.getAttribute('data-points')) >= 2
+                 && s.getAttribute('data-points'); })()""", POLL_WAIT_S,
+            "acme-orders's spark with >= 2 points")
+        tap.result(True, f"acme-orders spark data-points {points}")
+    except CDPError as e:
+        tap.result(False, str(e))
+
+    # 11. the throttled customer
+    tap.check("throttled customer")
+    probe = f"""(() => {{
+        const tr = document.querySelector('#customers tr[data-customer="{THROTTLED}"]');
+        if (!tr) return null;
+        const eff = tr.querySelector('td[data-field="effective_rate"]');
+        const rate = tr.querySelector('td[data-field="rate"]');
+        const e = eff && eff.dataset.value !== '' ? Number(eff.dataset.value) : NaN;
+        const r = rate && rate.dataset.value !== '' ? Number(rate.dataset.value) : NaN;
+        return {{eff: e, rate: r, below: !!eff && eff.classList.contains('below'),
+                text: eff ? eff.textContent.trim() : null,
+                state: (tr.querySelector('td[data-field="state"]') || {{}}).textContent}};
+    }})()"""
+    try:
+        got = page.wait_for(f"(() => {{ const v = {probe}; "
+                            f"return v && v.eff < v.rate && v.below ? v : null; }})()",
+                            THROTTLE_WAIT_S, f"{THROTTLED}'s effective rate below its rate")
+        # The others are not throttled: their effective rate cell must not say "below".
+        others = page.evaluate("""[...document.querySelectorAll(
+            '#customers tr[data-customer] td[data-field="effective_rate"].below')]
+            .map(td => td.closest('tr').dataset.customer)""")
+        throttle_shown = others == [THROTTLED]
+        tap.result(throttle_shown, f"{THROTTLED}: {json.dumps(got)}; rows marked below: {others}")
+    except CDPError as e:
+        throttle_shown = False
+        tap.result(False, f"{e}; now {json.dumps(page.evaluate(probe))}")
+    throttled_429 = sum(1 for line in file_text(w.receiver_out).splitlines()
+                        if f" /c/{THROTTLED} " in line and line.endswith(" 429"))
+    tap.diag(f"the receiver answered {THROTTLED} 429 {throttled_429} times so far")
+
+    # 12. dead letters
+    tap.check("dead letters counted")
+    try:
+        got = page.wait_for(
+            """(() => { const dl = document.querySelector('#dead-letters');
+               const tr = document.querySelector(
+                 '#customers tr[data-customer="acme-billing"] td[data-field="dead"]');
+               const d = dl && dl.getAttribute('data-value');
+               const c = tr && tr.dataset.value;
+               return d && Number(d) >= 1 && c && Number(c) >= 1
+                 && {total: d, total_text: dl.textContent.trim(), billing: c}; })()""",
+            DEAD_WAIT_S, "#dead-letters and acme-billing's dead cell >= 1")
+        tap.result(True, json.dumps(got))
+    except CDPError as e:
+        tap.result(False, str(e))
+
+    # 13. filter
+    tap.check("filter narrows")
+    names_js = ("JSON.stringify([...document.querySelectorAll('#customers tr[data-customer]')]"
+                ".map(tr => tr.dataset.customer).sort())")
+    want = json.dumps(sorted(n for n in CUSTOMERS if "acme" in n)).replace(" ", "")
+    polls_before = page.evaluate("Number(document.body.dataset.polls)")
+    page.evaluate("""(() => { const f = document.getElementById('filter');
+        f.value = 'ACME'; f.dispatchEvent(new Event('input', {bubbles: true})); })()""")
+    try:
+        page.wait_for(f"{names_js} === {json.dumps(want)} && "
+                      f"Number(document.body.dataset.polls) > {polls_before}",
+                      POLL_WAIT_S, "only the acme rows")
+        # Server side: the JSON the page asked for was filtered, not only the rows hidden.
+        status, _, body = http_get(f"{w.base}/v1/status?filter=ACME", w.auth())
+        names = sorted(c["name"] for c in json.loads(body).get("customers") or [])
+        tap.result(json.dumps(names).replace(" ", "") == want,
+                   f"rows {page.evaluate(names_js)}; /v1/status?filter=ACME: {status} {names}; "
+                   f"hash {page.evaluate('location.hash')!r}")
+    except CDPError as e:
+        tap.result(False, f"{e}; rows {page.evaluate(names_js)}")
+
+    # 14. reload keeps it
+    tap.check("filter kept across a reload")
+    page.reload()
+    try:
+        page.wait_for(f"Number(document.body.dataset.polls || 0) >= 1 && {names_js} === "
+                      f"{json.dumps(want)} && document.getElementById('filter').value === 'ACME'",
+                      POLL_WAIT_S, "filtered rows and the filter box after a reload")
+        tap.result(True, f"hash {page.evaluate('location.hash')!r}")
+    except CDPError as e:
+        box = page.evaluate("document.getElementById('filter').value")
+        tap.result(False, f"{e}; rows {page.evaluate(names_js)}, filter {box!r}")
+
+    # 15. sort
+    tap.check("sorting by rate")
+    page.evaluate("""(() => { const f = document.getElementById('filter');
+        f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()""")
+    page.wait_for(f"{names_js} === {json.dumps(json.dumps(sorted(CUSTOMERS)).replace(' ', ''))}",
+                  POLL_WAIT_S, "all rows again after clearing the filter")
+    order_js = """[...document.querySelectorAll('#customers tr[data-customer]')].map(tr => {
+        const td = tr.querySelector('td[data-field="rate"]');
+        return [tr.dataset.customer, td ? td.dataset.value : null]; })"""
+    page.evaluate("document.querySelector('th[data-sort=\"rate\"]').click()")
+    try:
+        page.wait_for(
+            f"""(() => {{ const th = document.querySelector('th[data-sort="rate"]');
+                const o = {order_js};
+                const v = o.map(x => x[1] === '' || x[1] === null ? -Infinity : Number(x[1]));
+                return th.getAttribute('aria-sort') === 'descending'
+                  && o.length === {len(CUSTOMERS)} && v.every((x, i) => i === 0 || v[i - 1] >= x)
+                  && o[0][0] === 'acme-orders'; }})()""",
+            POLL_WAIT_S, "rows by rate, descending, and aria-sort")
+        tap.result(True, f"order {page.evaluate(order_js)}")
+    except CDPError as e:
+        th = page.evaluate("document.querySelector('th[data-sort=\"rate\"]')"
+                           ".getAttribute('aria-sort')")
+        tap.result(False, f"{e}; order {page.evaluate(order_js)}; aria-sort {th!r}")
+
+    # Back to the default view (no hash) for the secrets check and the screenshot.
+    page.navigate(w.base + "/")
+    page.wait_for(f"Number(document.body.dataset.polls || 0) >= 2 && {names_js} === "
+                  f"{json.dumps(json.dumps(sorted(CUSTOMERS)).replace(' ', ''))}",
+                  POLL_WAIT_S, "the default view after navigating to / again")
+    if throttle_shown:
+        # For the screenshot only (check 11 asserted it): show the throttled customer.
+        try:
+            page.wait_for(f"""!!document.querySelector('#customers tr[data-customer="{THROTTLED}"]
+                td[data-field="effective_rate"].below')""", POLL_WAIT_S,
+                          "the throttled customer marked below in the default view")
+        except CDPError as e:
+            tap.diag(str(e))
+
+    # 16. secrets
+    tap.check("no secret")
+    html = page.evaluate("document.documentElement.outerHTML")
+    _, _, raw = http_get(f"{w.base}/v1/status?limit=500", w.auth())
+    _, _, source = http_get(f"{w.base}/", w.auth())
+    needles = {"payload marker": w.marker, "status token": w.token}
+    for name, found in w.secrets.items():
+        for i, s in enumerate(found):
+            needles[f"{name} secret {i}"] = s
+            needles[f"{name} secret {i} (base64 part)"] = s[len("whsec_"):]
+    leaks = [f"{what} in {where}" for what, needle in needles.items()
+             for where, text in (("page DOM", html), ("/v1/status", raw), ("page source", source))
+             if needle in text]
+    sane = w.marker in file_text(os.path.join(w.tmp, "items.jsonl")) and len(html) > 1000
+    tap.result(not leaks and sane,
+               "; ".join(leaks) if leaks else f"{len(needles)} strings checked in "
+               f"{len(html)} bytes of DOM and {len(raw)} of JSON")
+
+    # 17. CSP and the browser's reports
+    tap.check("strict CSP")
+    status, hdrs, _ = http_get(f"{w.base}/", w.auth())
+    csp = hdrs.get("Content-Security-Policy", "")
+    csp_ok = ("default-src 'none'" in csp and "'unsafe-inline'" not in csp
+              and "connect-src 'self'" in csp)
+    off_origin = [u for u in page.requests
+                  if not (u.startswith(w.base + "/") or u.startswith("data:"))]
+    violations = page.csp_violations()
+    problems = []
+    if not csp_ok:
+        problems.append(f"Content-Security-Policy: {csp!r}")
+    problems += [f"CSP: {m['text']}" for m in violations]
+    problems += [f"exception: {e}" for e in page.exceptions]
+    problems += [f"request off the origin: {u}" for u in off_origin]
+    others = [f"{m['source']}/{m['level']}: {m['text']}" for m in page.console
+              if m not in violations]
+    tap.result(not problems, "\n".join(problems + [f"console: {o}" for o in others[:20]]))
+
+    # 18. screenshot
+    tap.check("screenshot")
+    path = screenshot_path()
+    size = page.screenshot(path, full_page=True)
+    with open(path, "rb") as f:
+        head = f.read(24)
+    ok = head[:8] == b"\x89PNG\r\n\x1a\n" and size > 10000
+    tap.result(ok, f"{path} ({size} bytes, {int.from_bytes(head[16:20], 'big')}x"
+                   f"{int.from_bytes(head[20:24], 'big')})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
