@@ -380,9 +380,19 @@ def screenshot_path():
     return os.path.join(build, "meson-logs", "status_page.png")
 
 
+class Terminated(BaseException):
+    """SIGTERM (meson's timeout): leave at once, but through the teardown."""
+
+
+def on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one teardown, not interrupted again
+    raise Terminated()
+
+
 def main():
     tap = Tap(CHECKS)
     started = time.monotonic()
+    signal.signal(signal.SIGTERM, on_sigterm)
     w = World()
     try:
         try:
@@ -401,9 +411,11 @@ def main():
         if tap.failed and w.dispatcher is not None and w.dispatcher.poll() is None:
             tap.diag("dispatcher log (last lines):\n" + w.log_tail())
         final_checks(tap, w)  # whatever happened before: they report on the teardown
+    except Terminated:
+        tap.diag("terminated (SIGTERM): tearing down")
     finally:
         w.teardown(tap)
-        tap.finish("teardown failed")
+        tap.finish("teardown failed or terminated")
     tap.diag(f"took {time.monotonic() - started:.1f} s")
     return 1 if tap.failed else 0
 
