@@ -462,7 +462,9 @@ def tests(tap, w):
         w.make_customers(receiver_url)
     except Abort as e:
         tap.require(False, str(e))
-    tap.result(True, f"database {w.db}; receiver {receiver_url}; items {sum(ITEMS.values())}")
+    tap.result(True, f"database {w.db}; receiver {receiver_url}; customers: " + "; ".join(
+        f"{n} {m} {r}/{'tick' if m == 'batch' else 'min'}, {ITEMS[n]} items, receiver {b}"
+        for n, (m, r, b) in CUSTOMERS.items()))
 
     # 2. dispatcher
     tap.check("dispatcher leads")
