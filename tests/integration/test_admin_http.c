@@ -532,7 +532,7 @@ static int client_routes(t_ctx *t)
     if (expect(t, t->port, "GET", "/readyz", NULL, NULL, 200,
                "{\"ready\":true,\"role\":\"standby\"}") ||
         expect(t, t->port, "GET", "/nope", NULL, NULL, 404, "{\"error\":\"not found\"}") ||
-        expect(t, t->port, "GET", "/", NULL, NULL, 404, "{\"error\":\"not found\"}") ||
+        expect(t, t->port, "GET", "/v1", NULL, NULL, 404, "{\"error\":\"not found\"}") ||
         expect(t, t->port, "GET", "/metricsx", NULL, NULL, 404, NULL) ||
         expect(t, t->port, "GET", "/v1/items/1", NULL, NULL, 404, NULL))
         return -1;
