@@ -249,6 +249,11 @@ typedef struct customer {
     /* Its latest requests, for the status page (status.c): made at its first request, so an
      * idle customer costs nothing; NULL until then. */
     activity *activity;
+    /* Its queue as the leader's last queue-gauge refresh counted it (housekeeping.c), for the
+     * status page; stat_at_us: when (epoch us), 0 = not counted yet. */
+    int64_t stat_due, stat_delayed, stat_dead;
+    int64_t stat_oldest_due_us; /* epoch us of its oldest due item then; 0 = none due */
+    int64_t stat_at_us;
 
     pair *pairs;
     size_t n_pairs, cap_pairs;
@@ -503,7 +508,8 @@ typedef struct backstop_row {
 
 typedef struct metrics_row {
     const char *customer;
-    double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s, dead;
+    double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s, dead, delayed;
+    int64_t customer_id;
 } metrics_row;
 
 typedef struct event_row {
@@ -879,8 +885,10 @@ void admin_status(void *arg, const char *query, admin_http_reply *reply);
 void status_note_request(dispatcher *d, customer *c);
 /* An attempt of the customer failed (not a release): its class and status on the page. */
 void status_note_failure(customer *c, const char *error_class, int http_status);
-/* All customers' due items and dead letters, summed by the leader's queue gauges. */
-void status_totals_note(dispatcher *d, double due, double dead);
+/* One customer's queue counts from the leader's queue-gauge refresh taken at at_us. */
+void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us);
+/* All customers' due items and dead letters, summed by that refresh. */
+void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us);
 
 /* housekeeping.c */
 /* On becoming leader: partitions ahead, then retention; hourly afterwards. */

@@ -4,16 +4,17 @@
  *
  * Contract:
  * - Bounded: the page (at most STATUS_MAX_LIMIT customers) is chosen in memory, from the
- *   dispatcher's customers, in one pass and a sort of the matches; the database is asked only
- *   about the page's customers (sql/queries/status_customers.sql, each count stopping at 10,000
- *   rows) and the instances, two statements pipelined with the claims. Totals of all customers'
- *   due items and dead letters are the leader's queue-gauge sums (refreshed every 15 s), never
- *   counted per poll. At most STATUS_MAX_PENDING requests wait for the database at once (more
- *   get 503), so a room full of open pages cannot queue work ahead of the claims.
+ *   dispatcher's customers, in one pass and a sort of the matches. The leader asks the
+ *   database one thing per poll, the instance list (sql/queries/status_instances.sql, pipelined
+ *   with the claims); the queue counts (due, delayed, dead, oldest due) are those of its last
+ *   queue-gauge refresh (every 15 s, housekeeping.c), never counted per poll: counting 50 deep
+ *   backlogs took 1.2 s, a stall of every claim behind it. A standby also asks for the page's
+ *   effective rates and latest failures (sql/queries/status_customers.sql: index probes) and
+ *   has no counts. At most STATUS_MAX_PENDING requests wait for the database at once (more get
+ *   503), so a room full of open pages cannot queue work ahead of the claims.
  * - What only the leader knows (requests per minute, the gaps between requests, requests per
- *   batch tick, in flight, the latest failure, the throttled rate) comes from memory; a standby
- *   says "live": false and answers from the database what it can (the effective rate the leader
- *   wrote, the latest attempt's failure).
+ *   batch tick, in flight, the latest failure, the throttled rate) comes from its memory; a
+ *   standby says "live": false.
  * - Nothing secret: no payload, signing secret, header value, token, certificate, URL or proxy
  *   is read here. Customer and carrier names, modes, rates, counts, states and error classes.
  * - The answer is assembled when the statements' results arrive (or at once without a
@@ -89,11 +90,23 @@ void status_note_failure(customer *c, const char *error_class, int http_status)
         activity_note_error(a, mono_us(), error_class, http_status);
 }
 
-void status_totals_note(dispatcher *d, double due, double dead)
+void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us)
+{
+    customer *c = customer_get(d, row->customer_id);
+    if (!c)
+        return;
+    c->stat_due = (int64_t)row->due;
+    c->stat_delayed = (int64_t)row->delayed;
+    c->stat_dead = (int64_t)row->dead;
+    c->stat_oldest_due_us = row->due > 0 ? at_us - (int64_t)(row->oldest_due_age_s * 1e6) : 0;
+    c->stat_at_us = at_us;
+}
+
+void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us)
 {
     d->status_due = due;
     d->status_dead = dead;
-    d->status_totals_us = now_us();
+    d->status_totals_us = at_us;
 }
 
 /* ---- a customer's state ------------------------------------------------------------------- */
@@ -355,21 +368,22 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
     if (live)
         strbuf_printf(j, "%d", c->in_flight);
     else
-        put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_IN_FLIGHT);
-    strbuf_puts(j, ",\"due\":");
-    put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_DUE);
-    strbuf_puts(j, ",\"delayed\":");
-    put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_DELAYED);
-    strbuf_puts(j, ",\"dead\":");
-    put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_DEAD);
-    strbuf_puts(j, ",\"counts_capped\":");
-    if (row >= 0)
-        strbuf_puts(j, PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_CAPPED)[0] == 't' ? "true"
-                                                                                     : "false");
-    else
         strbuf_puts(j, "null");
-    strbuf_puts(j, ",\"oldest_due_s\":");
-    put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_OLDEST_DUE_S);
+    /* As of the leader's last queue-gauge refresh (counts_at). */
+    if (live && c->stat_at_us > 0) {
+        strbuf_printf(j, ",\"due\":%" PRId64 ",\"delayed\":%" PRId64 ",\"dead\":%" PRId64,
+                      c->stat_due, c->stat_delayed, c->stat_dead);
+        strbuf_puts(j, ",\"oldest_due_s\":");
+        if (c->stat_oldest_due_us > 0)
+            put_num(j, round((double)(now - c->stat_oldest_due_us) / 1e5) / 10);
+        else
+            strbuf_puts(j, "null");
+        strbuf_puts(j, ",\"counts_at\":");
+        put_time(j, c->stat_at_us);
+    } else {
+        strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
+                       "\"counts_at\":null");
+    }
 
     strbuf_puts(j, ",\"breaker\":");
     put_str(j, breaker_state_name(c->breaker.state));
@@ -479,7 +493,8 @@ static void status_answer(status_req *r)
     dispatcher *d = r->d;
     int64_t now = now_us(), mono = mono_us();
     bool live = is_leading(d);
-    bool db = !r->db_failed && r->customers && r->instances;
+    /* A standby's page also needs the customers' statement (it may have had none to ask). */
+    bool db = !r->db_failed && r->instances;
     admin_http_readiness rd;
     admin_readiness(d, &rd);
     strbuf j = {0};
@@ -514,12 +529,12 @@ static void status_answer(status_req *r)
         put_num(&j, d->status_due);
     else
         strbuf_puts(&j, "null");
-    strbuf_puts(&j, ",\"due_capped\":false,\"dead_letters\":");
+    strbuf_puts(&j, ",\"dead_letters\":");
     if (totals)
         put_num(&j, d->status_dead);
     else
         strbuf_puts(&j, "null");
-    strbuf_puts(&j, ",\"dead_letters_capped\":false,\"totals_at\":");
+    strbuf_puts(&j, ",\"totals_at\":");
     put_time(&j, totals ? d->status_totals_us : 0);
     strbuf_puts(&j, "}");
 
@@ -641,16 +656,16 @@ void admin_status(void *arg, const char *query, admin_http_reply *reply)
         status_req_free(r);
         return;
     }
+    /* The leader has what the page's customers need in memory; a standby asks. */
+    bool ask_customers = !is_leading(d) && r->n_ids > 0;
     strbuf ids = {0};
-    if (ids_param(r, &ids) != 0) {
+    if (ask_customers && ids_param(r, &ids) != 0) {
         strbuf_free(&ids);
         admin_http_reply_send(reply, 500, "{\"error\":\"out of memory\"}");
         status_req_free(r);
         return;
     }
-    /* Both or neither: a result callback runs only for a statement that was sent. */
-    const char *params[] = {[SQL_STATUS_CUSTOMERS_P_IDS] = strbuf_str(&ids)};
-    r->outstanding = 2;
+    r->outstanding = ask_customers ? 2 : 1;
     d->status_pending++;
     if (DSP_QUERY0(d, status_instances, on_status_instances, r, "status instances") != 0) {
         d->status_pending--;
@@ -660,10 +675,14 @@ void admin_status(void *arg, const char *query, admin_http_reply *reply)
         status_req_free(r);
         return;
     }
-    if (DSP_QUERY(d, status_customers, params, on_status_customers, r, "status customers") != 0) {
-        /* The instances' callback will come: it answers, without the customers' rows. */
-        r->db_failed = true;
-        r->outstanding--;
+    if (ask_customers) {
+        const char *params[] = {[SQL_STATUS_CUSTOMERS_P_IDS] = strbuf_str(&ids)};
+        if (DSP_QUERY(d, status_customers, params, on_status_customers, r, "status customers") !=
+            0) {
+            /* The instances' callback will come: it answers, without the customers' rows. */
+            r->db_failed = true;
+            r->outstanding--;
+        }
     }
     strbuf_free(&ids);
 }
