@@ -107,8 +107,9 @@ size_t activity_ticks(const activity *a, int64_t current_tick, uint32_t *out, si
     if (current_tick < a->tick)
         current_tick = a->tick;
     size_t n = cap < ACTIVITY_HISTORY ? cap : ACTIVITY_HISTORY;
-    if (current_tick - a->first_tick + 1 < (int64_t)n)
-        n = (size_t)(current_tick - a->first_tick + 1);
+    /* first_tick >= 0, so the difference cannot overflow (the + 1 could). */
+    if (current_tick - a->first_tick < (int64_t)n)
+        n = (size_t)(current_tick - a->first_tick) + 1;
     for (size_t i = 0; i < n; i++) {
         int64_t t = current_tick - (int64_t)(n - 1 - i);
         out[i] = t >= 0 && t <= a->tick && t > a->tick - ACTIVITY_HISTORY

@@ -7,7 +7,7 @@
  *   optionally prefixed by '-' for descending; default name), filter (a case-insensitive
  *   substring of the customer name, at most STATUS_MAX_FILTER bytes once decoded, no control
  *   characters). Values are percent-decoded ('+' is a space). Other parameters are ignored (a
- *   cache-busting one, say); a repeated one counts once, the last.
+ *   cache-busting one, say); a repeated one must be valid each time, and the last counts.
  * - A bad value fails with an error that names the parameter: "limit: expected 1 to 500".
  */
 #ifndef PGPACE_STATUS_QUERY_H

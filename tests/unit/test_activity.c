@@ -324,6 +324,10 @@ static void ticks_far_ahead_read_zero(void **state)
     expect_ticks(&a, 42, want, ACTIVITY_HISTORY);
     expect_ticks(&a, 1000000, want, ACTIVITY_HISTORY);
     expect_ticks(&a, 1000000000000LL, want, ACTIVITY_HISTORY);
+    /* The far end of the range: the count of ticks must not overflow. */
+    activity_init(&a);
+    activity_note(&a, T0, 0);
+    expect_ticks(&a, INT64_MAX, want, ACTIVITY_HISTORY);
 }
 
 /* A request with a tick number lower than the latest counts in the latest. */

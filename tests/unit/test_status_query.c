@@ -238,7 +238,7 @@ static void unknown_parameters_ignored(void **state)
     expect_defaults(&q);
 }
 
-/* A repeated parameter counts once, the last. */
+/* A repeated parameter must be valid each time; the last counts. */
 static void repeated_last_wins(void **state)
 {
     (void)state;
@@ -258,8 +258,9 @@ static void repeated_last_wins(void **state)
     assert_int_equal(q.sort, STATUS_SORT_RATE);
     assert_true(q.descending);
     assert_string_equal(q.filter, "b");
-    /* A bad last value still fails. */
+    /* A bad value fails, first or last. */
     assert_string_equal(parse_err("limit=5&limit=0", "limit: "), LIMIT_ERR);
+    assert_string_equal(parse_err("limit=0&limit=5", "limit: "), LIMIT_ERR);
 }
 
 /* A parameter without '=' has an empty value: empty limit, offset and sort are bad values,
