@@ -28,8 +28,9 @@
  *   GET /v1/status hands its query string to callbacks.status, whose admin_http_reply_send()
  *   gives the answer. When a status token is set, both need "Authorization: Bearer <token>" or
  *   HTTP Basic with any user name and the token as password (constant-time comparison), else
- *   401 with WWW-Authenticate: Basic, so that a browser asks for it and then sends it with the
- *   page's polls too. Without a token they are open like /metrics (the listener's address is
+ *   401: for / with WWW-Authenticate: Basic, so that a browser asks for it and then sends it with
+ *   the page's polls too; for /v1/status with a Bearer challenge, which no browser prompts for
+ *   (a poll answered with a Basic one would wait for a prompt). Without a token they are open like /metrics (the listener's address is
  *   the protection: loopback by default).
  * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics and /.
  * - The tokens and bodies never reach the log.

@@ -164,7 +164,13 @@ static int precheck(conn *c, const char **json, const char **extra)
         }
         if (!status_authorized(c)) {
             *json = "{\"error\":\"missing or invalid status token\"}";
-            *extra = "WWW-Authenticate: Basic realm=\"pgpace status\", charset=\"UTF-8\"\r\n";
+            /* The page asks for Basic credentials, which a browser prompts for and then sends
+             * with the page's polls too. The polls' own 401 must not ask: a fetch() answered
+             * with a Basic challenge waits for a prompt (for ever in headless Chromium), so it
+             * names Bearer, which no browser prompts for. */
+            *extra = r == ROUTE_PAGE
+                         ? "WWW-Authenticate: Basic realm=\"pgpace status\", charset=\"UTF-8\"\r\n"
+                         : "WWW-Authenticate: Bearer realm=\"pgpace status\"\r\n";
             return 401;
         }
         return 0;

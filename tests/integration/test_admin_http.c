@@ -652,6 +652,11 @@ static int client_status_page(t_ctx *t)
           "GET / without token: %ld %s", r.status, r.headers.data);
     CHECK(strcmp(r.body.data, unauth) == 0, "%s", r.body.data);
     res_free(&r);
+    CHECK(http_req(t, NULL, t->port, "GET", "/v1/status", NULL, NULL, 0, &r) == 0, "status");
+    CHECK(r.status == 401 && has_header(&r, "WWW-Authenticate: Bearer realm=\"pgpace status\"") &&
+              !has_header(&r, "Basic"),
+          "GET /v1/status without token: %ld %s", r.status, r.headers.data);
+    res_free(&r);
     if (expect(t, t->port, "GET", "/v1/status", NULL, NULL, 401, unauth) ||
         expect(t, t->port, "GET", "/v1/status", wrong_bearer, NULL, 401, unauth) ||
         expect(t, t->port, "GET", "/v1/status", enqueue_bearer, NULL, 401, unauth) ||
