@@ -26,8 +26,8 @@ static void json_error(strbuf *sb, const char *prefix, const char *msg)
             n--;
     }
     strbuf_puts(sb, "{\"error\":\"");
-    ahttp_json_escape(sb, prefix, strlen(prefix));
-    ahttp_json_escape(sb, msg, n);
+    strbuf_json_escape(sb, prefix, strlen(prefix));
+    strbuf_json_escape(sb, msg, n);
     strbuf_puts(sb, "\"}");
 }
 

@@ -9,8 +9,10 @@
 #include "list.h"
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,29 +21,6 @@
 #define LINGER_MAX_MS 2000
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-/* Appends s as the inside of a JSON string: quotes, backslashes and control characters
- * escaped, so a message with a newline stays one line. */
-void ahttp_json_escape(strbuf *sb, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            char esc[2] = {'\\', (char)ch};
-            strbuf_append(sb, esc, 2);
-        } else if (ch == '\n') {
-            strbuf_puts(sb, "\\n");
-        } else if (ch == '\r') {
-            strbuf_puts(sb, "\\r");
-        } else if (ch == '\t') {
-            strbuf_puts(sb, "\\t");
-        } else if (ch < 0x20 || ch == 0x7f) {
-            strbuf_printf(sb, "\\u%04x", ch);
-        } else {
-            strbuf_append(sb, (const char *)&ch, 1);
-        }
-    }
-}
 
 static const char *reason_phrase(int status)
 {
@@ -118,6 +97,7 @@ static void maybe_finish_close(admin_http *s)
     void (*cb)(void *) = s->closed_cb;
     void *arg = s->closed_arg;
     free(s->token);
+    free(s->status_token);
     free(s);
     if (cb)
         cb(arg);
@@ -280,6 +260,7 @@ void ahttp_respond(conn *c, int status, const char *content_type, const char *ex
                   "Content-Type: %s\r\n"
                   "Content-Length: %zu\r\n"
                   "Cache-Control: no-store\r\n"
+                  "X-Content-Type-Options: nosniff\r\n"
                   "%s%s\r\n",
                   status, reason_phrase(status), content_type, body_len,
                   c->close_after_write ? "Connection: close\r\n" : "",
@@ -430,14 +411,19 @@ int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
     if (opts->idle_timeout_ms < 0 || opts->max_connections < 0)
         return pgp_error_set(err, -EINVAL, "[http] timeouts and limits must not be negative");
     const char *token = opts->enqueue_token ? opts->enqueue_token : "";
+    const char *status_token = opts->status_token ? opts->status_token : "";
     admin_http *s = calloc(1, sizeof *s);
     if (!s)
         return pgp_error_set(err, -ENOMEM, "out of memory");
     s->token = strdup(token);
-    if (!s->token) {
+    s->status_token = strdup(status_token);
+    if (!s->token || !s->status_token) {
+        free(s->token);
+        free(s->status_token);
         free(s);
         return pgp_error_set(err, -ENOMEM, "out of memory");
     }
+    s->status_token_len = strlen(status_token);
     s->loop = loop;
     pgp_list_init(&s->conns);
     s->token_len = strlen(token);
@@ -454,6 +440,7 @@ int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
     int rc = uv_tcp_init(loop, &s->listener);
     if (rc != 0) {
         free(s->token);
+        free(s->status_token);
         free(s);
         return pgp_error_set(err, rc, "[http] listen: %s", uv_strerror(rc));
     }
@@ -474,7 +461,12 @@ int admin_http_start(admin_http *s, pgp_error *err)
         return pgp_error_set(err, rc, "[http] listen %s: %s", s->listen, uv_strerror(rc));
     s->listening = true;
     LOG_INFO("admin_http_listening", LOG_S("listen", s->listen), LOG_I("port", admin_http_port(s)),
-             LOG_I("enqueue", s->token_len > 0));
+             LOG_I("enqueue", s->token_len > 0), LOG_I("status_token", s->status_token_len > 0));
+    /* The status page names customers and their state: open only where the address keeps it
+     * private, or behind a token. */
+    if (!admin_http_is_loopback(s) && s->status_token_len == 0)
+        LOG_WARN("status_page_unprotected", LOG_S("listen", s->listen),
+                 LOG_S("hint", "set [http] status_token, or listen on loopback"));
     return 0;
 }
 
@@ -487,6 +479,27 @@ int admin_http_set_token(admin_http *s, const char *token)
     s->token = copy;
     s->token_len = strlen(copy);
     return 0;
+}
+
+int admin_http_set_status_token(admin_http *s, const char *token)
+{
+    char *copy = strdup(token ? token : "");
+    if (!copy)
+        return -ENOMEM;
+    free(s->status_token);
+    s->status_token = copy;
+    s->status_token_len = strlen(copy);
+    return 0;
+}
+
+bool admin_http_is_loopback(const admin_http *s)
+{
+    if (s->addr.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&s->addr;
+        return memcmp(&a6->sin6_addr, &in6addr_loopback, sizeof in6addr_loopback) == 0;
+    }
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)&s->addr;
+    return (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
 }
 
 int admin_http_port(const admin_http *s)

@@ -1,5 +1,5 @@
-/* admin_http.h - the admin HTTP endpoint on the libuv loop: GET /metrics, /healthz, /readyz and
- * POST /v1/items (HTTP enqueue).
+/* admin_http.h - the admin HTTP endpoint on the libuv loop: GET /metrics, /healthz, /readyz,
+ * the live status page (GET / and GET /v1/status) and POST /v1/items (HTTP enqueue).
  *
  * Contract:
  * - One listening TCP socket on opts->listen ("127.0.0.1:9187", "[::1]:9187"; numeric
@@ -24,8 +24,16 @@
  *   comparison); 415 unless the media type is application/json; 413 over the limit; 400 for a
  *   NUL byte in the body; then callbacks.enqueue(), whose admin_http_reply_send() gives the
  *   answer. "Expect: 100-continue" is honoured once the headers pass these checks.
- * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics.
- * - The token and bodies never reach the log.
+ * - GET / serves the embedded status page (status_page.h, with its Content-Security-Policy);
+ *   GET /v1/status hands its query string to callbacks.status, whose admin_http_reply_send()
+ *   gives the answer. When a status token is set, both need "Authorization: Bearer <token>" or
+ *   HTTP Basic with any user name and the token as password (constant-time comparison), else
+ *   401: for / with WWW-Authenticate: Basic, so that a browser asks for it and then sends it with
+ *   the page's polls too; for /v1/status with a Bearer challenge, which no browser prompts for
+ *   (a poll answered with a Basic one would wait for a prompt). Without a token they are open like /metrics (the listener's address is
+ *   the protection: loopback by default).
+ * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics and /.
+ * - The tokens and bodies never reach the log.
  */
 #ifndef PGPACE_ADMIN_HTTP_H
 #define PGPACE_ADMIN_HTTP_H
@@ -65,8 +73,12 @@ typedef struct admin_http_callbacks {
      * exactly once, during the call or later; the reply outlives the connection (the answer
      * is then dropped). */
     void (*enqueue)(void *arg, const char *body, size_t len, admin_http_reply *reply);
+    /* GET /v1/status, after the token check. query is what follows '?' up to any '#' ("" when
+     * none), valid during the call only. The callee calls admin_http_reply_send() exactly once,
+     * as for enqueue. NULL: 503. */
+    void (*status)(void *arg, const char *query, admin_http_reply *reply);
     /* After each answer is queued, for metrics: route is "/metrics", "/healthz", "/readyz",
-     * "/v1/items" or "other"; seconds from the request's first byte. */
+     * "/v1/items", "/", "/v1/status" or "other"; seconds from the request's first byte. */
     void (*request_done)(void *arg, const char *route, int status, double seconds);
     void *arg;
 } admin_http_callbacks;
@@ -74,6 +86,7 @@ typedef struct admin_http_callbacks {
 typedef struct admin_http_options {
     const char *listen;        /* "host:port" or "[v6 host]:port" (copied) */
     const char *enqueue_token; /* bearer token for POST /v1/items; NULL or "" = disabled */
+    const char *status_token;  /* protects / and /v1/status; NULL or "" = open */
     size_t max_body_bytes;     /* 0 = ADMIN_HTTP_DEFAULT_MAX_BODY */
     int idle_timeout_ms;       /* 0 = ADMIN_HTTP_DEFAULT_IDLE_MS */
     int max_connections;       /* 0 = ADMIN_HTTP_DEFAULT_MAX_CONNS */
@@ -91,6 +104,12 @@ int admin_http_start(admin_http *s, pgp_error *err) PGP_MUST_CHECK;
 /* Replaces the enqueue token (a configuration reload): "" disables POST /v1/items. Requests
  * already past the check are not affected. 0 or -ENOMEM (the old token stays). */
 int admin_http_set_token(admin_http *s, const char *token) PGP_MUST_CHECK;
+
+/* Replaces the status token (a reload): "" leaves / and /v1/status open. 0 or -ENOMEM. */
+int admin_http_set_status_token(admin_http *s, const char *token) PGP_MUST_CHECK;
+
+/* Whether the listener's address is a loopback one (127.0.0.0/8 or ::1). */
+bool admin_http_is_loopback(const admin_http *s);
 
 /* The bound port (useful with port 0), or a negative errno when not listening. */
 int admin_http_port(const admin_http *s);

@@ -107,6 +107,8 @@ struct admin_http {
     struct sockaddr_storage addr;
     char *token; /* "" = enqueue disabled */
     size_t token_len;
+    char *status_token; /* "" = the status page and /v1/status are open */
+    size_t status_token_len;
     size_t max_body;
     uint64_t idle_ms;
     size_t max_conns;
@@ -116,9 +118,6 @@ struct admin_http {
 };
 
 /* ---- admin_http.c ------------------------------------------------------------------------- */
-
-/* Appends s as the inside of a JSON string (see admin_http.c). */
-void ahttp_json_escape(strbuf *sb, const char *s, size_t n);
 
 /* Closes the connection: detaches a pending reply; freed from the close callbacks. Safe to call
  * twice. */

@@ -1,12 +1,15 @@
 /* admin_http_request.c - one request on an admin HTTP connection: Debian's http-parser
  * callbacks with the header and body limits, early answers (before the body is read), routing,
- * the bearer-token and content-type checks, and the answers of GET /metrics, /healthz, /readyz
- * and POST /v1/items (handed to callbacks.enqueue). Connections and writing answers are
- * admin_http.c's.
+ * the token and content-type checks, and the answers of GET /metrics, /healthz, /readyz, the
+ * status page (GET /, and GET /v1/status handed to callbacks.status) and POST /v1/items (handed
+ * to callbacks.enqueue). Connections and writing answers are admin_http.c's.
  */
 #include "admin_http_internal.h"
 
 #include "log.h"
+#include "status_page.h"
+
+#include <openssl/evp.h>
 
 #include <errno.h>
 #include <http_parser.h>
@@ -31,7 +34,15 @@ static bool token_equal(const char *given, size_t given_len, const char *want, s
 
 /* ---- routes ------------------------------------------------------------------------------- */
 
-typedef enum route { ROUTE_METRICS, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_ITEMS, ROUTE_NONE } route;
+typedef enum route {
+    ROUTE_METRICS,
+    ROUTE_HEALTHZ,
+    ROUTE_READYZ,
+    ROUTE_ITEMS,
+    ROUTE_PAGE,
+    ROUTE_STATUS,
+    ROUTE_NONE
+} route;
 
 static route find_route(conn *c)
 {
@@ -41,10 +52,9 @@ static route find_route(conn *c)
     static const struct {
         const char *path;
         route r;
-    } routes[] = {{"/metrics", ROUTE_METRICS},
-                  {"/healthz", ROUTE_HEALTHZ},
-                  {"/readyz", ROUTE_READYZ},
-                  {"/v1/items", ROUTE_ITEMS}};
+    } routes[] = {{"/metrics", ROUTE_METRICS}, {"/healthz", ROUTE_HEALTHZ},
+                  {"/readyz", ROUTE_READYZ},   {"/v1/items", ROUTE_ITEMS},
+                  {"/", ROUTE_PAGE},           {"/v1/status", ROUTE_STATUS}};
     for (size_t i = 0; i < PGP_ARRAY_LEN(routes); i++) {
         if (strlen(routes[i].path) == n && strncmp(url, routes[i].path, n) == 0) {
             c->route = routes[i].path;
@@ -80,6 +90,50 @@ static bool authorized(const conn *c)
     return token_equal(tok, n, s->token, s->token_len);
 }
 
+/* The status token as a Bearer token, or as the password of HTTP Basic credentials (any user
+ * name): a browser asked by WWW-Authenticate: Basic sends those with the page's polls too. */
+static bool status_authorized(const conn *c)
+{
+    const admin_http *s = c->srv;
+    if (s->status_token_len == 0)
+        return true;
+    if (c->bad_header)
+        return false;
+    if (c->auth_len >= 7 && strncasecmp(c->auth, "Bearer ", 7) == 0) {
+        const char *tok = c->auth + 7;
+        while (*tok == ' ' || *tok == '\t')
+            tok++;
+        size_t n = strlen(tok);
+        while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '\t'))
+            n--;
+        return token_equal(tok, n, s->status_token, s->status_token_len);
+    }
+    if (c->auth_len < 6 || strncasecmp(c->auth, "Basic ", 6) != 0)
+        return false;
+    const char *b64 = c->auth + 6;
+    while (*b64 == ' ')
+        b64++;
+    size_t n = strlen(b64);
+    while (n > 0 && (b64[n - 1] == ' ' || b64[n - 1] == '\t'))
+        n--;
+    if (n == 0 || n % 4 != 0 || n > sizeof c->auth)
+        return false;
+    unsigned char plain[sizeof c->auth];
+    int len = EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n);
+    if (len < 0)
+        return false;
+    /* EVP_DecodeBlock counts the padding's bytes as decoded zeros. */
+    if (b64[n - 1] == '=')
+        len--;
+    if (b64[n - 2] == '=')
+        len--;
+    const unsigned char *colon = memchr(plain, ':', (size_t)len);
+    if (!colon)
+        return false;
+    size_t pass_len = (size_t)len - (size_t)(colon + 1 - plain);
+    return token_equal((const char *)colon + 1, pass_len, s->status_token, s->status_token_len);
+}
+
 /* Checks that can be made from the request line and headers. Returns 0 to go on, else the
  * status to answer with (json and extra set). */
 static int precheck(conn *c, const char **json, const char **extra)
@@ -99,6 +153,25 @@ static int precheck(conn *c, const char **json, const char **extra)
             *json = "{\"error\":\"method not allowed\"}";
             *extra = "Allow: GET, HEAD\r\n";
             return 405;
+        }
+        return 0;
+    case ROUTE_PAGE:
+    case ROUTE_STATUS:
+        if (!get) {
+            *json = "{\"error\":\"method not allowed\"}";
+            *extra = "Allow: GET, HEAD\r\n";
+            return 405;
+        }
+        if (!status_authorized(c)) {
+            *json = "{\"error\":\"missing or invalid status token\"}";
+            /* The page asks for Basic credentials, which a browser prompts for and then sends
+             * with the page's polls too. The polls' own 401 must not ask: a fetch() answered
+             * with a Basic challenge waits for a prompt (for ever in headless Chromium), so it
+             * names Bearer, which no browser prompts for. */
+            *extra = r == ROUTE_PAGE
+                         ? "WWW-Authenticate: Basic realm=\"pgpace status\", charset=\"UTF-8\"\r\n"
+                         : "WWW-Authenticate: Bearer realm=\"pgpace status\"\r\n";
+            return 401;
         }
         return 0;
     case ROUTE_ITEMS:
@@ -138,12 +211,12 @@ static void answer_readyz(conn *c)
     strbuf j = {0};
     strbuf_printf(&j, "{\"ready\":%s,\"role\":\"", rd.ready ? "true" : "false");
     const char *role = rd.role ? rd.role : "starting";
-    ahttp_json_escape(&j, role, strlen(role));
+    strbuf_json_escape(&j, role, strlen(role));
     strbuf_puts(&j, "\"");
     if (!rd.ready) {
         const char *reason = rd.reason ? rd.reason : "not ready";
         strbuf_puts(&j, ",\"reason\":\"");
-        ahttp_json_escape(&j, reason, strlen(reason));
+        strbuf_json_escape(&j, reason, strlen(reason));
         strbuf_puts(&j, "\"");
     }
     strbuf_puts(&j, "}");
@@ -200,6 +273,46 @@ static void answer_items(conn *c)
     s->cb.enqueue(s->cb.arg, c->body.data, c->body.len, r);
 }
 
+static void answer_page(conn *c)
+{
+    status_page page;
+    if (status_page_load(&page) != 0) {
+        ahttp_respond_json(c, 500, NULL, "{\"error\":\"the status page is not available\"}");
+        return;
+    }
+    ahttp_respond(c, 200, "text/html; charset=utf-8", page.headers, page.html, page.len);
+}
+
+static void answer_status(conn *c)
+{
+    admin_http *s = c->srv;
+    if (!s->cb.status) {
+        ahttp_respond_json(c, 503, NULL, "{\"error\":\"status is not available\"}");
+        return;
+    }
+    /* url is terminated: strbuf keeps a NUL after its bytes. */
+    const char *url = c->url.len && !c->url.failed ? c->url.data : "";
+    const char *q = strchr(url, '?');
+    char query[ADMIN_HTTP_MAX_HEADER + 1];
+    size_t n = 0;
+    if (q) {
+        q++;
+        n = strcspn(q, "#");
+        if (n > ADMIN_HTTP_MAX_HEADER)
+            n = ADMIN_HTTP_MAX_HEADER;
+        memcpy(query, q, n);
+    }
+    query[n] = '\0';
+    admin_http_reply *r = malloc(sizeof *r);
+    if (!r) {
+        ahttp_respond_json(c, 500, NULL, "{\"error\":\"out of memory\"}");
+        return;
+    }
+    r->c = c;
+    c->reply = r;
+    s->cb.status(s->cb.arg, query, r);
+}
+
 /* A complete request (or one answered early): answer it. */
 static void handle_request(conn *c)
 {
@@ -234,6 +347,12 @@ static void handle_request(conn *c)
         break;
     case ROUTE_ITEMS:
         answer_items(c);
+        break;
+    case ROUTE_PAGE:
+        answer_page(c);
+        break;
+    case ROUTE_STATUS:
+        answer_status(c);
         break;
     case ROUTE_NONE:
         break;

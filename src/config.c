@@ -156,6 +156,7 @@ static const config_key keys[] = {
     STRN("http", "listen", http_listen, "127.0.0.1:9187",
          "admin HTTP address (metrics, health, enqueue); empty: off"),
     STR("http", enqueue_token, "", "bearer token for POST /v1/items; empty: disabled"),
+    STR("http", status_token, "", "token for the status page and /v1/status; empty: open"),
     INT("http", max_body_bytes, 1048576, 1024, 67108864, "largest POST /v1/items body"),
     INT("http", metrics_customers, 100, 0, 100000, "customers with their own metric series"),
 };
@@ -726,7 +727,7 @@ void config_dump(const pgp_config *cfg, FILE *out)
         switch (k->type) {
         case KEY_STRING:
             /* A secret is shown as set or not, never printed. */
-            if ((strcmp(k->name, "enqueue_token") == 0 ||
+            if ((strcmp(k->name, "enqueue_token") == 0 || strcmp(k->name, "status_token") == 0 ||
                  strcmp(k->name, "operator_webhook_secret") == 0) &&
                 *(const char *)p)
                 fprintf(out, "(redacted)\n");

@@ -101,6 +101,7 @@ typedef struct pgp_config {
     /* [http] */
     char http_listen[128];   /* "host:port" of the admin HTTP server; empty: off */
     char enqueue_token[256]; /* bearer token for POST /v1/items; empty: endpoint disabled */
+    char status_token[256];  /* protects the status page and /v1/status; empty: open */
     int max_body_bytes;      /* largest enqueue body */
     int metrics_customers;   /* customers with their own metric series; the rest: "_other" */
 

@@ -139,10 +139,12 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     if (cfg->http_listen[0]) {
         admin_http_options ao = {.listen = cfg->http_listen,
                                  .enqueue_token = cfg->enqueue_token,
+                                 .status_token = cfg->status_token,
                                  .max_body_bytes = (size_t)cfg->max_body_bytes};
         admin_http_callbacks cb = {.render_metrics = admin_render_metrics,
                                    .readiness = admin_readiness,
                                    .enqueue = admin_enqueue,
+                                   .status = admin_status,
                                    .request_done = admin_request_done,
                                    .arg = d};
         rc = admin_http_new(loop, &ao, &cb, &d->admin, err);
@@ -250,6 +252,8 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
         http_sender_set_allow(d->http, &d->allow);
     if (d->admin && admin_http_set_token(d->admin, cfg->enqueue_token) != 0)
         LOG_ERROR("reload_token_failed", LOG_S("key", "http.enqueue_token"));
+    if (d->admin && admin_http_set_status_token(d->admin, cfg->status_token) != 0)
+        LOG_ERROR("reload_token_failed", LOG_S("key", "http.status_token"));
     if (new_timeout && pgconn_ready(d->db))
         leader_send_session_settings(d);
     if (is_leading(d)) {

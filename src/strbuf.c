@@ -121,3 +121,26 @@ const char *strbuf_str(strbuf *sb)
     }
     return sb->data;
 }
+
+/* Appends s as the inside of a JSON string: quotes, backslashes and control characters
+ * escaped, so a message with a newline stays one line. */
+void strbuf_json_escape(strbuf *sb, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            char esc[2] = {'\\', (char)ch};
+            strbuf_append(sb, esc, 2);
+        } else if (ch == '\n') {
+            strbuf_puts(sb, "\\n");
+        } else if (ch == '\r') {
+            strbuf_puts(sb, "\\r");
+        } else if (ch == '\t') {
+            strbuf_puts(sb, "\\t");
+        } else if (ch < 0x20 || ch == 0x7f) {
+            strbuf_printf(sb, "\\u%04x", ch);
+        } else {
+            strbuf_append(sb, (const char *)&ch, 1);
+        }
+    }
+}

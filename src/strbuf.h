@@ -36,4 +36,8 @@ void strbuf_array_text(strbuf *sb, const char *s);
 /* The string ("" when empty); NULL when an allocation failed. */
 const char *strbuf_str(strbuf *sb);
 
+/* Appends s[0..n) as the inside of a JSON string: quotes, backslashes and control characters
+ * escaped, so a message with a newline stays one line. Other bytes are copied as they are. */
+void strbuf_json_escape(strbuf *sb, const char *s, size_t n);
+
 #endif

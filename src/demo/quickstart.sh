@@ -86,7 +86,8 @@ batch_tick_ms = 5000
 ; the demo's receiver is on loopback, which SSRF protection refuses unless allowed
 allow_cidrs = 127.0.0.0/8
 [http]
-; metrics and health of the demo's dispatcher (port 0: any free port; see its log)
+; the live status page, metrics and health of the demo's dispatcher (port 0: any free port,
+; printed below from the dispatcher's log)
 listen = 127.0.0.1:0
 [log]
 level = info
@@ -95,6 +96,16 @@ echo "== starting the dispatcher (log: $work/pgpace.log)"
 "$pgpace" --config "$work/pgpace.ini" run 2>"$work/pgpace.log" &
 dispatcher_pid=$!
 pids=("$dispatcher_pid" "${pids[@]}")
+
+# The admin listener's port, from the dispatcher's admin_http_listening log line.
+page=""
+for _ in $(seq 1 100); do
+    admin_port=$(sed -n 's/.*event=admin_http_listening.* port=\([0-9]*\).*/\1/p' "$work/pgpace.log" | head -1)
+    [ -n "$admin_port" ] && { page="http://127.0.0.1:$admin_port/"; break; }
+    kill -0 "$dispatcher_pid" 2>/dev/null || break
+    sleep 0.1
+done
+echo "== status page: ${page:-(not found in the log)}  (live per-customer view; open it in a browser)"
 
 # Per customer from the receiver's log ("<unix_ms> <path> <webhook-id> <bytes>"): deliveries,
 # observed rate over the last 10 s, and the last 3 gaps.
@@ -120,6 +131,7 @@ while [ "$stop_requested" = 0 ] && [ $(($(date +%s) - start)) -lt "$seconds" ]; 
     out=$(view "$(date +%s%3N)")
     [ -t 1 ] && printf '\033[H\033[2J'
     echo "pgpace quickstart: $(($(date +%s) - start))s of ${seconds}s (Ctrl-C stops); observed = webhooks/min over the last 10 s"
+    echo "status page: ${page:-none} (from this machine; elsewhere: ssh -L ${admin_port:-PORT}:127.0.0.1:${admin_port:-PORT} HOST)"
     echo "$out"
     echo
     echo "spaced: one webhook every 60/rate s (bravo may burst 5); batch: up to rate per 5 s tick (delta: one every 2nd tick);"

@@ -375,6 +375,8 @@ static void on_delivery_done(const http_result *r, void *arg)
     int64_t again_us = 0;
     if (c) {
         throttle_note(d, c, dl->started_us, r, &v, now_us());
+        if (v.outcome != OUTCOME_SUCCESS && v.outcome != OUTCOME_RELEASE)
+            status_note_failure(c, v.error_class, (int)r->status);
         if (v.outcome == OUTCOME_SUCCESS)
             breaker_note(d, c, false, NULL);
         else if (v.receiver_failed)
@@ -519,6 +521,8 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
             .total_timeout_ms =
                 c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms};
         rc = http_send(d->http, &req, on_delivery_done, dl);
+        if (rc == 0)
+            status_note_request(d, c);
     }
     if (rc != 0) {
         http_result failed = {.error_class = can_send ? "internal" : "aborted",

@@ -132,9 +132,14 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK ||
         !rows_shape_ok(res, SQL_RUN_METRICS_NCOLS, "queue metrics"))
         return;
+    double due = 0, dead = 0;
+    int64_t at = now_us();
     for (int r = 0; r < PQntuples(res); r++) {
         metrics_row row;
         metrics_row_parse(res, r, &row);
+        due += row.due;
+        dead += row.dead;
+        status_counts_note(d, &row, at);
         const char *labels[] = {row.customer};
         metrics_gauge_set(d->obs.m, d->obs.queue_due, labels, row.due);
         metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, labels, row.in_flight);
@@ -144,6 +149,7 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
             metrics_gauge_set(d->obs.m, d->obs.queue_vacuum_age, NULL, row.vacuum_age_s);
         }
     }
+    status_totals_note(d, due, dead, at);
 }
 
 static void on_metrics_timer(uv_timer_t *t)

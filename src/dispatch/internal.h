@@ -36,6 +36,7 @@
 #ifndef PGPACE_DISPATCH_INTERNAL_H
 #define PGPACE_DISPATCH_INTERNAL_H
 
+#include "activity.h"
 #include "admin_http.h"
 #include "config.h"
 #include "dispatcher.h"
@@ -245,6 +246,14 @@ typedef struct customer {
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
     pace pace;
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
+    /* Its latest requests, for the status page (status.c): made at its first request, so an
+     * idle customer costs nothing; NULL until then. */
+    activity *activity;
+    /* Its queue as the leader's last queue-gauge refresh counted it (housekeeping.c), for the
+     * status page; stat_at_us: when (epoch us), 0 = not counted yet. */
+    int64_t stat_due, stat_delayed, stat_dead;
+    int64_t stat_oldest_due_us; /* epoch us of its oldest due item then; 0 = none due */
+    int64_t stat_at_us;
 
     pair *pairs;
     size_t n_pairs, cap_pairs;
@@ -499,7 +508,8 @@ typedef struct backstop_row {
 
 typedef struct metrics_row {
     const char *customer;
-    double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s;
+    double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s, dead, delayed;
+    int64_t customer_id;
 } metrics_row;
 
 typedef struct event_row {
@@ -661,6 +671,11 @@ struct dispatcher {
     size_t events_seen_at;
 
     oauth_env oauth; /* what token requests use (oauth.c keeps a pointer while one is out) */
+
+    /* status.c */
+    int status_pending;             /* GET /v1/status requests waiting for their statements */
+    double status_due, status_dead; /* status_totals_note's sums */
+    int64_t status_totals_us;       /* when they were taken (epoch us); 0 = never */
 
     long long claimed, stale_recoveries, lost_ownership;
     uint64_t rounds; /* claim rounds built: rotates the division's ties */
@@ -863,6 +878,17 @@ int admin_render_metrics(void *arg, strbuf *out);
 void admin_readiness(void *arg, admin_http_readiness *out);
 void admin_enqueue(void *arg, const char *body, size_t len, admin_http_reply *reply);
 void admin_request_done(void *arg, const char *route, int status, double seconds);
+
+/* status.c: GET /v1/status (the live status page's data) */
+void admin_status(void *arg, const char *query, admin_http_reply *reply);
+/* A request of the customer went on the wire (its gaps, ticks and rate on the page). */
+void status_note_request(dispatcher *d, customer *c);
+/* An attempt of the customer failed (not a release): its class and status on the page. */
+void status_note_failure(customer *c, const char *error_class, int http_status);
+/* One customer's queue counts from the leader's queue-gauge refresh taken at at_us. */
+void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us);
+/* All customers' due items and dead letters, summed by that refresh. */
+void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us);
 
 /* housekeeping.c */
 /* On becoming leader: partitions ahead, then retention; hourly afterwards. */

@@ -229,6 +229,9 @@ void metrics_row_parse(const PGresult *res, int r, metrics_row *out)
         .oldest_due_age_s = row_double(res, r, SQL_RUN_METRICS_C_OLDEST_DUE_AGE_S),
         .dead_tuples = row_double(res, r, SQL_RUN_METRICS_C_DEAD_TUPLES),
         .vacuum_age_s = row_double(res, r, SQL_RUN_METRICS_C_VACUUM_AGE_S),
+        .dead = row_double(res, r, SQL_RUN_METRICS_C_DEAD),
+        .delayed = row_double(res, r, SQL_RUN_METRICS_C_DELAYED),
+        .customer_id = row_i64(res, r, SQL_RUN_METRICS_C_CUSTOMER_ID),
     };
 }
 

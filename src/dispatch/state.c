@@ -28,6 +28,7 @@ void customer_free(customer *c)
     for (size_t i = 0; i < c->n_pairs; i++)
         free(c->pairs[i].carrier);
     free(c->pairs);
+    free(c->activity);
     free(c->name);
     free(c->url);
     free(c->secrets_buf);

@@ -6,7 +6,7 @@
 #
 #   SECONDS_PER_TARGET   default 20 (CI uses 15)
 #   TARGET...            a subset: config validate netcheck retry_after secret receiver admin_http
-#                        oauth_token
+#                        oauth_token status_query
 #   --update-corpus      afterwards, merge inputs that add coverage into tests/fuzz/corpus/<target>/
 #                        (libFuzzer -merge=1: only new-coverage files are added, seeds are kept)
 #   --build-only         build, print the directory of the binaries, run nothing
@@ -24,7 +24,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 fuzzdir="$root/tests/fuzz"
-all_targets=(config validate netcheck retry_after secret receiver admin_http oauth_token)
+all_targets=(config validate netcheck retry_after secret receiver admin_http oauth_token status_query)
 
 seconds=20
 update=0
@@ -112,6 +112,7 @@ sources_of() {
         retry_after) echo "src/backoff.c src/common.c" ;;
         secret)      echo "src/secret.c src/common.c" ;;
         oauth_token) echo "src/dispatch/oauth_token.c src/common.c" ;;
+        status_query) echo "src/status_query.c src/common.c" ;;
         receiver)    echo "" ;; # includes tests/lib/receiver.c itself
         admin_http)  echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/prng.c src/backoff.c $gen/sql_embed.c" ;;
     esac

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -31,11 +32,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEADLINE_MS 60000
-#define IDLE_MS     400 /* the server's per-phase timeout in these tests */
-#define MAX_BODY    65536
-#define TOKEN       "s3cret-token-for-tests"
-#define CUSTOMER    "acme"
+#define DEADLINE_MS  60000
+#define IDLE_MS      400 /* the server's per-phase timeout in these tests */
+#define MAX_BODY     65536
+#define TOKEN        "s3cret-token-for-tests"
+#define CUSTOMER     "acme"
+#define STATUS_TOKEN "page-token:with-colon"
 
 static const char GET_HEALTHZ[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
 
@@ -360,6 +362,17 @@ static void fake_enqueue(void *arg, const char *body, size_t len, admin_http_rep
         admin_http_reply_send(reply, 503, "{\"error\":\"database unreachable\"}");
 }
 
+/* Echoes the query it was given, so the client sees what reached the dispatcher. */
+static void fake_status(void *arg, const char *query, admin_http_reply *reply)
+{
+    strbuf j = {0};
+    strbuf_puts(&j, "{\"query\":\"");
+    strbuf_json_escape(&j, query, strlen(query));
+    strbuf_puts(&j, "\"}");
+    admin_http_reply_send(reply, 200, strbuf_str(&j));
+    strbuf_free(&j);
+}
+
 static void fake_request_done(void *arg, const char *route, int status, double seconds)
 {
     t_ctx *t = arg;
@@ -417,6 +430,7 @@ static admin_http_callbacks fake_callbacks(t_ctx *t)
     return (admin_http_callbacks){.render_metrics = fake_render,
                                   .readiness = fake_readiness,
                                   .enqueue = fake_enqueue,
+                                  .status = fake_status,
                                   .request_done = fake_request_done,
                                   .arg = t};
 }
@@ -437,6 +451,7 @@ static void on_db_state(pgconn *c, pgconn_state s, void *arg)
     /* The same routes with enqueue disabled (no token). */
     admin_http_options o2 = t->opts;
     o2.enqueue_token = "";
+    o2.status_token = "";
     assert_int_equal(admin_http_new(&t->loop, &o2, &cb, &t->srv2, &err), 0);
     if (admin_http_start(t->srv2, &err) != 0)
         fail_msg("admin_http_start: %s", err.msg);
@@ -451,6 +466,7 @@ static void t_init(t_ctx *t, client_fn client)
     t->client = client;
     t->opts = (admin_http_options){.listen = "127.0.0.1:0",
                                    .enqueue_token = TOKEN,
+                                   .status_token = STATUS_TOKEN,
                                    .max_body_bytes = MAX_BODY,
                                    .idle_timeout_ms = IDLE_MS,
                                    .max_connections = 16};
@@ -532,7 +548,7 @@ static int client_routes(t_ctx *t)
     if (expect(t, t->port, "GET", "/readyz", NULL, NULL, 200,
                "{\"ready\":true,\"role\":\"standby\"}") ||
         expect(t, t->port, "GET", "/nope", NULL, NULL, 404, "{\"error\":\"not found\"}") ||
-        expect(t, t->port, "GET", "/", NULL, NULL, 404, "{\"error\":\"not found\"}") ||
+        expect(t, t->port, "GET", "/v1", NULL, NULL, 404, "{\"error\":\"not found\"}") ||
         expect(t, t->port, "GET", "/metricsx", NULL, NULL, 404, NULL) ||
         expect(t, t->port, "GET", "/v1/items/1", NULL, NULL, 404, NULL))
         return -1;
@@ -587,6 +603,138 @@ static void routes(void **state)
 {
     t_ctx t;
     t_init(&t, client_routes);
+    t_run(&t);
+    t_done(&t);
+}
+
+/* ---- 1b. the status page and /v1/status ------------------------------------------------------ */
+
+/* The base64 SHA-256 of the page's one <tag> element's content, as its CSP names it. */
+static int element_sha(const char *html, const char *tag, char out[45])
+{
+    char open[16], close[16];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = strstr(html, open);
+    const char *b = a ? strstr(a, close) : NULL;
+    if (!a || !b || strstr(a + 1, open))
+        return -1;
+    a += strlen(open);
+    unsigned char md[32];
+    unsigned int n = 0;
+    if (EVP_Digest(a, (size_t)(b - a), md, &n, EVP_sha256(), NULL) != 1)
+        return -1;
+    EVP_EncodeBlock((unsigned char *)out, md, 32);
+    return 0;
+}
+
+static int client_status_page(t_ctx *t)
+{
+    static const char *const bearer[] = {"Authorization: Bearer " STATUS_TOKEN, NULL};
+    static const char *const wrong_bearer[] = {"Authorization: Bearer page-token", NULL};
+    static const char *const enqueue_bearer[] = {"Authorization: Bearer " TOKEN, NULL};
+    /* base64("anyone:page-token:with-colon"): the password may hold colons. */
+    static const char *const basic[] = {
+        "Authorization: Basic YW55b25lOnBhZ2UtdG9rZW46d2l0aC1jb2xvbg==", NULL};
+    /* base64("page-token:with-colon"): the user name is "page-token", the password wrong. */
+    static const char *const basic_wrong[] = {"Authorization: Basic cGFnZS10b2tlbjp3aXRoLWNvbG9u",
+                                              NULL};
+    static const char *const basic_garbage[] = {"Authorization: Basic !!!!", NULL};
+    static const char *const basic_no_colon[] = {"Authorization: Basic cGFnZQ==", NULL};
+    static const char *const two_auth[] = {"Authorization: Bearer " STATUS_TOKEN,
+                                           "Authorization: Bearer " STATUS_TOKEN, NULL};
+    const char *unauth = "{\"error\":\"missing or invalid status token\"}";
+
+    /* With a token: nothing without it, and the browser is asked for Basic credentials. */
+    http_res r;
+    CHECK(http_req(t, NULL, t->port, "GET", "/", NULL, NULL, 0, &r) == 0, "GET /");
+    CHECK(r.status == 401 && has_header(&r, "WWW-Authenticate: Basic realm=\"pgpace status\""),
+          "GET / without token: %ld %s", r.status, r.headers.data);
+    CHECK(strcmp(r.body.data, unauth) == 0, "%s", r.body.data);
+    res_free(&r);
+    CHECK(http_req(t, NULL, t->port, "GET", "/v1/status", NULL, NULL, 0, &r) == 0, "status");
+    CHECK(r.status == 401 && has_header(&r, "WWW-Authenticate: Bearer realm=\"pgpace status\"") &&
+              !has_header(&r, "Basic"),
+          "GET /v1/status without token: %ld %s", r.status, r.headers.data);
+    res_free(&r);
+    if (expect(t, t->port, "GET", "/v1/status", NULL, NULL, 401, unauth) ||
+        expect(t, t->port, "GET", "/v1/status", wrong_bearer, NULL, 401, unauth) ||
+        expect(t, t->port, "GET", "/v1/status", enqueue_bearer, NULL, 401, unauth) ||
+        expect(t, t->port, "GET", "/v1/status", basic_wrong, NULL, 401, unauth) ||
+        expect(t, t->port, "GET", "/v1/status", basic_garbage, NULL, 401, unauth) ||
+        expect(t, t->port, "GET", "/v1/status", basic_no_colon, NULL, 401, unauth) ||
+        expect(t, t->port, "GET", "/v1/status", two_auth, NULL, 401, unauth))
+        return -1;
+    /* Bearer or Basic; the query reaches the callback as sent, without any fragment. */
+    if (expect(t, t->port, "GET", "/v1/status", bearer, NULL, 200, "{\"query\":\"\"}") ||
+        expect(t, t->port, "GET", "/v1/status?limit=5&filter=a%20b", basic, NULL, 200,
+               "{\"query\":\"limit=5&filter=a%20b\"}") ||
+        expect(t, t->port, "GET", "/v1/status?", bearer, NULL, 200, "{\"query\":\"\"}"))
+        return -1;
+    /* The other routes keep their own rules: /metrics stays open, the enqueue token is not the
+     * status token. */
+    if (expect(t, t->port, "GET", "/healthz", NULL, NULL, 200, NULL) ||
+        expect(t, t->port, "POST", "/v1/items",
+               (const char *const[]){"Authorization: Bearer " STATUS_TOKEN,
+                                     "Content-Type: application/json", NULL},
+               "{}", 401, NULL))
+        return -1;
+    CHECK(http_req(t, NULL, t->port, "GET", "/metrics", NULL, NULL, 0, &r) == 0, "metrics");
+    CHECK(r.status == 200, "GET /metrics with a status token set: %ld", r.status);
+    res_free(&r);
+
+    /* Read-only: no other method. */
+    CHECK(http_req(t, NULL, t->port, "POST", "/v1/status", bearer, "x", 1, &r) == 0, "POST");
+    CHECK(r.status == 405 && has_header(&r, "Allow: GET, HEAD\r\n"), "POST /v1/status: %ld",
+          r.status);
+    res_free(&r);
+    CHECK(http_req(t, NULL, t->port, "DELETE", "/", bearer, NULL, 0, &r) == 0, "DELETE /");
+    CHECK(r.status == 405 && has_header(&r, "Allow: GET, HEAD\r\n"), "DELETE /: %ld", r.status);
+    res_free(&r);
+
+    /* The page: HTML, with a policy that allows exactly its own script and style. */
+    CHECK(http_req(t, NULL, t->port, "GET", "/", basic, NULL, 0, &r) == 0, "GET / with token");
+    CHECK(r.status == 200 && has_header(&r, "Content-Type: text/html; charset=utf-8\r\n"),
+          "GET /: %ld %s", r.status, r.headers.data);
+    CHECK(strncmp(r.body.data, "<!doctype html>", 15) == 0, "page: %.80s", r.body.data);
+    char script[45], style[45], want[160];
+    CHECK(element_sha(r.body.data, "script", script) == 0, "the page has one <script>");
+    CHECK(element_sha(r.body.data, "style", style) == 0, "the page has one <style>");
+    snprintf(want, sizeof want, "script-src 'sha256-%s'; style-src 'sha256-%s';", script, style);
+    CHECK(has_header(&r, "Content-Security-Policy: default-src 'none'; ") && has_header(&r, want) &&
+              has_header(&r, "connect-src 'self'") && has_header(&r, "frame-ancestors 'none'"),
+          "CSP: want %s in %s", want, r.headers.data);
+    CHECK(has_header(&r, "X-Content-Type-Options: nosniff\r\n") &&
+              has_header(&r, "Referrer-Policy: no-referrer\r\n") &&
+              has_header(&r, "X-Frame-Options: DENY\r\n"),
+          "headers: %s", r.headers.data);
+    /* Nothing outside: no URL of another origin anywhere in it. */
+    CHECK(!strstr(r.body.data, "http://") && !strstr(r.body.data, "https://") &&
+              !strstr(r.body.data, "//cdn") && !strstr(r.body.data, "@import"),
+          "the page refers to something outside itself");
+    size_t page_len = r.body.len;
+    res_free(&r);
+    CHECK(http_req(t, NULL, t->port, "HEAD", "/", bearer, NULL, 0, &r) == 0, "HEAD /");
+    char cl[64];
+    snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", page_len);
+    CHECK(r.status == 200 && r.body.len == 0 && has_header(&r, cl), "HEAD /: %ld %s", r.status,
+          r.headers.data);
+    res_free(&r);
+
+    /* Without a token (the second server), both are open. */
+    if (expect(t, t->port2, "GET", "/v1/status?sort=-name", NULL, NULL, 200,
+               "{\"query\":\"sort=-name\"}"))
+        return -1;
+    CHECK(http_req(t, NULL, t->port2, "GET", "/", NULL, NULL, 0, &r) == 0, "GET / open");
+    CHECK(r.status == 200 && r.body.len == page_len, "GET / without a token set: %ld", r.status);
+    res_free(&r);
+    return 0;
+}
+
+static void status_page(void **state)
+{
+    t_ctx t;
+    t_init(&t, client_status_page);
     t_run(&t);
     t_done(&t);
 }
@@ -1502,6 +1650,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(routes),
+        cmocka_unit_test(status_page),
         cmocka_unit_test(enqueue_created_and_duplicate),
         cmocka_unit_test(enqueue_auth_and_content_type),
         cmocka_unit_test(enqueue_bad_input),

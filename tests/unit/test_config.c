@@ -158,7 +158,7 @@ static void test_dump(void **state)
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
     assert_contains(out, "delivery.ca_file = \n");
-    assert_int_equal(lines, 50); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 51); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;

@@ -1,0 +1,59 @@
+/* activity.h - what a customer's recent requests looked like, for the status page: the gaps
+ * between its latest requests, the requests of each of its latest batch ticks, and how many went
+ * out in the last minute.
+ *
+ * Contract:
+ * - Pure and allocation-free: one fixed-size struct per customer (the dispatcher makes it at
+ *   the customer's first request, so idle customers cost nothing).
+ * - Times are microseconds of one monotonic clock (the dispatcher's uv_hrtime): a wall-clock
+ *   step neither invents a gap nor loses the minute. A time earlier than the latest one noted
+ *   counts as the latest (never a negative gap). Batch ticks are tick numbers (the tick's start
+ *   divided by its length); a tick number lower than the latest counts in the latest.
+ * - Gaps are whole milliseconds, at most ACTIVITY_GAP_MAX_MS (longer pauses read as that).
+ */
+#ifndef PGPACE_ACTIVITY_H
+#define PGPACE_ACTIVITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ACTIVITY_HISTORY    30        /* gaps and ticks remembered */
+#define ACTIVITY_BUCKETS    12        /* the last minute, in buckets of: */
+#define ACTIVITY_BUCKET_US  5000000LL /* 5 s */
+#define ACTIVITY_GAP_MAX_MS 3600000u  /* an hour */
+
+typedef struct activity {
+    int64_t last_us;                    /* the latest request; 0 = none yet */
+    uint32_t gaps_ms[ACTIVITY_HISTORY]; /* ring: the gap before each of the latest requests */
+    uint8_t n_gaps, gap_next;
+    int64_t bucket;                     /* number (t / ACTIVITY_BUCKET_US) of the latest bucket */
+    uint32_t buckets[ACTIVITY_BUCKETS]; /* requests per bucket, by bucket number modulo */
+    int64_t tick;                       /* the latest tick number noted; -1 = none */
+    int64_t first_tick;                 /* the first one noted */
+    uint32_t ticks[ACTIVITY_HISTORY];   /* requests per tick, by tick number modulo */
+    char error_class[24];               /* the latest failure's class ("http", "tls"); "" = none */
+    int error_status;                   /* its HTTP status; 0 = none */
+    int64_t error_us;                   /* when it ended */
+} activity;
+
+void activity_init(activity *a);
+
+/* A request went out at t_us; tick: its batch tick number, or -1 (not a batch customer). */
+void activity_note(activity *a, int64_t t_us, int64_t tick);
+
+/* A request failed at t_us (its class is copied, cut to fit; status 0 = no HTTP answer). */
+void activity_note_error(activity *a, int64_t t_us, const char *error_class, int status);
+
+/* Requests per minute over the last minute at now_us: those of the buckets within it, divided
+ * by the time those buckets cover (55 to 60 s), so a steady rate reads as itself. */
+double activity_per_minute(const activity *a, int64_t now_us);
+
+/* Copies the latest gaps, oldest first, into out (at most cap); returns how many. */
+size_t activity_gaps(const activity *a, uint32_t *out, size_t cap);
+
+/* Copies the requests of the ticks up to and including current_tick, oldest first, into out
+ * (at most cap, at most ACTIVITY_HISTORY, and none before the first tick noted; ticks with none
+ * are 0, so the series shows skipped ticks); returns how many (0 when no tick was noted). */
+size_t activity_ticks(const activity *a, int64_t current_tick, uint32_t *out, size_t cap);
+
+#endif

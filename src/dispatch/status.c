@@ -1,0 +1,688 @@
+/* status.c - GET /v1/status, the data of the live status page (README, "The status page"):
+ * the instances and the leader, the customers of one page (sorted and filtered by name, state or
+ * rates), the carriers, and the totals.
+ *
+ * Contract:
+ * - Bounded: the page (at most STATUS_MAX_LIMIT customers) is chosen in memory, from the
+ *   dispatcher's customers, in one pass and a sort of the matches. The leader asks the
+ *   database one thing per poll, the instance list (sql/queries/status_instances.sql, pipelined
+ *   with the claims); the queue counts (due, delayed, dead, oldest due) are those of its last
+ *   queue-gauge refresh (every 15 s, housekeeping.c), never counted per poll: counting 50 deep
+ *   backlogs took 1.2 s, a stall of every claim behind it. A standby also asks for the page's
+ *   effective rates and latest failures (sql/queries/status_customers.sql: index probes) and
+ *   has no counts. At most STATUS_MAX_PENDING requests wait for the database at once (more get
+ *   503), so a room full of open pages cannot queue work ahead of the claims.
+ * - What only the leader knows (requests per minute, the gaps between requests, requests per
+ *   batch tick, in flight, the latest failure, the throttled rate) comes from its memory; a
+ *   standby says "live": false.
+ * - Nothing secret: no payload, signing secret, header value, token, certificate, URL or proxy
+ *   is read here. Customer and carrier names, modes, rates, counts, states and error classes.
+ * - The answer is assembled when the statements' results arrive (or at once without a
+ *   database), from the customers as they are then: one removed meanwhile is left out.
+ */
+#include "internal.h"
+
+#include "log.h"
+#include "pgpace_version.h"
+#include "status_query.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Status requests waiting for the database at once; more get 503. */
+#define STATUS_MAX_PENDING 8
+/* Carriers listed (the busiest first); carriers_total says how many there are. */
+#define STATUS_MAX_CARRIERS 200
+/* How often the page polls. */
+#define STATUS_POLL_MS 2000
+
+typedef struct status_req {
+    dispatcher *d;
+    admin_http_reply *reply;
+    status_query q;
+    int64_t *ids; /* the page's customers, in order */
+    size_t n_ids;
+    size_t total, matched;
+    int paused, disabled, held, breaker_open, throttled;
+    PGresult *instances; /* kept results; NULL when not (yet) there or failed */
+    PGresult *customers;
+    int outstanding; /* statements whose results have not come back */
+    bool db_failed;  /* a statement could not be sent or failed */
+} status_req;
+
+/* ---- what the dispatcher notes ------------------------------------------------------------- */
+
+/* The status page's clock: monotonic, so a wall-clock step neither invents a gap nor empties
+ * the last minute. */
+static int64_t mono_us(void)
+{
+    return (int64_t)(uv_hrtime() / 1000);
+}
+
+static activity *activity_of(customer *c)
+{
+    if (!c->activity) {
+        c->activity = malloc(sizeof *c->activity);
+        if (c->activity)
+            activity_init(c->activity);
+    }
+    return c->activity;
+}
+
+void status_note_request(dispatcher *d, customer *c)
+{
+    activity *a = activity_of(c);
+    if (!a)
+        return; /* no memory: the page just misses this request */
+    int64_t tick = c->mode == MODE_BATCH ? batch_tick_at(&d->cfg, now_us()) : -1;
+    activity_note(a, mono_us(), tick);
+}
+
+void status_note_failure(customer *c, const char *error_class, int http_status)
+{
+    activity *a = activity_of(c);
+    if (a)
+        activity_note_error(a, mono_us(), error_class, http_status);
+}
+
+void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us)
+{
+    customer *c = customer_get(d, row->customer_id);
+    if (!c)
+        return;
+    c->stat_due = (int64_t)row->due;
+    c->stat_delayed = (int64_t)row->delayed;
+    c->stat_dead = (int64_t)row->dead;
+    c->stat_oldest_due_us = row->due > 0 ? at_us - (int64_t)(row->oldest_due_age_s * 1e6) : 0;
+    c->stat_at_us = at_us;
+}
+
+void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us)
+{
+    d->status_due = due;
+    d->status_dead = dead;
+    d->status_totals_us = at_us;
+}
+
+/* ---- a customer's state ------------------------------------------------------------------- */
+
+static const char *held_reason(const customer *c)
+{
+    if (c->secrets_invalid)
+        return "secrets";
+    if (c->headers_invalid)
+        return "headers";
+    if (c->proxy_invalid)
+        return "proxy";
+    if (c->client_cert_held)
+        return "client_cert";
+    return NULL;
+}
+
+static double effective_rate(const customer *c)
+{
+    return pace_rate(&c->pace, c->rate);
+}
+
+/* A throttling receiver slowed it: a lower pace, an in-flight cap, or a Retry-After hold. */
+static bool is_throttled(const customer *c, int64_t now)
+{
+    return effective_rate(c) < c->rate || c->pace.cap > 0 || c->pace.hold_until_us > now;
+}
+
+/* Problems first: the order of sort=state. */
+static int severity(const customer *c, int64_t now)
+{
+    if (c->disabled)
+        return 6;
+    if (held_reason(c))
+        return 5;
+    if (c->breaker.state == BREAKER_OPEN)
+        return 4;
+    if (c->paused)
+        return 3;
+    if (is_throttled(c, now))
+        return 2;
+    if (c->breaker.state == BREAKER_HALF_OPEN)
+        return 1;
+    return 0;
+}
+
+static double observed(const customer *c, int64_t mono)
+{
+    return c->activity ? activity_per_minute(c->activity, mono) : 0;
+}
+
+/* ---- choosing the page -------------------------------------------------------------------- */
+
+typedef struct ranked {
+    customer *c;
+    double key;
+    bool desc;
+} ranked;
+
+static int ranked_cmp(const void *pa, const void *pb)
+{
+    const ranked *a = pa, *b = pb;
+    if (a->key != b->key) {
+        bool less = a->key < b->key;
+        return (less != a->desc) ? -1 : 1;
+    }
+    /* Ties by name, ascending (a name sort descending reverses the whole order). */
+    return strcmp(a->c->name, b->c->name);
+}
+
+static double sort_key(const customer *c, status_sort s, int64_t now, int64_t mono)
+{
+    switch (s) {
+    case STATUS_SORT_NAME:
+        return 0;
+    case STATUS_SORT_RATE:
+        return c->rate;
+    case STATUS_SORT_EFFECTIVE:
+        return effective_rate(c);
+    case STATUS_SORT_OBSERVED:
+        return observed(c, mono);
+    case STATUS_SORT_IN_FLIGHT:
+        return c->in_flight;
+    case STATUS_SORT_STATE:
+        /* Ascending lists problems first. */
+        return -severity(c, now);
+    }
+    return 0;
+}
+
+/* Counts, filters and sorts the customers; keeps the ids of the requested page. */
+static int choose_page(dispatcher *d, status_req *r)
+{
+    int64_t now = now_us(), mono = mono_us();
+    size_t n = d->customers.n;
+    ranked *all = n ? malloc(n * sizeof *all) : NULL;
+    if (n && !all)
+        return -ENOMEM;
+    size_t m = 0, pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        r->total++;
+        if (c->disabled)
+            r->disabled++;
+        if (held_reason(c))
+            r->held++;
+        if (c->breaker.state == BREAKER_OPEN)
+            r->breaker_open++;
+        if (c->paused && !c->disabled)
+            r->paused++;
+        if (is_throttled(c, now))
+            r->throttled++;
+        if (m < n && status_name_matches(c->name, r->q.filter))
+            all[m++] =
+                (ranked){.c = c, .key = sort_key(c, r->q.sort, now, mono), .desc = r->q.descending};
+    }
+    r->matched = m;
+    if (m > 1)
+        qsort(all, m, sizeof *all, ranked_cmp);
+    size_t first = (size_t)r->q.offset < m ? (size_t)r->q.offset : m;
+    size_t count = m - first < (size_t)r->q.limit ? m - first : (size_t)r->q.limit;
+    if (count) {
+        r->ids = malloc(count * sizeof *r->ids);
+        if (!r->ids) {
+            free(all);
+            return -ENOMEM;
+        }
+    }
+    bool reverse_names = r->q.sort == STATUS_SORT_NAME && r->q.descending;
+    for (size_t i = 0; i < count; i++)
+        r->ids[i] = all[reverse_names ? m - 1 - first - i : first + i].c->id;
+    r->n_ids = count;
+    free(all);
+    return 0;
+}
+
+/* ---- writing the answer ------------------------------------------------------------------- */
+
+static void put_str(strbuf *j, const char *s)
+{
+    if (!s) {
+        strbuf_puts(j, "null");
+        return;
+    }
+    strbuf_puts(j, "\"");
+    strbuf_json_escape(j, s, strlen(s));
+    strbuf_puts(j, "\"");
+}
+
+/* A number JSON can carry (no NaN or infinity: null then), with up to 6 significant digits
+ * past what an integer needs. */
+static void put_num(strbuf *j, double v)
+{
+    if (!isfinite(v)) {
+        strbuf_puts(j, "null");
+        return;
+    }
+    if (v == floor(v) && fabs(v) < 1e15)
+        strbuf_printf(j, "%.0f", v);
+    else
+        strbuf_printf(j, "%.6g", v);
+}
+
+/* "2026-11-24T12:00:00.123Z" */
+static void put_time(strbuf *j, int64_t epoch_us)
+{
+    if (epoch_us <= 0) {
+        strbuf_puts(j, "null");
+        return;
+    }
+    time_t secs = (time_t)(epoch_us / 1000000);
+    struct tm tm;
+    if (!gmtime_r(&secs, &tm)) {
+        strbuf_puts(j, "null");
+        return;
+    }
+    char buf[40];
+    size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    strbuf_printf(j, "\"%.*s.%03dZ\"", (int)n, buf, (int)((epoch_us / 1000) % 1000));
+}
+
+/* The page's customers' database row, by id (NULL when none). */
+static int find_row(const PGresult *res, int64_t id)
+{
+    if (!res)
+        return -1;
+    for (int i = 0; i < PQntuples(res); i++)
+        if (row_i64(res, i, SQL_STATUS_CUSTOMERS_C_CUSTOMER_ID) == id)
+            return i;
+    return -1;
+}
+
+static void put_col_num(strbuf *j, const PGresult *res, int row, int col)
+{
+    if (row < 0 || PQgetisnull(res, row, col))
+        strbuf_puts(j, "null");
+    else
+        put_num(j, strtod(PQgetvalue(res, row, col), NULL));
+}
+
+static void put_series(strbuf *j, const uint32_t *v, size_t n)
+{
+    strbuf_puts(j, "[");
+    for (size_t i = 0; i < n; i++)
+        strbuf_printf(j, "%s%" PRIu32, i ? "," : "", v[i]);
+    strbuf_puts(j, "]");
+}
+
+static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGresult *res,
+                         bool live, int64_t now, int64_t mono)
+{
+    int row = find_row(res, c->id);
+    const activity *a = c->activity;
+    double eff = effective_rate(c);
+    if (!live && row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_EFFECTIVE_RATE))
+        eff = strtod(PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_EFFECTIVE_RATE), NULL);
+    strbuf_puts(j, "{\"name\":");
+    put_str(j, c->name);
+    strbuf_puts(j, ",\"mode\":");
+    put_str(j, mode_name(c->mode));
+    strbuf_puts(j, ",\"rate\":");
+    put_num(j, c->rate);
+    strbuf_printf(j, ",\"burst\":%d,\"effective_rate\":", c->burst);
+    put_num(j, eff);
+    strbuf_printf(j, ",\"throttled\":%s",
+                  (live ? is_throttled(c, now) : eff < c->rate) ? "true" : "false");
+    strbuf_puts(j, ",\"period_ms\":");
+    if (c->mode == MODE_SPACED && eff > 0)
+        put_num(j, round(60000.0 / eff * 1000) / 1000);
+    else
+        strbuf_puts(j, "null");
+    strbuf_puts(j, ",\"allowance\":");
+    if (c->mode == MODE_BATCH)
+        put_num(j, c->rate);
+    else
+        strbuf_puts(j, "null");
+    strbuf_printf(j, ",\"max_in_flight\":%d", c->max_in_flight);
+
+    strbuf_puts(j, ",\"observed_per_minute\":");
+    if (live)
+        put_num(j, round(observed(c, mono) * 10) / 10);
+    else
+        strbuf_puts(j, "null");
+    uint32_t series[ACTIVITY_HISTORY];
+    strbuf_puts(j, ",\"gaps_ms\":");
+    if (live && c->mode != MODE_BATCH)
+        put_series(j, series, a ? activity_gaps(a, series, ACTIVITY_HISTORY) : 0);
+    else
+        strbuf_puts(j, "null");
+    strbuf_puts(j, ",\"tick_counts\":");
+    if (live && c->mode == MODE_BATCH) {
+        int64_t tick = batch_tick_at(&d->cfg, now);
+        put_series(j, series, a ? activity_ticks(a, tick, series, ACTIVITY_HISTORY) : 0);
+    } else {
+        strbuf_puts(j, "null");
+    }
+
+    strbuf_puts(j, ",\"in_flight\":");
+    if (live)
+        strbuf_printf(j, "%d", c->in_flight);
+    else
+        strbuf_puts(j, "null");
+    /* As of the leader's last queue-gauge refresh (counts_at). */
+    if (live && c->stat_at_us > 0) {
+        strbuf_printf(j, ",\"due\":%" PRId64 ",\"delayed\":%" PRId64 ",\"dead\":%" PRId64,
+                      c->stat_due, c->stat_delayed, c->stat_dead);
+        strbuf_puts(j, ",\"oldest_due_s\":");
+        if (c->stat_oldest_due_us > 0)
+            put_num(j, round((double)(now - c->stat_oldest_due_us) / 1e5) / 10);
+        else
+            strbuf_puts(j, "null");
+        strbuf_puts(j, ",\"counts_at\":");
+        put_time(j, c->stat_at_us);
+    } else {
+        strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
+                       "\"counts_at\":null");
+    }
+
+    strbuf_puts(j, ",\"breaker\":");
+    put_str(j, breaker_state_name(c->breaker.state));
+    strbuf_puts(j, ",\"breaker_open_until\":");
+    if (c->breaker.state == BREAKER_OPEN)
+        put_time(j, c->breaker.open_until);
+    else
+        strbuf_puts(j, "null");
+    strbuf_printf(j, ",\"paused\":%s,\"disabled\":%s,\"held\":",
+                  c->paused && !c->disabled ? "true" : "false", c->disabled ? "true" : "false");
+    put_str(j, held_reason(c));
+
+    /* The latest failure: the leader's own memory of it (an hour at most), else the latest
+     * attempt's as the database has it. */
+    strbuf_puts(j, ",\"last_error\":");
+    if (live && a && a->error_class[0] && mono - a->error_us < 3600LL * 1000000) {
+        double age_s = (double)(mono - a->error_us) / 1e6;
+        strbuf_puts(j, "{\"class\":");
+        put_str(j, a->error_class);
+        strbuf_puts(j, ",\"status\":");
+        if (a->error_status > 0)
+            strbuf_printf(j, "%d", a->error_status);
+        else
+            strbuf_puts(j, "null");
+        strbuf_puts(j, ",\"at\":");
+        put_time(j, now - (mono - a->error_us));
+        strbuf_puts(j, ",\"age_s\":");
+        put_num(j, round(age_s * 10) / 10);
+        strbuf_puts(j, "}");
+    } else if (!live && row >= 0 &&
+               !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_CLASS)) {
+        double age_s = strtod(PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_AGE_S), NULL);
+        strbuf_puts(j, "{\"class\":");
+        put_str(j, PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_CLASS));
+        strbuf_puts(j, ",\"status\":");
+        put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_STATUS);
+        strbuf_puts(j, ",\"at\":");
+        put_time(j, now - (int64_t)(age_s * 1e6));
+        strbuf_puts(j, ",\"age_s\":");
+        put_num(j, round(age_s * 10) / 10);
+        strbuf_puts(j, "}");
+    } else {
+        strbuf_puts(j, "null");
+    }
+    strbuf_puts(j, "}");
+}
+
+typedef struct carrier_rank {
+    const carrier_state *cs;
+} carrier_rank;
+
+static int carrier_cmp(const void *pa, const void *pb)
+{
+    const carrier_state *a = ((const carrier_rank *)pa)->cs, *b = ((const carrier_rank *)pb)->cs;
+    if (a->in_flight != b->in_flight)
+        return a->in_flight > b->in_flight ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static void put_carriers(strbuf *j, dispatcher *d)
+{
+    size_t n = d->carriers.n, m = 0, pos = 0;
+    carrier_rank *all = n ? malloc(n * sizeof *all) : NULL;
+    carrier_state *cs;
+    /* "" is the items without a carrier: not a carrier an operator set. */
+    while (all && (cs = hmap_next(&d->carriers, &pos)) != NULL && m < n)
+        if (cs->name[0])
+            all[m++] = (carrier_rank){cs};
+    if (m > 1)
+        qsort(all, m, sizeof *all, carrier_cmp);
+    strbuf_puts(j, ",\"carriers\":[");
+    for (size_t i = 0; i < m && i < STATUS_MAX_CARRIERS; i++) {
+        const carrier_state *c = all[i].cs;
+        strbuf_puts(j, i ? ",{\"name\":" : "{\"name\":");
+        put_str(j, c->name);
+        strbuf_printf(j, ",\"max_per_round\":%d,\"max_in_flight\":%d,\"in_flight\":%d}",
+                      c->max_per_round > 0 ? c->max_per_round : d->cfg.carrier_max_per_round,
+                      c->max_in_flight > 0 ? c->max_in_flight : d->cfg.carrier_max_in_flight,
+                      c->in_flight);
+    }
+    /* Without the memory to sort them, none are listed. */
+    strbuf_printf(j, "],\"carriers_total\":%zu", m);
+    free(all);
+}
+
+static void put_instances(strbuf *j, const PGresult *res, const char **leader)
+{
+    strbuf_puts(j, ",\"instances\":[");
+    for (int i = 0; res && i < PQntuples(res); i++) {
+        bool leads = PQgetvalue(res, i, SQL_STATUS_INSTANCES_C_LEADER)[0] == 't';
+        if (leads && !*leader)
+            *leader = PQgetvalue(res, i, SQL_STATUS_INSTANCES_C_INSTANCE);
+        strbuf_puts(j, i ? ",{\"instance\":" : "{\"instance\":");
+        put_str(j, PQgetvalue(res, i, SQL_STATUS_INSTANCES_C_INSTANCE));
+        strbuf_printf(j, ",\"role\":\"%s\",\"pid\":%s,\"client\":", leads ? "leader" : "standby",
+                      PQgetvalue(res, i, SQL_STATUS_INSTANCES_C_PID));
+        put_str(j, PQgetvalue(res, i, SQL_STATUS_INSTANCES_C_CLIENT));
+        strbuf_puts(j, ",\"since\":");
+        put_time(j, row_i64(res, i, SQL_STATUS_INSTANCES_C_SINCE_US));
+        strbuf_puts(j, "}");
+    }
+    strbuf_puts(j, "]");
+}
+
+static void status_answer(status_req *r)
+{
+    dispatcher *d = r->d;
+    int64_t now = now_us(), mono = mono_us();
+    bool live = is_leading(d);
+    /* A standby's page also needs the customers' statement (it may have had none to ask). */
+    bool db = !r->db_failed && r->instances;
+    admin_http_readiness rd;
+    admin_readiness(d, &rd);
+    strbuf j = {0};
+    strbuf_puts(&j, "{\"version\":");
+    put_str(&j, PGPACE_VERSION);
+    strbuf_puts(&j, ",\"generated_at\":");
+    put_time(&j, now);
+    strbuf_puts(&j, ",\"instance\":");
+    put_str(&j, d->cfg.instance_name);
+    strbuf_puts(&j, ",\"role\":");
+    put_str(&j, rd.role);
+    strbuf_printf(&j, ",\"database\":\"%s\",\"live\":%s,\"poll_ms\":%d,\"batch_tick_ms\":%d",
+                  db ? "ok" : "unreachable", live ? "true" : "false", STATUS_POLL_MS,
+                  d->cfg.batch_tick_ms);
+    const char *leader = live ? d->cfg.instance_name : NULL;
+    put_instances(&j, db ? r->instances : NULL, &leader);
+    strbuf_puts(&j, ",\"leader\":");
+    put_str(&j, leader);
+
+    strbuf_printf(&j,
+                  ",\"totals\":{\"customers\":%zu,\"matched\":%zu,\"paused\":%d,\"disabled\":%d,"
+                  "\"held\":%d,\"breaker_open\":%d,\"throttled\":%d,\"in_flight\":",
+                  r->total, r->matched, r->paused, r->disabled, r->held, r->breaker_open,
+                  r->throttled);
+    if (live)
+        strbuf_printf(&j, "%d", d->in_flight);
+    else
+        strbuf_puts(&j, "null");
+    bool totals = live && d->status_totals_us > 0;
+    strbuf_puts(&j, ",\"due\":");
+    if (totals)
+        put_num(&j, d->status_due);
+    else
+        strbuf_puts(&j, "null");
+    strbuf_puts(&j, ",\"dead_letters\":");
+    if (totals)
+        put_num(&j, d->status_dead);
+    else
+        strbuf_puts(&j, "null");
+    strbuf_puts(&j, ",\"totals_at\":");
+    put_time(&j, totals ? d->status_totals_us : 0);
+    strbuf_puts(&j, "}");
+
+    strbuf_printf(&j,
+                  ",\"page\":{\"offset\":%ld,\"limit\":%d,\"sort\":\"%s\",\"filter\":", r->q.offset,
+                  r->q.limit, status_sort_spelling(r->q.sort, r->q.descending));
+    put_str(&j, r->q.filter);
+    strbuf_puts(&j, "},\"customers\":[");
+    size_t listed = 0;
+    for (size_t i = 0; i < r->n_ids; i++) {
+        customer *c = customer_get(d, r->ids[i]);
+        if (!c)
+            continue; /* removed while the database answered */
+        if (listed++)
+            strbuf_puts(&j, ",");
+        put_customer(&j, d, c, db ? r->customers : NULL, live, now, mono);
+    }
+    strbuf_puts(&j, "]");
+    put_carriers(&j, d);
+    strbuf_puts(&j, "}");
+    const char *text = strbuf_str(&j);
+    if (text && !j.failed)
+        admin_http_reply_send(r->reply, 200, text);
+    else
+        admin_http_reply_send(r->reply, 500, "{\"error\":\"out of memory\"}");
+    strbuf_free(&j);
+}
+
+static void status_req_free(status_req *r)
+{
+    if (r->instances)
+        PQclear(r->instances);
+    if (r->customers)
+        PQclear(r->customers);
+    free(r->ids);
+    free(r);
+}
+
+/* One statement's result: kept until the other's arrives, then the answer. */
+static void status_result(status_req *r, PGresult *res, PGresult **slot, int ncols,
+                          const char *what)
+{
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK && rows_shape_ok(res, ncols, what)) {
+        pgconn_keep_result(r->d->db);
+        *slot = res;
+    } else {
+        if (res)
+            LOG_WARN("status_statement_failed", LOG_S("what", what),
+                     LOG_S("error", PQresultErrorMessage(res)));
+        r->db_failed = true;
+    }
+    if (--r->outstanding > 0)
+        return;
+    r->d->status_pending--;
+    status_answer(r);
+    status_req_free(r);
+}
+
+static void on_status_instances(pgconn *conn, PGresult *res, void *arg)
+{
+    status_req *r = arg;
+    status_result(r, res, &r->instances, SQL_STATUS_INSTANCES_NCOLS, "status instances");
+}
+
+static void on_status_customers(pgconn *conn, PGresult *res, void *arg)
+{
+    status_req *r = arg;
+    status_result(r, res, &r->customers, SQL_STATUS_CUSTOMERS_NCOLS, "status customers");
+}
+
+/* The page's ids as an int8[] literal. */
+static int ids_param(const status_req *r, strbuf *out)
+{
+    strbuf_puts(out, "{");
+    for (size_t i = 0; i < r->n_ids; i++) {
+        if (i)
+            strbuf_puts(out, ",");
+        strbuf_put_i64(out, r->ids[i]);
+    }
+    strbuf_puts(out, "}");
+    return strbuf_str(out) ? 0 : -ENOMEM;
+}
+
+void admin_status(void *arg, const char *query, admin_http_reply *reply)
+{
+    dispatcher *d = arg;
+    status_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        admin_http_reply_send(reply, 500, "{\"error\":\"out of memory\"}");
+        return;
+    }
+    r->d = d;
+    r->reply = reply;
+    char err[160];
+    if (status_query_parse(query, &r->q, err, sizeof err) != 0) {
+        strbuf j = {0};
+        strbuf_puts(&j, "{\"error\":");
+        put_str(&j, err);
+        strbuf_puts(&j, "}");
+        const char *text = strbuf_str(&j);
+        admin_http_reply_send(reply, 400, text && !j.failed ? text : "{\"error\":\"bad query\"}");
+        strbuf_free(&j);
+        status_req_free(r);
+        return;
+    }
+    if (choose_page(d, r) != 0) {
+        admin_http_reply_send(reply, 500, "{\"error\":\"out of memory\"}");
+        status_req_free(r);
+        return;
+    }
+    if (!pgconn_ready(d->db)) {
+        r->db_failed = true;
+        status_answer(r);
+        status_req_free(r);
+        return;
+    }
+    if (d->status_pending >= STATUS_MAX_PENDING) {
+        admin_http_reply_send(reply, 503, "{\"error\":\"too many status requests at once\"}");
+        status_req_free(r);
+        return;
+    }
+    /* The leader has what the page's customers need in memory; a standby asks. */
+    bool ask_customers = !is_leading(d) && r->n_ids > 0;
+    strbuf ids = {0};
+    if (ask_customers && ids_param(r, &ids) != 0) {
+        strbuf_free(&ids);
+        admin_http_reply_send(reply, 500, "{\"error\":\"out of memory\"}");
+        status_req_free(r);
+        return;
+    }
+    r->outstanding = ask_customers ? 2 : 1;
+    d->status_pending++;
+    if (DSP_QUERY0(d, status_instances, on_status_instances, r, "status instances") != 0) {
+        d->status_pending--;
+        r->db_failed = true;
+        strbuf_free(&ids);
+        status_answer(r);
+        status_req_free(r);
+        return;
+    }
+    if (ask_customers) {
+        const char *params[] = {[SQL_STATUS_CUSTOMERS_P_IDS] = strbuf_str(&ids)};
+        if (DSP_QUERY(d, status_customers, params, on_status_customers, r, "status customers") !=
+            0) {
+            /* The instances' callback will come: it answers, without the customers' rows. */
+            r->db_failed = true;
+            r->outstanding--;
+        }
+    }
+    strbuf_free(&ids);
+}
