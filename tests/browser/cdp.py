@@ -14,6 +14,8 @@ Contract:
   session, so every command names its session and one pipe serves all.
   Every wait has a deadline: a command not answered in time, a condition not met in time, or
   the browser exiting raises CDPError with what was waited for.
+  Page.login(user, password) answers the page's HTTP authentication challenges (Fetch domain)
+  as a person at the browser's prompt would; headless chromium shows no prompt.
   Each Page records the console (Runtime.consoleAPICalled), the browser's own log
   (Log.entryAdded: network errors, Content-Security-Policy violations) and uncaught exceptions
   (Runtime.exceptionThrown); Page.csp_violations() and Page.exceptions let a test fail on them.
@@ -106,6 +108,8 @@ class Browser:
         self._buf = b""
         self._next_id = 0
         self._answers = {}
+        self._posted = set()  # ids of commands sent by post(): their answers are dropped
+        self.post_errors = []
         self._pages = {}  # sessionId -> Page
         self.browser_events = []  # events without a session, e.g. Target.*
         self.stderr_path = None
@@ -285,7 +289,12 @@ class Browser:
 
     def _dispatch(self, msg):
         if "id" in msg:
-            self._answers[msg["id"]] = msg
+            if msg["id"] in self._posted:
+                self._posted.discard(msg["id"])
+                if "error" in msg:
+                    self.post_errors.append(msg["error"].get("message", ""))
+            else:
+                self._answers[msg["id"]] = msg
             return
         page = self._pages.get(msg.get("sessionId"))
         if page is not None:
@@ -293,14 +302,22 @@ class Browser:
         else:
             self.browser_events.append(msg)
 
-    def send(self, method, params=None, session=None, timeout=None):
-        """Sends one command and waits for its answer; returns its result or raises CDPError."""
+    def _command(self, method, params, session):
         self._next_id += 1
-        msg_id = self._next_id
-        msg = {"id": msg_id, "method": method, "params": params or {}}
+        msg = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
             msg["sessionId"] = session
         self._write(json.dumps(msg).encode() + b"\0")
+        return self._next_id
+
+    def post(self, method, params=None, session=None):
+        """Sends a command without waiting for its answer (for answering an event while
+        events are being dispatched); a failure lands in post_errors."""
+        self._posted.add(self._command(method, params, session))
+
+    def send(self, method, params=None, session=None, timeout=None):
+        """Sends one command and waits for its answer; returns its result or raises CDPError."""
+        msg_id = self._command(method, params, session)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while msg_id not in self._answers:
             if time.monotonic() >= deadline:
@@ -345,6 +362,8 @@ class Page:
         self.loads = 0  # Page.loadEventFired count
         self.http_status = {}  # URL of each document/fetch response -> its status
         self.requests = []  # URL of every request the page made
+        self._credentials = None  # (user, password) for HTTP authentication, see login()
+        self.auth_challenges = []  # (scheme, realm, URL) of each challenge answered
 
     def send(self, method, params=None, timeout=None):
         return self.browser.send(method, params, session=self.session, timeout=timeout)
@@ -364,6 +383,19 @@ class Page:
             desc = d.get("exception", {}).get("description") or d.get("text", "")
             self.exceptions.append(f"{desc} (line {d.get('lineNumber')}, "
                                    f"column {d.get('columnNumber')})")
+        elif method == "Fetch.requestPaused":
+            self.browser.post("Fetch.continueRequest", {"requestId": params["requestId"]},
+                              self.session)
+        elif method == "Fetch.authRequired":
+            c = params.get("authChallenge", {})
+            self.auth_challenges.append((c.get("scheme", ""), c.get("realm", ""),
+                                         params.get("request", {}).get("url", "")))
+            user, password = self._credentials
+            self.browser.post("Fetch.continueWithAuth", {
+                "requestId": params["requestId"],
+                "authChallengeResponse": {"response": "ProvideCredentials",
+                                          "username": user, "password": password}},
+                self.session)
         elif method == "Page.loadEventFired":
             self.loads += 1
         elif method == "Network.requestWillBeSent":
@@ -434,19 +466,37 @@ class Page:
                                f"(last value {json.dumps(last)[:300]})")
             self.browser.pump_for(min(interval, max(0.0, deadline - time.monotonic())))
 
+    def login(self, user, password):
+        """Answers every HTTP authentication challenge of this page with these credentials,
+        as a person typing them into the browser's prompt would (headless chromium shows no
+        prompt: an unanswered challenge would wait for ever). Challenges are recorded in
+        auth_challenges."""
+        self._credentials = (user, password)
+        self.send("Fetch.enable", {"handleAuthRequests": True,
+                                   "patterns": [{"urlPattern": "*"}]})
+
+    def close(self):
+        """Closes the tab (its timers and polls end with it)."""
+        self.browser.send("Target.closeTarget", {"targetId": self.target_id})
+        self.browser._pages.pop(self.session, None)
+
     def set_extra_headers(self, headers):
         """Headers sent with every request of this page (navigation and fetch alike)."""
         self.send("Network.setExtraHTTPHeaders", {"headers": headers})
 
     def screenshot(self, path, full_page=False, max_height=4000):
-        """Writes a PNG to path (the viewport, or with full_page the whole page up to
+        """Writes a PNG to path (the viewport, or with full_page the page's content up to
         max_height CSS pixels); returns its size in bytes."""
         params = {"format": "png"}
         if full_page:
-            size = self.send("Page.getLayoutMetrics")["cssContentSize"]
+            # The content's height (the body's bottom and margin), not the document's, which
+            # is at least the viewport's: a short page gives a short picture.
+            height = self.evaluate("""(() => { const b = document.body;
+                return Math.ceil(b.getBoundingClientRect().bottom + window.scrollY
+                                 + parseFloat(getComputedStyle(b).marginBottom || '0')); })()""")
             params.update(captureBeyondViewport=True,
                           clip={"x": 0, "y": 0, "width": self.browser.window_size[0],
-                                "height": min(max(size["height"], 1), max_height),
+                                "height": min(max(int(height or 0), 1), max_height),
                                 "scale": 1})
         data = base64.b64decode(self.send("Page.captureScreenshot", params)["data"])
         directory = os.path.dirname(os.path.abspath(path))
