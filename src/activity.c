@@ -32,10 +32,10 @@ static void ticks_advance(activity *a, int64_t tick)
     if (a->tick < 0)
         a->first_tick = tick;
     if (a->tick < 0 || tick - a->tick >= ACTIVITY_HISTORY) {
-        memset(a->ticks, 0, sizeof a->ticks);
+        memset(a->series, 0, sizeof a->series);
     } else {
         for (int64_t i = a->tick + 1; i <= tick; i++)
-            a->ticks[i % ACTIVITY_HISTORY] = 0;
+            a->series[i % ACTIVITY_HISTORY] = 0;
     }
     a->tick = tick;
 }
@@ -44,9 +44,18 @@ void activity_note(activity *a, int64_t t_us, int64_t tick)
 {
     if (t_us < a->last_us)
         t_us = a->last_us;
-    if (a->last_us > 0) {
+    if (tick >= 0 && a->n_gaps > 0) {
+        /* Now a batch customer: its gaps go, its ticks start. */
+        a->n_gaps = 0;
+        a->gap_next = 0;
+    } else if (tick < 0 && a->tick >= 0) {
+        /* No longer one: its ticks go. */
+        a->tick = -1;
+        memset(a->series, 0, sizeof a->series);
+    }
+    if (a->last_us > 0 && tick < 0) {
         int64_t gap = (t_us - a->last_us) / 1000;
-        a->gaps_ms[a->gap_next] =
+        a->series[a->gap_next] =
             gap > (int64_t)ACTIVITY_GAP_MAX_MS ? ACTIVITY_GAP_MAX_MS : (uint32_t)gap;
         a->gap_next = (uint8_t)((a->gap_next + 1) % ACTIVITY_HISTORY);
         if (a->n_gaps < ACTIVITY_HISTORY)
@@ -58,8 +67,8 @@ void activity_note(activity *a, int64_t t_us, int64_t tick)
         a->buckets[a->bucket % ACTIVITY_BUCKETS]++;
     if (tick >= 0) {
         ticks_advance(a, tick < a->tick ? a->tick : tick);
-        if (a->ticks[a->tick % ACTIVITY_HISTORY] < UINT32_MAX)
-            a->ticks[a->tick % ACTIVITY_HISTORY]++;
+        if (a->series[a->tick % ACTIVITY_HISTORY] < UINT32_MAX)
+            a->series[a->tick % ACTIVITY_HISTORY]++;
     }
 }
 
@@ -95,7 +104,7 @@ size_t activity_gaps(const activity *a, uint32_t *out, size_t cap)
     /* The newest n of the ring, oldest first. */
     for (size_t i = 0; i < n; i++) {
         size_t back = n - i; /* 1 = the newest */
-        out[i] = a->gaps_ms[(a->gap_next + ACTIVITY_HISTORY - back) % ACTIVITY_HISTORY];
+        out[i] = a->series[(a->gap_next + ACTIVITY_HISTORY - back) % ACTIVITY_HISTORY];
     }
     return n;
 }
@@ -113,7 +122,7 @@ size_t activity_ticks(const activity *a, int64_t current_tick, uint32_t *out, si
     for (size_t i = 0; i < n; i++) {
         int64_t t = current_tick - (int64_t)(n - 1 - i);
         out[i] = t >= 0 && t <= a->tick && t > a->tick - ACTIVITY_HISTORY
-                     ? a->ticks[t % ACTIVITY_HISTORY]
+                     ? a->series[t % ACTIVITY_HISTORY]
                      : 0;
     }
     return n;

@@ -9,6 +9,8 @@
  *   step neither invents a gap nor loses the minute. A time earlier than the latest one noted
  *   counts as the latest (never a negative gap). Batch ticks are tick numbers (the tick's start
  *   divided by its length); a tick number lower than the latest counts in the latest.
+ * - Requests noted with a tick (a batch customer) keep per-tick counts and no gaps; those noted
+ *   without keep gaps. Switching between the two starts the series afresh (a mode change).
  * - Gaps are whole milliseconds, at most ACTIVITY_GAP_MAX_MS (longer pauses read as that).
  */
 #ifndef PGPACE_ACTIVITY_H
@@ -23,14 +25,16 @@
 #define ACTIVITY_GAP_MAX_MS 3600000u  /* an hour */
 
 typedef struct activity {
-    int64_t last_us;                    /* the latest request; 0 = none yet */
-    uint32_t gaps_ms[ACTIVITY_HISTORY]; /* ring: the gap before each of the latest requests */
-    uint8_t n_gaps, gap_next;
+    int64_t last_us; /* the latest request; 0 = none yet */
+    /* The gaps before the latest requests (ms), or for a batch customer (requests noted with a
+     * tick) its requests per tick, by tick number modulo: one ring, as a customer is in one mode
+     * at a time (a change of mode starts it afresh). */
+    uint32_t series[ACTIVITY_HISTORY];
+    uint8_t n_gaps, gap_next;           /* gaps in series, and where the next goes */
     int64_t bucket;                     /* number (t / ACTIVITY_BUCKET_US) of the latest bucket */
     uint32_t buckets[ACTIVITY_BUCKETS]; /* requests per bucket, by bucket number modulo */
-    int64_t tick;                       /* the latest tick number noted; -1 = none */
+    int64_t tick;                       /* the latest tick number noted; -1 = none (gaps) */
     int64_t first_tick;                 /* the first one noted */
-    uint32_t ticks[ACTIVITY_HISTORY];   /* requests per tick, by tick number modulo */
     char error_class[24];               /* the latest failure's class ("http", "tls"); "" = none */
     int error_status;                   /* its HTTP status; 0 = none */
     int64_t error_us;                   /* when it ended */

@@ -330,6 +330,33 @@ static void ticks_far_ahead_read_zero(void **state)
     expect_ticks(&a, INT64_MAX, want, ACTIVITY_HISTORY);
 }
 
+/* A customer switching between batch and the other modes starts its series afresh: one ring
+ * holds either gaps or per-tick counts. */
+static void mode_change_starts_the_series_afresh(void **state)
+{
+    (void)state;
+    activity a;
+    activity_init(&a);
+    activity_note(&a, T0, -1);
+    activity_note(&a, T0 + 100 * MS, -1);
+    activity_note(&a, T0 + 300 * MS, -1);
+    uint32_t out[ACTIVITY_HISTORY];
+    assert_int_equal(activity_gaps(&a, out, ACTIVITY_HISTORY), 2);
+    /* Now batch: no gaps, and ticks from the first one noted. */
+    activity_note(&a, T0 + 400 * MS, 7);
+    activity_note(&a, T0 + 500 * MS, 7);
+    assert_int_equal(activity_gaps(&a, out, ACTIVITY_HISTORY), 0);
+    assert_int_equal(activity_ticks(&a, 7, out, ACTIVITY_HISTORY), 1);
+    assert_int_equal(out[0], 2);
+    /* Back to spaced: the ticks go; the gap since the latest request is the first. */
+    activity_note(&a, T0 + 900 * MS, -1);
+    assert_int_equal(activity_ticks(&a, 7, out, ACTIVITY_HISTORY), 0);
+    assert_int_equal(activity_gaps(&a, out, ACTIVITY_HISTORY), 1);
+    assert_int_equal(out[0], 400);
+    /* The minute counts every request whatever the mode. */
+    assert_true(activity_per_minute(&a, T0 + SEC) > 0);
+}
+
 /* A request with a tick number lower than the latest counts in the latest. */
 static void ticks_lower_counts_in_latest(void **state)
 {
@@ -434,6 +461,7 @@ int main(void)
         cmocka_unit_test(ticks_none_before_the_first),
         cmocka_unit_test(ticks_far_ahead_read_zero),
         cmocka_unit_test(ticks_lower_counts_in_latest),
+        cmocka_unit_test(mode_change_starts_the_series_afresh),
         cmocka_unit_test(ticks_wrap),
         cmocka_unit_test(error_copied_and_truncated),
     };
