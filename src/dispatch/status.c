@@ -144,7 +144,7 @@ static int severity(const customer *c, int64_t now)
         return 5;
     if (c->breaker.state == BREAKER_OPEN)
         return 4;
-    if (c->paused)
+    if (c->paused_stored)
         return 3;
     if (is_throttled(c, now))
         return 2;
@@ -215,7 +215,7 @@ static int choose_page(dispatcher *d, status_req *r)
             r->held++;
         if (c->breaker.state == BREAKER_OPEN)
             r->breaker_open++;
-        if (c->paused && !c->disabled)
+        if (c->paused_stored && !c->disabled)
             r->paused++;
         if (is_throttled(c, now))
             r->throttled++;
@@ -393,7 +393,8 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
     else
         strbuf_puts(j, "null");
     strbuf_printf(j, ",\"paused\":%s,\"disabled\":%s,\"held\":",
-                  c->paused && !c->disabled ? "true" : "false", c->disabled ? "true" : "false");
+                  c->paused_stored && !c->disabled ? "true" : "false",
+                  c->disabled ? "true" : "false");
     put_str(j, held_reason(c));
 
     /* The latest failure: the leader's own memory of it (an hour at most), else the latest
@@ -488,6 +489,15 @@ static void put_instances(strbuf *j, const PGresult *res, const char **leader)
     strbuf_puts(j, "]");
 }
 
+/* This instance's name as pgpace.instance shows it: the resolved one (host:pid when
+ * instance_name is not set), cut as its application_name is. */
+static const char *instance_name(const dispatcher *d)
+{
+    const char *prefix = "pgpace:";
+    return strncmp(d->app_name, prefix, strlen(prefix)) == 0 ? d->app_name + strlen(prefix)
+                                                             : d->instance;
+}
+
 static void status_answer(status_req *r)
 {
     dispatcher *d = r->d;
@@ -503,13 +513,13 @@ static void status_answer(status_req *r)
     strbuf_puts(&j, ",\"generated_at\":");
     put_time(&j, now);
     strbuf_puts(&j, ",\"instance\":");
-    put_str(&j, d->cfg.instance_name);
+    put_str(&j, instance_name(d));
     strbuf_puts(&j, ",\"role\":");
     put_str(&j, rd.role);
     strbuf_printf(&j, ",\"database\":\"%s\",\"live\":%s,\"poll_ms\":%d,\"batch_tick_ms\":%d",
                   db ? "ok" : "unreachable", live ? "true" : "false", STATUS_POLL_MS,
                   d->cfg.batch_tick_ms);
-    const char *leader = live ? d->cfg.instance_name : NULL;
+    const char *leader = live ? instance_name(d) : NULL;
     put_instances(&j, db ? r->instances : NULL, &leader);
     strbuf_puts(&j, ",\"leader\":");
     put_str(&j, leader);
