@@ -542,6 +542,16 @@ static int handler(void *user, const char *section, const char *name, const char
         int rc = set_value(&st->cfg, k, value, &reason);
         if (rc < 0)
             return fail(st, line, rc, "[%s] %s: %s", section, name, reason.msg);
+        /* It names the instance in PostgreSQL's application_name, which keeps printable ASCII
+         * only (other bytes become '?'), so pgpace.instance and the status page would name it
+         * differently, or cut a character in two. */
+        if (strcmp(section, "dispatcher") == 0 && strcmp(name, "instance_name") == 0) {
+            for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+                if (*p < 0x20 || *p > 0x7e)
+                    return fail(st, line, -EINVAL,
+                                "[dispatcher] instance_name: printable ASCII only (byte 0x%02x)",
+                                *p);
+        }
         char what[64];
         snprintf(what, sizeof what, "[%s] %s", section, name);
         if (strcmp(section, "delivery") == 0 && strcmp(name, "proxy") == 0 && *value &&

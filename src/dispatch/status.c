@@ -14,7 +14,9 @@
  *   503), so a room full of open pages cannot queue work ahead of the claims.
  * - What only the leader knows (requests per minute, the gaps between requests, requests per
  *   batch tick, in flight, the latest failure, the throttled rate) comes from its memory; a
- *   standby says "live": false.
+ *   standby says "live": false, shows the effective rates the leader wrote to the frontier,
+ *   and has no count of throttled customers (null); its sorts by effective rate and state use
+ *   what it knows itself (configured rates).
  * - Nothing secret: no payload, signing secret, header value, token, certificate, URL or proxy
  *   is read here. Customer and carrier names, modes, rates, counts, states and error classes.
  * - The answer is assembled when the statements' results arrive (or at once without a
@@ -583,13 +585,14 @@ static void status_answer(status_req *r)
 
     strbuf_printf(&j,
                   ",\"totals\":{\"customers\":%zu,\"matched\":%zu,\"paused\":%d,\"disabled\":%d,"
-                  "\"held\":%d,\"breaker_open\":%d,\"throttled\":%d,\"in_flight\":",
-                  r->total, r->matched, r->paused, r->disabled, r->held, r->breaker_open,
-                  r->throttled);
+                  "\"held\":%d,\"breaker_open\":%d,\"throttled\":",
+                  r->total, r->matched, r->paused, r->disabled, r->held, r->breaker_open);
+    /* Throttling is the leader's (a standby paces nothing: its own count would be 0), as is
+     * what is in flight. */
     if (live)
-        strbuf_printf(&j, "%d", d->in_flight);
+        strbuf_printf(&j, "%d,\"in_flight\":%d", r->throttled, d->in_flight);
     else
-        strbuf_puts(&j, "null");
+        strbuf_puts(&j, "null,\"in_flight\":null");
     bool totals = live && d->status_totals_us > 0;
     strbuf_puts(&j, ",\"due\":");
     if (totals)

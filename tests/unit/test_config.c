@@ -545,6 +545,19 @@ static void test_string_too_long(void **state)
     assert_int_equal(strlen(c.instance_name), 127);
 }
 
+/* instance_name goes into application_name, which PostgreSQL keeps printable ASCII. */
+static void test_instance_name_ascii(void **state)
+{
+    expect_error("[dispatcher]\ninstance_name = z\xc3\xbcrich-1\n",
+                 "t.ini:2: [dispatcher] instance_name: printable ASCII only (byte 0xc3)");
+    expect_error("[dispatcher]\ninstance_name = a\x01" "b\n",
+                 "t.ini:2: [dispatcher] instance_name: printable ASCII only (byte 0x01)");
+    pgp_config c;
+    pgp_error err = {{0}};
+    assert_int_equal(load_text(&c, "[dispatcher]\ninstance_name = eu-west:node 1~\n", &err), 0);
+    assert_string_equal(c.instance_name, "eu-west:node 1~");
+}
+
 static void test_duplicate_key(void **state)
 {
     expect_error("[dispatcher]\nlease_seconds = 5\n# again\nlease_seconds = 6\n",
@@ -919,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_bad_bool),
         cmocka_unit_test(test_bad_enum),
         cmocka_unit_test(test_string_too_long),
+        cmocka_unit_test(test_instance_name_ascii),
         cmocka_unit_test(test_duplicate_key),
         cmocka_unit_test(test_key_outside_section),
         cmocka_unit_test(test_cross_field),

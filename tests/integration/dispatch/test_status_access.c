@@ -291,7 +291,8 @@ static void standby_answer(void **state)
     assert_string_equal(sc_str(json_array_get(sc_arr(j, "instances"), 0), "instance"), "alpha");
     json_t *totals = sc_get(j, "totals");
     assert_true(sc_num(totals, "customers") == 4 && sc_num(totals, "matched") == 4);
-    static const char *const leaders_totals[] = {"in_flight", "due", "dead_letters", "totals_at"};
+    static const char *const leaders_totals[] = {"in_flight", "due", "dead_letters", "totals_at",
+                                                 "throttled"};
     for (size_t k = 0; k < PGP_ARRAY_LEN(leaders_totals); k++)
         sc_null(totals, leaders_totals[k]);
     /* What only the leader knows is null; the rates are the database's. */
