@@ -4,7 +4,8 @@
  * Invariants, beyond "no crash, no sanitizer report" in the server:
  *   - whatever comes back starts with "HTTP/1.1 " and a three-digit status of the API's set;
  *   - the server keeps accepting connections (the next input is served).
- * The enqueue callback answers at once (no database): the handling in front of it is fuzzed.
+ * The enqueue and status callbacks answer at once (no database): the handling in front of them
+ * is fuzzed, the status token's Bearer and Basic parsing included (the token is set).
  */
 #include "fuzz_util.h"
 
@@ -44,6 +45,13 @@ static void fake_enqueue(void *arg, const char *body, size_t len, admin_http_rep
     admin_http_reply_send(reply, 201, "{\"id\":1}");
 }
 
+static void fake_status(void *arg, const char *query, admin_http_reply *reply)
+{
+    (void)arg;
+    (void)query;
+    admin_http_reply_send(reply, 200, "{}");
+}
+
 static int server_port;
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
@@ -55,10 +63,13 @@ static void *server_thread(void *arg)
     uv_loop_init(&loop);
     admin_http_options o = {.listen = "127.0.0.1:0",
                             .enqueue_token = "fuzz-token",
+                            .status_token = "page:token",
                             .max_body_bytes = 4096,
                             .idle_timeout_ms = 500};
-    admin_http_callbacks cb = {
-        .render_metrics = fake_metrics, .readiness = fake_ready, .enqueue = fake_enqueue};
+    admin_http_callbacks cb = {.render_metrics = fake_metrics,
+                               .readiness = fake_ready,
+                               .enqueue = fake_enqueue,
+                               .status = fake_status};
     admin_http *s = NULL;
     pgp_error err;
     if (admin_http_new(&loop, &o, &cb, &s, &err) != 0 || admin_http_start(s, &err) != 0) {
