@@ -503,6 +503,21 @@ static bool is_list_key(const config_key *k)
            (strcmp(k->name, "allow_cidrs") == 0 || strcmp(k->name, "no_proxy") == 0);
 }
 
+/* instance_name names the instance in PostgreSQL's application_name, which keeps printable
+ * ASCII only (other bytes become '?'): pgpace.instance and the status page would name it
+ * differently, or cut a character in two. */
+/* 0, or -1 with the error recorded in st. */
+static int check_instance_name(parse_state *st, int line, const char *value)
+{
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if (*p < 0x20 || *p > 0x7e) {
+            fail(st, line, -EINVAL,
+                 "[dispatcher] instance_name: printable ASCII only (byte 0x%02x)", *p);
+            return -1;
+        }
+    return 0;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
     parse_state *st = user;
@@ -542,16 +557,9 @@ static int handler(void *user, const char *section, const char *name, const char
         int rc = set_value(&st->cfg, k, value, &reason);
         if (rc < 0)
             return fail(st, line, rc, "[%s] %s: %s", section, name, reason.msg);
-        /* It names the instance in PostgreSQL's application_name, which keeps printable ASCII
-         * only (other bytes become '?'), so pgpace.instance and the status page would name it
-         * differently, or cut a character in two. */
-        if (strcmp(section, "dispatcher") == 0 && strcmp(name, "instance_name") == 0) {
-            for (const unsigned char *p = (const unsigned char *)value; *p; p++)
-                if (*p < 0x20 || *p > 0x7e)
-                    return fail(st, line, -EINVAL,
-                                "[dispatcher] instance_name: printable ASCII only (byte 0x%02x)",
-                                *p);
-        }
+        if (k->offset == offsetof(pgp_config, instance_name) &&
+            check_instance_name(st, line, value) != 0)
+            return 0;
         char what[64];
         snprintf(what, sizeof what, "[%s] %s", section, name);
         if (strcmp(section, "delivery") == 0 && strcmp(name, "proxy") == 0 && *value &&
