@@ -76,18 +76,30 @@ static bool is_json_type(const conn *c)
     return n == strlen("application/json") && strncasecmp(c->ctype, "application/json", n) == 0;
 }
 
+/* The credentials after Authorization's scheme (case-insensitive, then a space), without the
+ * blanks around them: *n bytes at the result, or NULL for another scheme or a bad header. */
+static const char *credentials(const conn *c, const char *scheme, size_t *n)
+{
+    size_t sl = strlen(scheme);
+    if (c->bad_header || c->auth_len <= sl || strncasecmp(c->auth, scheme, sl) != 0 ||
+        c->auth[sl] != ' ')
+        return NULL;
+    const char *v = c->auth + sl + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t len = strlen(v);
+    while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+        len--;
+    *n = len;
+    return v;
+}
+
 static bool authorized(const conn *c)
 {
     const admin_http *s = c->srv;
-    if (c->bad_header || c->auth_len < 7 || strncasecmp(c->auth, "Bearer ", 7) != 0)
-        return false;
-    const char *tok = c->auth + 7;
-    while (*tok == ' ' || *tok == '\t')
-        tok++;
-    size_t n = strlen(tok);
-    while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '\t'))
-        n--;
-    return token_equal(tok, n, s->token, s->token_len);
+    size_t n;
+    const char *tok = credentials(c, "Bearer", &n);
+    return tok && token_equal(tok, n, s->token, s->token_len);
 }
 
 /* The status token as a Bearer token, or as the password of HTTP Basic credentials (any user
@@ -97,26 +109,12 @@ static bool status_authorized(const conn *c)
     const admin_http *s = c->srv;
     if (s->status_token_len == 0)
         return true;
-    if (c->bad_header)
-        return false;
-    if (c->auth_len >= 7 && strncasecmp(c->auth, "Bearer ", 7) == 0) {
-        const char *tok = c->auth + 7;
-        while (*tok == ' ' || *tok == '\t')
-            tok++;
-        size_t n = strlen(tok);
-        while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '\t'))
-            n--;
+    size_t n;
+    const char *tok = credentials(c, "Bearer", &n);
+    if (tok)
         return token_equal(tok, n, s->status_token, s->status_token_len);
-    }
-    if (c->auth_len < 6 || strncasecmp(c->auth, "Basic ", 6) != 0)
-        return false;
-    const char *b64 = c->auth + 6;
-    while (*b64 == ' ')
-        b64++;
-    size_t n = strlen(b64);
-    while (n > 0 && (b64[n - 1] == ' ' || b64[n - 1] == '\t'))
-        n--;
-    if (n == 0 || n % 4 != 0 || n > sizeof c->auth)
+    const char *b64 = credentials(c, "Basic", &n);
+    if (!b64 || n == 0 || n % 4 != 0 || n > sizeof c->auth)
         return false;
     unsigned char plain[sizeof c->auth];
     int len = EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n);
@@ -127,6 +125,8 @@ static bool status_authorized(const conn *c)
         len--;
     if (b64[n - 2] == '=')
         len--;
+    if (len <= 0)
+        return false;
     const unsigned char *colon = memchr(plain, ':', (size_t)len);
     if (!colon)
         return false;
