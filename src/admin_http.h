@@ -30,8 +30,8 @@
  *   HTTP Basic with any user name and the token as password (constant-time comparison), else
  *   401: for / with WWW-Authenticate: Basic, so that a browser asks for it and then sends it with
  *   the page's polls too; for /v1/status with a Bearer challenge, which no browser prompts for
- *   (a poll answered with a Basic one would wait for a prompt). Without a token they are open like /metrics (the listener's address is
- *   the protection: loopback by default).
+ *   (a poll answered with a Basic one would wait for a prompt). Without a token they are open
+ *   like /metrics (the listener's address is the protection: loopback by default).
  * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics and /.
  * - The tokens and bodies never reach the log.
  */

@@ -550,7 +550,8 @@ static void test_instance_name_ascii(void **state)
 {
     expect_error("[dispatcher]\ninstance_name = z\xc3\xbcrich-1\n",
                  "t.ini:2: [dispatcher] instance_name: printable ASCII only (byte 0xc3)");
-    expect_error("[dispatcher]\ninstance_name = a\x01" "b\n",
+    expect_error("[dispatcher]\ninstance_name = a\x01"
+                 "b\n",
                  "t.ini:2: [dispatcher] instance_name: printable ASCII only (byte 0x01)");
     pgp_config c;
     pgp_error err = {{0}};
