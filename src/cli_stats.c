@@ -22,8 +22,11 @@ static const char stats_usage[] =
     "breaker.\n"
     "\n"
     "--watch refreshes every SECONDS (default 1) until interrupted, showing per customer the\n"
-    "configured and effective rate, the observed rate (webhooks delivered in the last minute),\n"
-    "the last gaps between webhooks, queue depth, in-flight items and breaker/pause state.\n";
+    "configured and effective rate, what was observed (spaced and unlimited: webhooks delivered\n"
+    "in the last minute, '/min'; batch: requests sent in the last complete tick against the\n"
+    "allowance, e.g. '12 of 12/tick', since a batch rate is an allowance per tick of the\n"
+    "leader's batch_tick_ms), the last gaps between webhooks, queue depth, in-flight items and\n"
+    "breaker/pause state.\n";
 
 int cli_stats(cli_ctx *ctx, int argc, char **argv)
 {

@@ -1,10 +1,17 @@
 -- The live view of `pgpace stats --watch`: the per-customer stats plus the effective rate (as
--- in stats.sql), what was delivered in the last minute (observed rate) and the last three gaps
--- between successful webhooks.
+-- in stats.sql), what was delivered (observed) and the last three gaps between successful
+-- webhooks. Observed is per minute for spaced and unlimited customers; for batch customers,
+-- whose rate is an allowance per tick, it is the requests sent in the last complete tick of the
+-- leader's batch_tick_ms (pgpace.leader_config, 60000 when none published) against that
+-- allowance: per minute, a 5 s tick's full allowance of 12 would read as 144, a broken limit.
 SELECT s.customer, s.mode, s.rate_per_minute AS rate,
        trim_scale(round(s.effective_rate_per_minute::numeric,
                         8 - floor(log(s.effective_rate_per_minute::numeric))::integer)) AS eff_rate,
-       coalesce(o.per_min, 0) AS observed,
+       CASE WHEN s.mode = 'batch'
+            -- The most a tick may carry: the rate rounded up (only a fraction of a request
+            -- carries to the next tick), so 0.5 shows "1 of 1/tick" every second tick.
+            THEN coalesce(t.sent, 0) || ' of ' || ceil(s.rate_per_minute)::bigint || '/tick'
+            ELSE coalesce(o.per_min, 0) || '/min' END AS observed,
        coalesce(g.gaps, '-') AS last_gaps_ms,
        s.due + s.delayed AS queued, s.in_flight, s.dead,
        s.breaker || CASE WHEN s.paused THEN ' (paused)' ELSE '' END
@@ -13,8 +20,22 @@ SELECT s.customer, s.mode, s.rate_per_minute AS rate,
   JOIN pgpace.customer c ON c.name = s.customer
   LEFT JOIN LATERAL (
       SELECT count(*) AS per_min FROM pgpace.delivery_attempt a
-       WHERE a.customer_id = c.id AND a.outcome = 'success'
+       WHERE c.mode <> 'batch' AND a.customer_id = c.id AND a.outcome = 'success'
          AND a.started_at > now() - interval '1 minute') o ON true
+  LEFT JOIN LATERAL (
+      -- Ticks are aligned to multiples of batch_tick_ms since the epoch, as the dispatcher's.
+      -- Every request that went out counts against the allowance (retries too); released
+      -- items and those expired before sending did not go out.
+      SELECT count(*) AS sent
+        FROM (SELECT to_timestamp((k.end_ms - k.ms) / 1000.0) AS tick_start,
+                     to_timestamp(k.end_ms / 1000.0) AS tick_end
+                FROM (SELECT l.ms, floor(extract(epoch FROM now()) * 1000 / l.ms)::bigint * l.ms AS end_ms
+                        FROM (SELECT coalesce((SELECT lc.batch_tick_ms FROM pgpace.leader_config lc),
+                                              60000)::bigint AS ms) l) k) w
+        JOIN pgpace.delivery_attempt a
+          ON a.customer_id = c.id AND a.started_at >= w.tick_start AND a.started_at < w.tick_end
+       WHERE c.mode = 'batch' AND a.outcome <> 'released'
+         AND a.error_class IS DISTINCT FROM 'expired') t ON true
   LEFT JOIN LATERAL (
       SELECT string_agg(round(extract(epoch FROM x.gap) * 1000)::text, ' ' ORDER BY x.started_at) AS gaps
         FROM (SELECT a.started_at, a.started_at - lag(a.started_at) OVER (ORDER BY a.started_at) AS gap

@@ -668,6 +668,55 @@ static void carrier_set_and_list(void **state)
 
 /* ---- stats ---- */
 
+/* Observed in `stats --watch`: per minute for a spaced customer; for a batch customer the
+ * requests of the last complete tick against its allowance (issue: a 5 s tick's 12 read as
+ * 144/min). Attempts are written directly at chosen times around the tick boundaries. */
+static void stats_watch_shows_batch_customers_per_tick(void **state)
+{
+    tl_db *db = *state;
+    make_customer(db, "acme");
+    make_customer(db, "bulk");
+    tl_exec(db->conn, "UPDATE pgpace.customer SET mode = 'batch', rate_per_minute = 12 "
+                      "WHERE name = 'bulk'");
+    tl_exec(db->conn,
+            "INSERT INTO pgpace.leader_config (batch_tick_ms, instance) VALUES (5000, 't')");
+    /* The last complete tick as the statement computes it, and its neighbours: 3 sends in it
+     * (one of them a retry, one a 410), one released and one expired (neither went out), one
+     * in the tick before and two in the current one. Spaced acme: 4 successes in the minute. */
+    /* One transaction: now() is the same for the inserts and the read, so no tick boundary
+     * can pass between them. */
+    tl_exec(db->conn, "BEGIN");
+    tl_exec(
+        db->conn,
+        "WITH t AS (SELECT to_timestamp((floor(extract(epoch FROM now()) * 1000 / 5000)::bigint"
+        " * 5000 - 5000) / 1000.0) AS s), b AS (SELECT id FROM pgpace.customer WHERE name = "
+        "'bulk') INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at,"
+        " duration_ms, http_status, outcome, error_class) SELECT v.n, b.id, 1, t.s + v.at, 1, "
+        "v.status, v.outcome, v.class FROM t, b, (VALUES (1, interval '0 ms', 200, 'success', "
+        "NULL), (2, interval '4999 ms', 500, 'retry', 'http'), (3, interval '2 s', 410, "
+        "'paused', 'http'), (4, interval '1 s', NULL, 'released', NULL), (5, interval '1 s', "
+        "NULL, 'dead', 'expired'), (6, interval '-1 ms', 200, 'success', NULL), (7, interval "
+        "'5 s', 200, 'success', NULL), (8, interval '5001 ms', 200, 'success', NULL)) AS v(n, "
+        "at, status, outcome, class)");
+    tl_exec(db->conn,
+            "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, "
+            "started_at, duration_ms, http_status, outcome) SELECT 100 + g, id, 1, now() - "
+            "g * interval '1 s', 1, 200, 'success' FROM pgpace.customer, "
+            "generate_series(1, 4) g WHERE name = 'acme'");
+    PGresult *res =
+        PQexecParams(db->conn, sql_q_stats_watch, 1, NULL, (const char *[]){NULL}, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), 2);
+    int observed = PQfnumber(res, "observed");
+    assert_true(observed >= 0);
+    assert_string_equal(PQgetvalue(res, 0, 0), "acme");
+    assert_string_equal(PQgetvalue(res, 0, observed), "4/min");
+    assert_string_equal(PQgetvalue(res, 1, 0), "bulk");
+    assert_string_equal(PQgetvalue(res, 1, observed), "3 of 12/tick");
+    PQclear(res);
+    tl_exec(db->conn, "COMMIT");
+}
+
 static void stats_counts_due_in_flight_delayed_and_dead(void **state)
 {
     tl_db *db = *state;
@@ -959,6 +1008,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(stats_counts_due_in_flight_delayed_and_dead, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(stats_shows_the_effective_rate, setup, teardown),
+        cmocka_unit_test_setup_teardown(stats_watch_shows_batch_customers_per_tick, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(setting_get_set_list, setup, teardown),
         cmocka_unit_test_setup_teardown(enqueue_one_item_rejects_bad_input, setup, teardown),
         cmocka_unit_test(config_unknown_key_and_malformed_line),
