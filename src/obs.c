@@ -169,6 +169,15 @@ int obs_init(obs *o, int customer_top_n, pgp_error *err)
           {NULL},
           NULL,
           0}},
+        {&o->clock_offset,
+         {"pgpace_clock_offset_seconds",
+          "The database server's clock minus this host's wall clock at the last sample. The "
+          "dispatcher schedules on the server's time (monotonic between samples), so this is "
+          "informational: a large value says a host's clock is wrong.",
+          METRICS_GAUGE,
+          {NULL},
+          NULL,
+          0}},
         {&o->reconnects,
          {"pgpace_db_reconnects_total",
           "Database connections lost (each followed by retries).",

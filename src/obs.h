@@ -34,6 +34,7 @@ typedef struct obs {
     int oauth_requests;    /* counter {customer, result}: OAuth2 token requests */
     int leader;            /* gauge */
     int reconnects;        /* counter */
+    int clock_offset;      /* gauge, seconds: database server's clock - this host's wall clock */
     int in_flight;         /* gauge: deliveries outstanding in this instance */
     int queue_due;         /* gauge {customer} */
     int queue_in_flight;   /* gauge {customer} */

@@ -334,6 +334,8 @@ static void on_delivery_done(const http_result *r, void *arg)
 
     outcome_policy policy = outcome_policy_from(&d->cfg);
     outcome_decision v;
+    /* A Retry-After date is compared with the server's time too (now_us): a receiver sees the
+     * same delays from a dispatcher whose host clock is off as from one whose clock is right. */
     outcome_classify(r, dl->attempt, dl->max_attempts, &policy, now_us() / 1000000,
                      prng_double(&d->rng), &v);
     if (v.pause_customer && c)

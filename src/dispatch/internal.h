@@ -52,6 +52,7 @@
 #include "sched_heap.h"
 #include "sql_embed.h"
 #include "strbuf.h"
+#include "timebase.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -549,6 +550,14 @@ void carrier_row_parse(const PGresult *res, int r, carrier_row *out);
 void event_row_parse(const PGresult *res, int r, event_row *out);
 int64_t row_i64(const PGresult *res, int r, int col);
 
+/* ---- clock.c ------------------------------------------------------------------------------- */
+
+/* Samples the server's clock now (the answer adjusts the timebase); clock_start also every
+ * TIMEBASE_SAMPLE_MS until clock_stop. */
+void clock_sample(struct dispatcher *d);
+void clock_start(struct dispatcher *d);
+void clock_stop(struct dispatcher *d);
+
 /* ---- leader.c ------------------------------------------------------------------------------ */
 
 /* The instance's role, from start-up to leadership. Every change goes through leader_enter(),
@@ -605,6 +614,7 @@ enum dispatcher_timer {
     TIMER_WINDOW,   /* the oldest window item's give-back time (window.c) */
     TIMER_HEALTH,   /* health check and operator events (health.c) */
     TIMER_EXPIRE,   /* the expiry sweep (housekeeping.c) */
+    TIMER_CLOCK,    /* next sample of the server's clock (clock.c) */
     TIMER_COUNT
 };
 
@@ -684,11 +694,11 @@ struct dispatcher {
 typedef struct dispatcher dispatcher;
 
 /* Wall-clock microseconds: scheduling times are compared with times stored by PostgreSQL. */
+/* The dispatcher's time: monotonic, on the database server's scale (src/timebase.h). Every
+ * in-process schedule reads this; the wall clock only through timebase_wall_us(). */
 static inline int64_t now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return timebase_now_us();
 }
 
 static inline bool is_leading(const dispatcher *d)

@@ -373,10 +373,14 @@ void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg)
     dispatcher *d = arg;
     if (state == PGCONN_LOST) {
         metrics_counter_add(d->obs.m, d->obs.reconnects, NULL, 1);
+        clock_stop(d);
         leader_enter(d, LEADER_CONNECTING);
         return;
     }
     LOG_INFO("db_ready", LOG_S("instance", d->instance));
+    /* First on the new session: its answer sets the time scale before anything is loaded or
+     * scheduled (a failover may have reached a server whose clock differs). */
+    clock_start(d);
     leader_send_session_settings(d);
     if (d->stop == STOP_NONE)
         leader_enter(d, LEADER_LOADING);

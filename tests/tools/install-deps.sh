@@ -10,7 +10,9 @@ pkgs=(build-essential meson ninja-build pkg-config
       # browser_status_page drives Debian's headless chromium over the DevTools pipe; with
       # --no-install-recommends nothing pulls in a font, and without one the page's text
       # (what the test reads and the README screenshot shows) renders as empty boxes.
-      chromium fonts-dejavu-core)
+      chromium fonts-dejavu-core
+      # dispatch_clock steps the dispatcher's wall clock (LD_PRELOAD, that process only).
+      libfaketime)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
