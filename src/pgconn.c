@@ -8,6 +8,7 @@
 #include "pgconn_internal.h"
 
 #include "backoff.h"
+#include "conn_hosts.h"
 #include "log.h"
 #include "prng.h"
 
@@ -26,6 +27,9 @@ static void poll_cb(uv_poll_t *p, int status, int events);
 static void free_conn(pgconn *c)
 {
     free(c->conninfo);
+    free(c->hosts);
+    free(c->hostaddrs);
+    free(c->ports);
     free(c->application_name);
     for (char **l = c->listen; l && *l; l++)
         free(*l);
@@ -158,6 +162,17 @@ static int keepalive_interval_s(const pgconn *c)
 static int64_t user_timeout_ms(const pgconn *c)
 {
     return ((int64_t)c->keepalive_idle_s + 3 * (int64_t)keepalive_interval_s(c)) * 1000;
+}
+
+/* The deadline of one host within an attempt. The socket's tcp_user_timeout (user_timeout_ms)
+ * already fails a connect that no SYN-ACK answers (measured: a host whose SYNs are dropped fails
+ * after exactly that, and libpq goes on to the next host), so this one, a little longer, only
+ * ends an attempt at a host that took the connection but never answered. */
+#define HOST_DEADLINE_SLACK_MS 2000
+
+static uint64_t host_deadline_ms(const pgconn *c)
+{
+    return (uint64_t)(user_timeout_ms(c) + HOST_DEADLINE_SLACK_MS);
 }
 
 /* ---- the socket watch ---- */
@@ -374,6 +389,19 @@ static void connect_wait(pgconn *c, PostgresPollingStatusType st)
     }
 }
 
+/* libpq moved on to another host of the list (the one before failed or was not what
+ * target_session_attrs asks for): that host gets a deadline of its own. */
+static void note_attempt_host(pgconn *c)
+{
+    const char *host = PQhost(c->conn), *port = PQport(c->conn);
+    if (host == c->attempt_host && port == c->attempt_port)
+        return;
+    if (c->attempt_host || c->attempt_port)
+        uv_timer_start(&c->timer, timer_cb, host_deadline_ms(c), 0);
+    c->attempt_host = host;
+    c->attempt_port = port;
+}
+
 static void connect_step(pgconn *c)
 {
     assert(c->state == ST_CONNECTING);
@@ -382,6 +410,7 @@ static void connect_step(pgconn *c)
     switch (st) {
     case PGRES_POLLING_READING:
     case PGRES_POLLING_WRITING:
+        note_attempt_host(c);
         connect_wait(c, st);
         break;
     case PGRES_POLLING_OK:
@@ -405,7 +434,7 @@ static void start_connect(pgconn *c)
     /* Later keywords override the expanded conninfo: keepalives are ours (the contract
      * promises them), and so is application_name when the owner set one; otherwise the
      * conninfo may name it and "pgpace" is the fallback. */
-    const char *const keys[] = {
+    const char *keys[11] = {
         "dbname",
         "keepalives",
         "keepalives_idle",
@@ -413,9 +442,8 @@ static void start_connect(pgconn *c)
         "keepalives_count",
         "tcp_user_timeout",
         have_app ? "application_name" : "fallback_application_name",
-        NULL,
     };
-    const char *const vals[] = {
+    const char *vals[11] = {
         c->conninfo,
         "1",
         idle,
@@ -423,11 +451,33 @@ static void start_connect(pgconn *c)
         "3",
         user_timeout,
         have_app ? c->application_name : "pgpace",
-        NULL,
     };
+    /* After attempts that timed out, the hosts in another order (conn_hosts.h); a list of
+     * another length than the hosts' (one port for all) stays as it is. An empty value would be
+     * ignored by libpq, so only lists that exist are given. */
+    size_t nk = 7;
+    char *rotated[3] = {NULL, NULL, NULL};
+    if (c->n_hosts > 1 && c->rotation % c->n_hosts != 0) {
+        static const char *const names[] = {"host", "hostaddr", "port"};
+        const char *lists[] = {c->hosts, c->hostaddrs, c->ports};
+        for (size_t i = 0; i < 3; i++) {
+            if (conn_list_count(lists[i]) != c->n_hosts)
+                continue;
+            rotated[i] = conn_list_rotate(lists[i], c->rotation);
+            if (rotated[i]) {
+                keys[nk] = names[i];
+                vals[nk++] = rotated[i];
+            }
+        }
+    }
+    keys[nk] = NULL;
+    vals[nk] = NULL;
     c->state = ST_CONNECTING;
     c->fatal_msg[0] = '\0';
+    c->attempt_host = c->attempt_port = NULL;
     c->conn = PQconnectStartParams(keys, vals, 1);
+    for (size_t i = 0; i < 3; i++)
+        free(rotated[i]);
     if (!c->conn) {
         pgc_conn_lost(c, "out of memory starting a connection");
         return;
@@ -437,7 +487,7 @@ static void start_connect(pgconn *c)
         pgc_conn_lost_libpq(c, 0);
         return;
     }
-    uv_timer_start(&c->timer, timer_cb, (uint64_t)user_timeout_ms(c), 0);
+    uv_timer_start(&c->timer, timer_cb, host_deadline_ms(c), 0);
     /* libpq: before the first PQconnectPoll, behave as if it had asked for writable. */
     connect_wait(c, PGRES_POLLING_WRITING);
 }
@@ -454,8 +504,11 @@ static void timer_cb(uv_timer_t *t)
     case ST_CONNECTING:
     case ST_LISTENING: {
         char msg[128];
-        snprintf(msg, sizeof msg, "connection attempt timed out after %lld ms",
-                 (long long)user_timeout_ms(c));
+        snprintf(msg, sizeof msg, "connection attempt timed out after %llu ms",
+                 (unsigned long long)host_deadline_ms(c));
+        /* The next attempt starts with the next host: this one may hang every attempt. */
+        if (c->n_hosts > 1)
+            c->rotation = (c->rotation + 1) % c->n_hosts;
         pgc_conn_lost(c, msg);
         break;
     }
@@ -524,6 +577,17 @@ static char *dup_or_null(const char *s, bool *oom)
     return d;
 }
 
+/* A keyword's value in a parsed conninfo (NULL: none), else the environment variable libpq
+ * would take it from; NULL when neither gives a non-empty one. */
+static const char *conninfo_value(const PQconninfoOption *opts, const char *key, const char *env)
+{
+    for (const PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, key) == 0 && o->val && *o->val)
+            return o->val;
+    const char *v = getenv(env);
+    return v && *v ? v : NULL;
+}
+
 int pgconn_new(uv_loop_t *loop, const pgconn_options *opts, pgconn **out)
 {
     if (!loop || !opts || !out || !opts->conninfo || opts->keepalive_idle_s <= 0 ||
@@ -533,20 +597,30 @@ int pgconn_new(uv_loop_t *loop, const pgconn_options *opts, pgconn **out)
     /* A malformed conninfo would fail every attempt forever: refuse it now. A bare database
      * name (no '=', not a URI) is valid and left to libpq. */
     const char *ci = opts->conninfo;
+    PQconninfoOption *parsed = NULL;
     if (strchr(ci, '=') || strncmp(ci, "postgresql://", 13) == 0 ||
         strncmp(ci, "postgres://", 11) == 0) {
         char *perr = NULL;
-        PQconninfoOption *parsed = PQconninfoParse(ci, &perr);
+        parsed = PQconninfoParse(ci, &perr);
         PQfreemem(perr); /* may quote a password: not logged */
         if (!parsed)
             return -EINVAL;
-        PQconninfoFree(parsed);
     }
 
     pgconn *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        PQconninfoFree(parsed);
         return -ENOMEM;
+    }
     bool oom = false;
+    /* The host lists, as libpq will see them: from the conninfo, else the environment. */
+    const char *hosts = conninfo_value(parsed, "host", "PGHOST");
+    const char *hostaddrs = conninfo_value(parsed, "hostaddr", "PGHOSTADDR");
+    c->hosts = dup_or_null(hosts, &oom);
+    c->hostaddrs = dup_or_null(hostaddrs, &oom);
+    c->ports = dup_or_null(conninfo_value(parsed, "port", "PGPORT"), &oom);
+    c->n_hosts = conn_list_count(hosts ? hosts : hostaddrs);
+    PQconninfoFree(parsed);
     size_t nlisten = 0;
     for (const char *const *l = opts->listen; l && *l; l++)
         nlisten++;

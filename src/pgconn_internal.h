@@ -98,6 +98,15 @@ struct pgconn {
 
     /* Options, copied. */
     char *conninfo;
+    /* Its host, hostaddr and port lists (NULL when not given) and how many hosts: with more
+     * than one, each attempt that times out rotates the order the next one tries them in
+     * (conn_hosts.h). */
+    char *hosts, *hostaddrs, *ports;
+    int n_hosts;
+    int rotation;
+    /* The host the attempt in progress is at (libpq's own strings, compared by address): its
+     * deadline restarts when libpq moves on to the next one. */
+    const char *attempt_host, *attempt_port;
     char *application_name;
     char **listen; /* NULL-terminated, never NULL itself */
     int nlisten;

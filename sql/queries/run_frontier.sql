@@ -1,4 +1,5 @@
--- Scheduler state a new leader resumes from (empty after a crash: every customer is eligible).
+-- Scheduler state a new leader resumes from. UNLOGGED: empty after a crash and on a promoted
+-- standby; the leader rebuilds what it lacks with run_frontier_floor.sql.
 -- effective_rate: the paced rate per minute (sql/queries/run_pace.sql); NULL: rate_per_minute.
 -- @params:
 -- @columns: customer_id tat_us credit last_tick effective_rate

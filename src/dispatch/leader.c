@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include "db.h"
+#include "frontier_floor.h"
 #include "log.h"
 #include "migrate.h"
 #include "sdnotify.h"
@@ -222,6 +223,140 @@ static void on_standby_timer(uv_timer_t *t)
 
 /* ---- FRONTIER: the scheduler's state ------------------------------------------------------- */
 
+/* The frontier is UNLOGGED: empty after a crash restart and on a promoted standby. For the
+ * customers it says nothing about, a floor is rebuilt from the attempt log and the leased claims
+ * (frontier_floor.h). A claim's spaced sends leave at most LOOKAHEAD_US + COALESCE_US after it
+ * by the slots it was given, later only when its answer or the loop was late: FLOOR_LATE_US is
+ * the lateness allowed for. FLOOR_CLOCK_SLACK_US covers the database's clock (claimed_at) and
+ * the instances' (started_at, ticks) disagreeing. */
+#define FLOOR_LATE_US          500000
+#define FLOOR_CLOCK_SLACK_US   100000
+#define FLOOR_CLAIM_TO_SEND_US (LOOKAHEAD_US + COALESCE_US + FLOOR_LATE_US + FLOOR_CLOCK_SLACK_US)
+/* Sends older than this never matter (bursts that take longer to refill are not credible, and
+ * the attempt log keeps a week by default); it also keeps now() - horizon a valid timestamp. */
+#define FLOOR_HORIZON_MAX_US (30LL * 86400 * 1000000)
+
+typedef struct floor_ctx {
+    dispatcher *d;
+    uint64_t sent_ns;
+    int frontier_rows, without_state;
+} floor_ctx;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* How far back a send of c still bears on its state now: the time its burst takes to refill
+ * (plus the claim-to-send bound) for spaced, two ticks for batch; at most FLOOR_HORIZON_MAX_US. */
+static int64_t floor_horizon_us(const dispatcher *d, const customer *c)
+{
+    int64_t h;
+    if (c->mode == MODE_BATCH)
+        h = 2 * (int64_t)d->cfg.batch_tick_ms * 1000 + FLOOR_CLOCK_SLACK_US;
+    else if (__builtin_mul_overflow(c->period_us, (int64_t)(c->burst < 1 ? 1 : c->burst), &h) ||
+             __builtin_add_overflow(h, FLOOR_CLAIM_TO_SEND_US, &h))
+        h = FLOOR_HORIZON_MAX_US;
+    return h < FLOOR_HORIZON_MAX_US ? h : FLOOR_HORIZON_MAX_US;
+}
+
+static void frontier_loaded(dispatcher *d)
+{
+    if (d->state == LEADER_FRONTIER)
+        leader_enter(d, LEADER_LEADING);
+}
+
+static void on_frontier_floor(pgconn *conn, PGresult *res, void *arg)
+{
+    floor_ctx *ctx = arg;
+    dispatcher *d = ctx->d;
+    floor_ctx info = *ctx;
+    free(ctx);
+    if (!res)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_FRONTIER_FLOOR_NCOLS, "frontier floor")) {
+        /* The retry loads the whole frontier again, then this. */
+        retry_step(d, "frontier floor", res);
+        return;
+    }
+    int spaced = 0, batch = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        customer *c = customer_get(d, row_i64(res, r, SQL_RUN_FRONTIER_FLOOR_C_CUSTOMER_ID));
+        if (!c)
+            continue;
+        frontier_trace t = {0};
+        if ((t.has_attempt = !PQgetisnull(res, r, SQL_RUN_FRONTIER_FLOOR_C_ATTEMPT_US)))
+            t.attempt_us = row_i64(res, r, SQL_RUN_FRONTIER_FLOOR_C_ATTEMPT_US);
+        if ((t.has_claim = !PQgetisnull(res, r, SQL_RUN_FRONTIER_FLOOR_C_CLAIM_US)))
+            t.claim_us = row_i64(res, r, SQL_RUN_FRONTIER_FLOOR_C_CLAIM_US);
+        int64_t last;
+        if (c->mode == MODE_SPACED && frontier_last_send(&t, FLOOR_CLAIM_TO_SEND_US, &last)) {
+            int64_t tat = frontier_floor_tat(c->tat, last, c->period_us, c->burst);
+            spaced += tat != c->tat;
+            c->tat = tat;
+        } else if (c->mode == MODE_BATCH && frontier_last_send(&t, 0, &last)) {
+            batch += frontier_floor_tick(&c->have_tick, &c->last_tick, last, FLOOR_CLOCK_SLACK_US,
+                                         d->cfg.batch_tick_ms);
+        }
+    }
+    LOG_INFO("frontier_reconstructed", LOG_I("frontier_rows", info.frontier_rows),
+             LOG_I("customers_without_state", info.without_state), LOG_I("traces", PQntuples(res)),
+             LOG_I("spaced_floors", spaced), LOG_I("batch_ticks", batch),
+             LOG_D("ms", (double)(uv_hrtime() - info.sent_ns) / 1e6));
+    frontier_loaded(d);
+}
+
+/* Asks for the durable traces of the spaced and batch customers the frontier rows did not
+ * cover (ids of those it did: sorted `known`). Returns 1 when the answer will finish the load,
+ * 0 when there is nothing to ask, -1 when the statement could not be sent. */
+static int load_frontier_floor(dispatcher *d, const int64_t *known, size_t n_known, int rows)
+{
+    strbuf ids = {0}, horizons = {0};
+    int64_t max_horizon = 0;
+    int n = 0;
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        if (c->mode == MODE_UNLIMITED ||
+            bsearch(&c->id, known, n_known, sizeof *known, cmp_i64) != NULL)
+            continue;
+        int64_t h = floor_horizon_us(d, c);
+        if (h > max_horizon)
+            max_horizon = h;
+        strbuf_puts(&ids, n ? "," : "{");
+        strbuf_put_i64(&ids, c->id);
+        strbuf_puts(&horizons, n ? "," : "{");
+        strbuf_put_i64(&horizons, h);
+        n++;
+    }
+    bool sent = false;
+    if (n > 0) {
+        strbuf_puts(&ids, "}");
+        strbuf_puts(&horizons, "}");
+        char maxbuf[24];
+        snprintf(maxbuf, sizeof maxbuf, "%" PRId64, max_horizon);
+        const char *params[] = {[SQL_RUN_FRONTIER_FLOOR_P_CUSTOMER] = strbuf_str(&ids),
+                                [SQL_RUN_FRONTIER_FLOOR_P_HORIZON_US] = strbuf_str(&horizons),
+                                [SQL_RUN_FRONTIER_FLOOR_P_MAX_HORIZON_US] = maxbuf};
+        floor_ctx *ctx = calloc(1, sizeof *ctx);
+        if (!ctx || !params[0] || !params[1]) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "frontier floor"));
+        } else {
+            *ctx = (floor_ctx){
+                .d = d, .sent_ns = uv_hrtime(), .frontier_rows = rows, .without_state = n};
+            sent = DSP_QUERY(d, run_frontier_floor, params, on_frontier_floor, ctx,
+                             "frontier floor") == 0;
+        }
+        if (!sent)
+            free(ctx);
+    }
+    strbuf_free(&ids);
+    strbuf_free(&horizons);
+    return n == 0 ? 0 : sent ? 1 : -1;
+}
+
 static void on_frontier(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
@@ -234,7 +369,11 @@ static void on_frontier(pgconn *conn, PGresult *res, void *arg)
         return;
     }
     throttle_reset_all(d);
-    for (int r = 0; r < PQntuples(res); r++) {
+    /* The customers whose rows hold their state (a tat for spaced, a tick for batch). */
+    int rows = PQntuples(res);
+    int64_t *known = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *known);
+    size_t n_known = 0;
+    for (int r = 0; r < rows; r++) {
         frontier_row row;
         frontier_row_parse(res, r, &row);
         customer *c = customer_get(d, row.customer_id);
@@ -248,9 +387,22 @@ static void on_frontier(pgconn *conn, PGresult *res, void *arg)
             c->have_tick = true;
         }
         throttle_resume(d, c, row.effective_rate);
+        if (known &&
+            ((c->mode == MODE_SPACED && row.has_tat) || (c->mode == MODE_BATCH && row.has_tick)))
+            known[n_known++] = c->id;
     }
-    if (d->state == LEADER_FRONTIER)
-        leader_enter(d, LEADER_LEADING);
+    int floor = -1;
+    if (known) {
+        qsort(known, n_known, sizeof *known, cmp_i64);
+        floor = load_frontier_floor(d, known, n_known, rows);
+        free(known);
+    } else {
+        LOG_ERROR("out_of_memory", LOG_S("where", "frontier load"));
+    }
+    if (floor == 0)
+        frontier_loaded(d);
+    else if (floor < 0 && d->stop == STOP_NONE) /* leading without the floor risks a burst */
+        uv_timer_start(&d->timers[TIMER_RETRY], on_retry_timer, ERROR_RETRY_MS, 0);
 }
 
 static void load_frontier(dispatcher *d)
