@@ -71,5 +71,6 @@ int cli_status(cli_ctx *ctx, int argc, char **argv);
 int cli_dlq(cli_ctx *ctx, int argc, char **argv);
 int cli_events(cli_ctx *ctx, int argc, char **argv);
 int cli_recover(cli_ctx *ctx, int argc, char **argv);
+int cli_shard(cli_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static const char usage[] =
     "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
     "  events                  customers' lifecycle events (failing, disabled, paused, ...)\n"
     "  recover                 send a customer's items of a time range again\n"
+    "  shard                   which of N shards a customer lives in (Citus's hash)\n"
     "  setting get|set|list    database-wide settings (e.g. max_payload_bytes)\n"
     "  version                 print the version\n"
     "\n"
@@ -55,6 +56,7 @@ static const struct {
     {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
     {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
     {"dlq", cli_dlq},         {"events", cli_events},     {"recover", cli_recover},
+    {"shard", cli_shard},
 };
 
 int main(int argc, char **argv)
