@@ -10,7 +10,10 @@ pkgs=(build-essential meson ninja-build pkg-config
       # browser_status_page drives Debian's headless chromium over the DevTools pipe; with
       # --no-install-recommends nothing pulls in a font, and without one the page's text
       # (what the test reads and the README screenshot shows) renders as empty boxes.
-      chromium fonts-dejavu-core)
+      chromium fonts-dejavu-core
+      # the man pages are scdoc sources built at build time; the install test renders them
+      # with groff -ww (groff-base) and finds them with man -w (man-db).
+      scdoc groff-base man-db)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
