@@ -12,7 +12,10 @@ pkgs=(build-essential meson ninja-build pkg-config
       # (what the test reads and the README screenshot shows) renders as empty boxes.
       chromium fonts-dejavu-core
       # dispatch_clock steps the dispatcher's wall clock (LD_PRELOAD, that process only).
-      libfaketime)
+      libfaketime
+      # the man pages are scdoc sources built at build time; the install test renders them
+      # with groff -ww (groff-base) and finds them with man -w (man-db).
+      scdoc groff-base man-db)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
