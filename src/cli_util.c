@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "db.h"
+#include "pgpace_version.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_CONFIG_PATH "/etc/pgpace/pgpace.ini"
+#define DEFAULT_CONFIG_PATH PGPACE_DEFAULT_CONFIG
 
 bool cli_common_option(cli_ctx *ctx, int opt, const char *arg)
 {

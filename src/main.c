@@ -30,9 +30,7 @@ static const char usage[] =
     "  version                 print the version\n"
     "\n"
     "connection: --db (a libpq conninfo string or URL), else [database] conninfo in the config\n"
-    "file (--config, $PGPACE_CONFIG, or "
-    "/etc/pgpace/pgpace.ini"
-    "), else the usual libpq\n"
+    "file (--config, $PGPACE_CONFIG, or " PGPACE_DEFAULT_CONFIG "), else the usual libpq\n"
     "environment variables (PGHOST, PGPORT, PGDATABASE, PGUSER, ...).\n"
     "Run 'pgpace COMMAND --help' for a command's options.\n";
 

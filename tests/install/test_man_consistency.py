@@ -252,6 +252,15 @@ def check_command_page(tap, pgpace, root):
             tap.check(not missing, f"pgpace(1) documents the options 'pgpace {cmd} --help' names",
                       *[f"missing: {o}" for o in missing])
 
+    # And the other way: no subsection for a command the program does not have (a page kept
+    # after a command was renamed or removed).
+    known = set()
+    for cmd, subs in commands:
+        known.update([f"{cmd} {s}" for s in subs] or [cmd])
+    extra = sorted(n for n in documented if n not in known)
+    tap.check(not extra, "pgpace(1) documents only commands `pgpace --help` names",
+              *[f"not a command: '{n}'" for n in extra])
+
 
 def main():
     if len(sys.argv) != 3:
