@@ -406,6 +406,7 @@ static void on_session_checked(session_check_outcome outcome, const char *detail
                  LOG_S("meaning", "connection pooling could not be ruled out; going on"));
         break;
     case SESSION_CHECK_OWN:
+        LOG_DEBUG("database_session_checked", LOG_S("outcome", "one server session of its own"));
         break;
     }
     if (d->stop == STOP_NONE && d->state == LEADER_CONNECTING)

@@ -10,7 +10,10 @@ pkgs=(build-essential meson ninja-build pkg-config
       # browser_status_page drives Debian's headless chromium over the DevTools pipe; with
       # --no-install-recommends nothing pulls in a font, and without one the page's text
       # (what the test reads and the README screenshot shows) renders as empty boxes.
-      chromium fonts-dejavu-core)
+      chromium fonts-dejavu-core
+      # dispatch_pgbouncer starts its own pgbouncer per test (session, transaction and statement
+      # pooling); Debian's service on 6432, if the package starts it, is never used.
+      pgbouncer)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
