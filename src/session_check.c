@@ -13,7 +13,9 @@
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <time.h>
 
 /* A, B, then the reads on the checked connection (C, D, ...). */
 enum { PROBE_A, PROBE_B, PROBE_READS, PROBES = PROBE_READS + SESSION_CHECK_READS };
@@ -355,6 +357,123 @@ void session_check_cancel(session_check *s)
     side_close(s);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     maybe_free(s);
+}
+
+/* ---- blocking, for the command line ---- */
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until B's socket is ready for `events` (POLLIN/POLLOUT) or the deadline passed. */
+static bool wait_socket(PGconn *c, short events, long long deadline)
+{
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0)
+            return false;
+        struct pollfd p = {.fd = PQsocket(c), .events = events};
+        int n = poll(&p, 1, (int)left);
+        if (n > 0)
+            return true;
+        if (n < 0 && errno != EINTR)
+            return false;
+    }
+}
+
+/* B, blocking: connects, sends the read, returns what it saw or why not (in why). */
+static void blocking_side(const char *conninfo, const char *app_name, int timeout_ms,
+                          session_probe *b, char *why, size_t why_len)
+{
+    long long deadline = now_ms() + timeout_ms;
+    const char *const keys[] = {"dbname", "application_name", NULL};
+    const char *const vals[] = {conninfo, app_name, NULL};
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (c && PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
+           st != PGRES_POLLING_FAILED) {
+        if (!wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline))
+            break;
+        st = PQconnectPoll(c);
+    }
+    const char *params[] = {[SQL_SESSION_PROBE_P_NONCE] = NULL};
+    bool sent = c && st == PGRES_POLLING_OK && PQsetnonblocking(c, 1) == 0 &&
+                PQsendQueryParams(c, sql_q_session_probe, SQL_SESSION_PROBE_NPARAMS, NULL, params,
+                                  NULL, NULL, 0);
+    int f = sent ? PQflush(c) : -1;
+    while (f > 0 && wait_socket(c, POLLOUT, deadline))
+        f = PQflush(c);
+    bool answered = false;
+    while (f == 0 && wait_socket(c, POLLIN, deadline)) {
+        if (!PQconsumeInput(c))
+            break;
+        if (PQisBusy(c))
+            continue;
+        PGresult *res = PQgetResult(c);
+        if (res && probe_shape_ok(res))
+            parse_probe(res, b);
+        else
+            snprintf(why, why_len, "%s", res ? PQresultErrorMessage(res) : "no result");
+        PQclear(res);
+        answered = true;
+        break;
+    }
+    if (!answered && !why[0]) {
+        if (!c)
+            snprintf(why, why_len, "out of memory");
+        else if ((PQstatus(c) == CONNECTION_BAD || st == PGRES_POLLING_FAILED || f < 0))
+            snprintf(why, why_len, "%s", PQerrorMessage(c));
+        else
+            snprintf(why, why_len, "a second connection got no session within %d ms", timeout_ms);
+    }
+    size_t n = strlen(why);
+    while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
+        why[--n] = '\0';
+    PQfinish(c);
+}
+
+static bool blocking_probe(PGconn *conn, const char *nonce, session_probe *p, char *why,
+                           size_t why_len)
+{
+    const char *params[] = {[SQL_SESSION_PROBE_P_NONCE] = nonce};
+    PGresult *res = PQexecParams(conn, sql_q_session_probe, SQL_SESSION_PROBE_NPARAMS, NULL, params,
+                                 NULL, NULL, 0);
+    bool ok = res && probe_shape_ok(res);
+    if (ok)
+        parse_probe(res, p);
+    else
+        snprintf(why, why_len, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    PQclear(res);
+    return ok;
+}
+
+session_check_outcome session_check_run(PGconn *conn, const char *conninfo,
+                                        const char *application_name, int timeout_ms, char *detail,
+                                        size_t detail_len)
+{
+    session_probe p[PROBES] = {{0}};
+    char nonce[17];
+    prng r;
+    prng_seed(&r);
+    snprintf(nonce, sizeof nonce, "%016" PRIx64, prng_next(&r));
+    detail[0] = '\0';
+    if (!blocking_probe(conn, nonce, &p[PROBE_A], detail, detail_len))
+        return SESSION_CHECK_FAILED;
+    char side_error[256] = "";
+    blocking_side(conninfo, application_name, timeout_ms, &p[PROBE_B], side_error,
+                  sizeof side_error);
+    for (int i = PROBE_READS; i < PROBES; i++)
+        if (!blocking_probe(conn, NULL, &p[i], detail, detail_len))
+            return SESSION_CHECK_FAILED;
+    const char *why =
+        session_check_verdict(&p[PROBE_A], &p[PROBE_B], &p[PROBE_READS], SESSION_CHECK_READS);
+    snprintf(detail, detail_len, "%s", why ? why : p[PROBE_B].seen ? "" : side_error);
+    return why               ? SESSION_CHECK_POOLED
+           : p[PROBE_B].seen ? SESSION_CHECK_OWN
+                             : SESSION_CHECK_UNVERIFIED;
 }
 
 /* ---- the decision ---- */

@@ -24,8 +24,8 @@
  * only as far as they give B A's session or a read another one.
  *
  * Contract:
- * - Runs on the loop and never blocks it. The checked connection must be READY; the check
- *   sends nothing on it after session_check_cancel().
+ * - session_check_start() runs on the loop and never blocks it. The checked connection must be
+ * READY; the check sends nothing on it after session_check_cancel().
  * - B gets timeout_ms to connect and answer. If it does not (a session pool that is full, a
  *   server at max_connections, a refused login), the reads still run; the outcome is then
  *   UNVERIFIED unless they showed pooling.
@@ -44,7 +44,9 @@
 #include "common.h"
 #include "pgconn.h"
 
+#include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <uv.h>
 
 /* Reads on the checked connection after B: in an idle pool two suffice (the round robin); a
@@ -74,6 +76,13 @@ int session_check_start(uv_loop_t *loop, pgconn *conn, const char *conninfo,
 /* The callback will not run and nothing more is sent on the checked connection. NULL is
  * ignored; a handle whose callback already ran must not be passed. */
 void session_check_cancel(session_check *s);
+
+/* The same check, blocking (for the command line, never on the loop): `conn` is the checked
+ * connection, B gets timeout_ms. Returns OWN, POOLED, UNVERIFIED or FAILED (never LOST), with
+ * `detail` as for the callback. */
+session_check_outcome session_check_run(PGconn *conn, const char *conninfo,
+                                        const char *application_name, int timeout_ms, char *detail,
+                                        size_t detail_len);
 
 /* ---- the decision, pure (for the tests) ---- */
 

@@ -1,8 +1,8 @@
 /* test_pgbouncer.c - pgpace behind Debian's PgBouncer (started here, one per test, with a
  * generated ini): a session pool works; transaction and statement pools are refused at start
- * with an error naming why, before anything is claimed; producers enqueue through a
- * transaction pool with fewer server connections than clients, and a dispatcher connected
- * directly delivers every item once.
+ * with an error naming why, before anything is claimed (and so is `pgpace migrate`); producers
+ * enqueue through a transaction pool with fewer server connections than clients, and a dispatcher
+ * connected directly delivers every item once.
  *
  * PgBouncer refuses to run as root: as root the child becomes the `postgres` user (who owns
  * the test cluster) before exec. It gets SIGKILL if this process dies, and the teardown stops
@@ -296,6 +296,12 @@ static void session_pool_works(void **st)
     free(log);
     assert_bouncer_used(s);
     fx_stop_service(f, 15000);
+
+    tl_proc m = tl_pgpace(TL_ARGV("--db", s->b.conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(m.status, 0);
+    tl_assert_contains(m.out, "schema is up to date");
+    assert_string_equal(m.err, "");
+    tl_proc_free(&m);
 }
 
 /* A session pool with one server connection: the check's second connection waits for a
@@ -357,6 +363,13 @@ static void refused(state *s, const char *pool_mode, int pool_size)
                                       "AND d.datname = current_database()"),
                      0);
     assert_int_equal(receiver_count(f->recv, NULL), 0);
+
+    /* `pgpace migrate` takes a session advisory lock too: refused the same way. */
+    tl_proc m = tl_pgpace(TL_ARGV("--db", s->b.conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(m.status, 1);
+    tl_assert_contains(m.err, "does not keep one server session");
+    tl_assert_contains(m.err, "pool_mode = session");
+    tl_proc_free(&m);
 }
 
 static void transaction_pool_is_refused(void **st)
