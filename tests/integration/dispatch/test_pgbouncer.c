@@ -108,7 +108,7 @@ static int pgbouncer_answers(void *arg)
 }
 
 /* Starts pgbouncer in `pool_mode` with `pool_size` server connections for the test's database
- * and waits until it answers through to PostgreSQL. */
+ * (on b->port when set, else a free one) and waits until it answers through to PostgreSQL. */
 static void bouncer_start(bouncer *b, fx *f, const char *pool_mode, int pool_size)
 {
     const char *exe = access("/usr/sbin/pgbouncer", X_OK) == 0 ? "/usr/sbin/pgbouncer" : NULL;
@@ -128,7 +128,8 @@ static void bouncer_start(bouncer *b, fx *f, const char *pool_mode, int pool_siz
     assert_non_null(mkdtemp(b->dir));
     if (getuid() == 0)
         assert_int_equal(chown(b->dir, uid, gid), 0);
-    b->port = free_port();
+    if (!b->port)
+        b->port = free_port(); /* else: restarted on the port its clients know */
     const char *user = PQuser(f->db->conn);
     char users[160], ini[2048];
     snprintf(users, sizeof users, "\"%s\" \"\"\n", user);
@@ -230,11 +231,11 @@ static int teardown(void **st)
     return 0;
 }
 
-/* pgpace run through the bouncer. */
-static void run_through(state *s)
+/* pgpace run through the bouncer, with `more` test config lines (or NULL). */
+static void run_through(state *s, const char *more)
 {
-    char extra[320];
-    snprintf(extra, sizeof extra, "database.conninfo = %s\n", s->b.conninfo);
+    char extra[512];
+    snprintf(extra, sizeof extra, "database.conninfo = %s\n%s", s->b.conninfo, more ? more : "");
     fx_run(s->f, extra);
 }
 
@@ -280,7 +281,7 @@ static void session_pool_works(void **st)
     bouncer_start(&s->b, f, "session", 3);
     customer_unlimited(f);
     fx_enqueue(f, "p", NULL, 5);
-    run_through(s);
+    run_through(s, NULL);
     assert_true(fx_wait_log(f, "event=leader_elected", 15000));
     assert_int_equal(receiver_wait(f->recv, "/c/p", 5, 15000), 5);
     /* Work enqueued while it leads: the wake-up comes through its LISTEN on the pooled
@@ -313,7 +314,7 @@ static void full_session_pool_is_unverified_not_refused(void **st)
     bouncer_start(&s->b, f, "session", 1);
     customer_unlimited(f);
     fx_enqueue(f, "p", NULL, 3);
-    run_through(s);
+    run_through(s, NULL);
     assert_true(fx_wait_log(f, "event=database_session_unverified", 15000));
     assert_true(fx_wait_log(f, "event=leader_elected", 15000));
     assert_int_equal(receiver_wait(f->recv, "/c/p", 3, 15000), 3);
@@ -333,7 +334,7 @@ static void refused(state *s, const char *pool_mode, int pool_size)
     customer_unlimited(f);
     fx_enqueue(f, "p", NULL, 5);
     long long t0 = tl_now_ms();
-    run_through(s);
+    run_through(s, NULL);
     int status = tl_service_signal(&f->svc, 0, 1, 20000);
     f->running = false;
     char *log = fx_log(f);
@@ -385,6 +386,48 @@ static void transaction_pool_of_one_is_refused(void **st)
 static void statement_pool_is_refused(void **st)
 {
     refused(*st, "statement", 3);
+}
+
+/* The pooler behind a running instance becomes a transaction pool (restarted on its port):
+ * the reconnect's check sees it, and the instance exits before it leads on that session. */
+static void pooling_after_a_reconnect_ends_the_process(void **st)
+{
+    state *s = *st;
+    fx *f = s->f;
+    bouncer_start(&s->b, f, "session", 3);
+    customer_unlimited(f);
+    fx_enqueue(f, "p", NULL, 2);
+    /* Reconnect attempts at most 1 s apart: the new pooler is found soon after it listens. */
+    run_through(s, "dispatcher.reconnect_max_ms = 1000\n");
+    assert_true(fx_wait_log(f, "event=leader_elected", 15000));
+    assert_int_equal(receiver_wait(f->recv, "/c/p", 2, 15000), 2);
+
+    int port = s->b.port;
+    bouncer_stop(&s->b);
+    fx_enqueue(f, "p", NULL, 3);
+    s->b.port = port;
+    bouncer_start(&s->b, f, "transaction", 3);
+    int status = tl_service_signal(&f->svc, 0, 1, 30000);
+    f->running = false;
+    char *log = fx_log(f);
+    if (status != 1)
+        fail_msg("after the switch to transaction pooling: exit status %d, expected 1; log:\n%s",
+                 status, log);
+    tl_assert_contains(log, "event=db_connection_lost");
+    tl_assert_contains(log, "level=error event=database_session_pooling");
+    /* Led once, on the first session only. */
+    const char *elected = strstr(log, "event=leader_elected");
+    assert_non_null(elected);
+    assert_null(strstr(elected + 1, "event=leader_elected"));
+    free(log);
+    assert_int_equal(receiver_count(f->recv, NULL), 2);
+    PGconn *db = f->db->conn;
+    assert_int_equal(tl_query_int(db, "SELECT count(*) FROM pgpace.queue WHERE claimed_by IS NULL"),
+                     3);
+    assert_int_equal(tl_query_int(db, "SELECT count(*) FROM pg_locks l JOIN pg_database d "
+                                      "ON d.oid = l.database WHERE l.locktype = 'advisory' "
+                                      "AND d.datname = current_database()"),
+                     0);
 }
 
 /* ---- producers through a transaction pool ---- */
@@ -596,6 +639,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(transaction_pool_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(transaction_pool_of_one_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(statement_pool_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(pooling_after_a_reconnect_ends_the_process, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(producers_through_transaction_pool, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
