@@ -325,6 +325,31 @@ static void full_session_pool_is_unverified_not_refused(void **st)
     fx_stop_service(f, 15000);
 }
 
+/* SIGTERM while the check's second connection waits (a full session pool): the check is
+ * abandoned with the connection it runs on, and the exit is clean (under the sanitizers too:
+ * nothing freed is touched, nothing leaks). */
+static void stop_during_the_check(void **st)
+{
+    state *s = *st;
+    fx *f = s->f;
+    bouncer_start(&s->b, f, "session", 1);
+    run_through(s, NULL);
+    assert_true(fx_wait_log(f, "event=db_ready", 15000));
+    long long t0 = tl_now_ms();
+    int status = tl_service_signal(&f->svc, SIGTERM, 1, 15000);
+    f->running = false;
+    long long took = tl_now_ms() - t0;
+    char *log = fx_log(f);
+    if (status != 0)
+        fail_msg("exit status %d after SIGTERM during the check; log:\n%s", status, log);
+    /* Abandoned, not finished: neither outcome was logged, nothing came after it. */
+    assert_null(strstr(log, "event=database_session_unverified"));
+    assert_null(strstr(log, "event=database_session_checked"));
+    assert_null(strstr(log, "event=customers_loaded"));
+    free(log);
+    print_message("# stopped during the check in %lld ms (the check waits up to 3000)\n", took);
+}
+
 /* ---- transaction and statement pooling: refused at start ---- */
 
 static void refused(state *s, const char *pool_mode, int pool_size)
@@ -636,6 +661,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(session_pool_works, setup, teardown),
         cmocka_unit_test_setup_teardown(full_session_pool_is_unverified_not_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(stop_during_the_check, setup, teardown),
         cmocka_unit_test_setup_teardown(transaction_pool_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(transaction_pool_of_one_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(statement_pool_is_refused, setup, teardown),
