@@ -11,9 +11,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <poll.h>
 #include <string.h>
 #include <time.h>
 
@@ -80,16 +80,20 @@ static void side_close(session_check *s)
         uv_timer_stop(&s->timer);
 }
 
+/* Copies libpq's message without its final newline: it goes into one log line. */
+static void copy_message(char *out, size_t len, const char *msg)
+{
+    snprintf(out, len, "%s", msg);
+    size_t n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        out[--n] = '\0';
+}
+
 /* B is over, answered or not: the checked connection's probes go on. */
 static void side_end(session_check *s, const char *why)
 {
-    if (why && !s->side_error[0]) {
-        snprintf(s->side_error, sizeof s->side_error, "%s", why);
-        /* libpq's messages end in a newline; the log line should not. */
-        size_t n = strlen(s->side_error);
-        while (n > 0 && (s->side_error[n - 1] == '\n' || s->side_error[n - 1] == ' '))
-            s->side_error[--n] = '\0';
-    }
+    if (why && !s->side_error[0])
+        copy_message(s->side_error, sizeof s->side_error, why);
     side_close(s);
     send_probe(s, PROBE_READS);
 }
@@ -163,13 +167,13 @@ static void side_read(session_check *s)
     if (PQisBusy(s->side))
         return;
     PGresult *res = PQgetResult(s->side);
+    const char *why = NULL;
     if (res && probe_shape_ok(res))
         parse_probe(res, &s->probe[PROBE_B]);
     else
-        snprintf(s->side_error, sizeof s->side_error, "%s",
-                 res ? PQresultErrorMessage(res) : "no result");
+        why = res ? PQresultErrorMessage(res) : "no result";
+    side_end(s, why); /* copies why; PQfinish discards whatever else was coming */
     PQclear(res);
-    side_end(s, NULL); /* PQfinish discards whatever else was coming */
 }
 
 static void side_connect_step(session_check *s)
@@ -199,7 +203,8 @@ static void side_connect_step(session_check *s)
 static void on_side_event(uv_poll_t *w, int status, int events)
 {
     session_check *s = w->data;
-    (void)status; /* an error shows in what libpq reads or writes next */
+    if (status < 0)
+        events |= UV_READABLE; /* the error shows in what libpq reads next */
     if (!s->side_query_sent) {
         side_connect_step(s);
         return;
@@ -242,7 +247,7 @@ static void side_start(session_check *s)
         side_end(s, "cannot watch the socket");
 }
 
-/* ---- the checked connection (A, C, D) ---- */
+/* ---- the checked connection (A and the reads) ---- */
 
 static void finish(session_check *s, session_check_outcome outcome, const char *detail)
 {
@@ -280,7 +285,9 @@ static void on_probe(pgconn *conn, PGresult *res, void *arg)
         return;
     }
     if (!probe_shape_ok(res)) {
-        finish(s, SESSION_CHECK_FAILED, PQresultErrorMessage(res));
+        char why[256];
+        copy_message(why, sizeof why, PQresultErrorMessage(res));
+        finish(s, SESSION_CHECK_FAILED, why);
         return;
     }
     int which = s->next - 1;
@@ -416,7 +423,7 @@ static void blocking_side(const char *conninfo, const char *app_name, int timeou
         if (res && probe_shape_ok(res))
             parse_probe(res, b);
         else
-            snprintf(why, why_len, "%s", res ? PQresultErrorMessage(res) : "no result");
+            copy_message(why, why_len, res ? PQresultErrorMessage(res) : "no result");
         PQclear(res);
         answered = true;
         break;
@@ -425,13 +432,10 @@ static void blocking_side(const char *conninfo, const char *app_name, int timeou
         if (!c)
             snprintf(why, why_len, "out of memory");
         else if ((PQstatus(c) == CONNECTION_BAD || st == PGRES_POLLING_FAILED || f < 0))
-            snprintf(why, why_len, "%s", PQerrorMessage(c));
+            copy_message(why, why_len, PQerrorMessage(c));
         else
             snprintf(why, why_len, "a second connection got no session within %d ms", timeout_ms);
     }
-    size_t n = strlen(why);
-    while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
-        why[--n] = '\0';
     PQfinish(c);
 }
 
@@ -445,7 +449,7 @@ static bool blocking_probe(PGconn *conn, const char *nonce, session_probe *p, ch
     if (ok)
         parse_probe(res, p);
     else
-        snprintf(why, why_len, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+        copy_message(why, why_len, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
     PQclear(res);
     return ok;
 }
