@@ -1,6 +1,7 @@
 /* cli_migrate.c - `pgpace migrate`: apply or report schema migrations. */
 #include "cli.h"
 #include "migrate.h"
+#include "session_check.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,6 +60,28 @@ int cli_migrate(cli_ctx *ctx, int argc, char **argv)
                            : "not recorded",
                version < migrate_latest_version() || !same ? " (run: pgpace migrate)" : "");
         return CLI_OK;
+    }
+    /* The migration lock is a session advisory lock and the last migration's transaction spans
+     * the function files: a pooler that shares the session (transaction or statement pooling)
+     * could keep the lock on a server session it hands to others, or break the transaction. */
+    char why[256];
+    switch (session_check_run(ctx->conn, ctx->db_arg ? ctx->db_arg : ctx->cfg.conninfo,
+                              "pgpace-session-check", 3000, why, sizeof why)) {
+    case SESSION_CHECK_POOLED:
+        return cli_fail(ctx, CLI_FAILED,
+                        "the database connection does not keep one server session (%s): "
+                        "migrate holds a session advisory lock and keeps a transaction open "
+                        "across statements, which transaction or statement pooling (e.g. "
+                        "PgBouncer) breaks; run it against PostgreSQL directly or through a "
+                        "PgBouncer pool with pool_mode = session",
+                        why);
+    case SESSION_CHECK_UNVERIFIED:
+    case SESSION_CHECK_FAILED:
+        fprintf(stderr, "pgpace migrate: warning: connection pooling could not be ruled out (%s)\n",
+                why);
+        break;
+    default:
+        break;
     }
     migrate_result done;
     if (migrate_run(ctx->conn, &done, stdout, &err) != 0)

@@ -316,6 +316,8 @@ static void close_all(dispatcher *d)
         d->http = NULL;
         http_sender_close(h, on_http_closed, d);
     }
+    /* Before the connection it sends on goes (the check frees itself). */
+    leader_close(d);
     d->open_handles++;
     pgconn_close(d->db, on_db_closed, d);
 }

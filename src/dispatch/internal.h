@@ -563,7 +563,8 @@ void clock_stop(struct dispatcher *d);
 /* The instance's role, from start-up to leadership. Every change goes through leader_enter(),
  * which runs what leaving the old state and entering the new one need.
  *
- *   CONNECTING --db ready--> LOADING --customers loaded--> ELECTING --lock taken--> FRONTIER
+ *   CONNECTING --db ready, session checked--> LOADING --customers loaded--> ELECTING
+ *   ELECTING --lock taken--> FRONTIER
  *   ELECTING --lock busy--> STANDBY (the lock is tried again every standby_retry_ms there;
  *   taken: FRONTIER)                                          FRONTIER --loaded--> LEADING
  *   any --db lost--> CONNECTING
@@ -572,7 +573,7 @@ void clock_stop(struct dispatcher *d);
  * Claims run only in LEADING: a leader claims nothing before it knows its customers' GCRA
  * state (the frontier). */
 typedef enum leader_state {
-    LEADER_CONNECTING, /* waiting for the database connection */
+    LEADER_CONNECTING, /* waiting for the database connection, then its session check */
     LEADER_LOADING,    /* schema check, carriers, customers */
     LEADER_ELECTING,   /* the lock statement is outstanding */
     LEADER_STANDBY,    /* another instance leads: try again every standby_retry_ms */
@@ -586,6 +587,8 @@ void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg);
 void leader_on_notify(pgconn *conn, const char *channel, const char *payload, void *arg);
 void leader_on_watchdog(uv_timer_t *t);
 void leader_send_session_settings(struct dispatcher *d);
+/* Before the database connection is closed: ends what leader.c runs beside it. */
+void leader_close(struct dispatcher *d);
 /* Reads one customer again (after a change notification, or work for a customer not known). */
 void leader_reload_customer(struct dispatcher *d, int64_t id);
 
@@ -638,6 +641,8 @@ struct dispatcher {
     stop_state stop;
     bool notified_ready;   /* systemd READY=1 sent */
     uint64_t lock_sent_ns; /* 0 = no lock statement outstanding */
+    /* A new session being checked for pooling (leader.c), or NULL. */
+    struct session_check *session_check;
 
     hmap customers; /* int64 id -> customer* */
     hmap carriers;  /* name -> carrier_state* */

@@ -13,7 +13,9 @@
 #include "log.h"
 #include "migrate.h"
 #include "sdnotify.h"
+#include "session_check.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,10 @@ const char *leader_state_name(leader_state s)
                                         "standby",    "frontier", "leading"};
     return (unsigned)s < PGP_ARRAY_LEN(names) ? names[s] : "?";
 }
+
+/* How long the session check's second connection may take to get a session and answer: a
+ * full session pool makes it wait for good (then the check is inconclusive, not failed). */
+#define SESSION_CHECK_TIMEOUT_MS 3000
 
 static bool holds_lock(leader_state s)
 {
@@ -520,9 +526,68 @@ void leader_send_session_settings(dispatcher *d)
         publish_config(d); /* a reload while leading */
 }
 
+/* ---- the session check: CONNECTING -> LOADING ---------------------------------------------- */
+
+/* The lock that fences claims, the LISTENs and the prepared statements all live in the server
+ * session, so every new session is checked for a pooler that shares it (session_check.h)
+ * before the chain starts. Pooling seen at start-up or on a later reconnect ends the process
+ * the same way: nothing has been claimed on that session yet, and running on would claim
+ * without fencing and miss notifications. */
+static void on_session_checked(session_check_outcome outcome, const char *detail, void *arg)
+{
+    dispatcher *d = arg;
+    d->session_check = NULL;
+    switch (outcome) {
+    case SESSION_CHECK_LOST:
+        return; /* the reconnect checks its own session */
+    case SESSION_CHECK_POOLED:
+        LOG_ERROR("database_session_pooling", LOG_S("seen", detail),
+                  LOG_S("error",
+                        "the database connection does not keep one server session: pgpace "
+                        "needs one for its life (the leader's session advisory lock, which "
+                        "fences claims; LISTEN for notifications; prepared statements), and "
+                        "transaction or statement pooling (e.g. PgBouncer) breaks all three"),
+                  LOG_S("fix", "point [database] conninfo at PostgreSQL directly or at a "
+                               "PgBouncer pool with pool_mode = session (producers calling "
+                               "pgpace.enqueue may use transaction pooling)"));
+        dispatcher_fatal(d);
+        return;
+    case SESSION_CHECK_UNVERIFIED:
+    case SESSION_CHECK_FAILED:
+        LOG_WARN("database_session_unverified", LOG_S("reason", detail),
+                 LOG_S("meaning", "connection pooling could not be ruled out; going on"));
+        break;
+    case SESSION_CHECK_OWN:
+        LOG_DEBUG("database_session_checked", LOG_S("outcome", "one server session of its own"));
+        break;
+    }
+    if (d->stop == STOP_NONE && d->state == LEADER_CONNECTING)
+        leader_enter(d, LEADER_LOADING);
+}
+
+static void check_session(dispatcher *d)
+{
+    int rc =
+        session_check_start(d->loop, d->db, d->cfg.conninfo, "pgpace-session-check",
+                            SESSION_CHECK_TIMEOUT_MS, on_session_checked, d, &d->session_check);
+    if (rc == -ENOTCONN)
+        return; /* lost already: the reconnect checks */
+    if (rc != 0) {
+        LOG_WARN("database_session_unverified", LOG_S("reason", strerror(-rc)));
+        leader_enter(d, LEADER_LOADING);
+    }
+}
+
+void leader_close(dispatcher *d)
+{
+    session_check_cancel(d->session_check);
+    d->session_check = NULL;
+}
+
 void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg)
 {
     dispatcher *d = arg;
+    leader_close(d); /* a check of a session that is gone (or replaced) would compare two */
     if (state == PGCONN_LOST) {
         metrics_counter_add(d->obs.m, d->obs.reconnects, NULL, 1);
         clock_stop(d);
@@ -535,7 +600,7 @@ void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg)
     clock_start(d);
     leader_send_session_settings(d);
     if (d->stop == STOP_NONE)
-        leader_enter(d, LEADER_LOADING);
+        check_session(d);
     finalize_arm(d);
 }
 
