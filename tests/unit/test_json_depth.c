@@ -175,5 +175,5 @@ int main(void)
         cmocka_unit_test(backslash_runs),
         cmocka_unit_test(random_texts_match_the_reference),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TL_RUN(tests, NULL, NULL);
 }
