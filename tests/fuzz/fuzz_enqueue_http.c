@@ -5,14 +5,26 @@
  * PGUSER; run.sh starts a throw-away cluster when none is set), migrates and drops at exit.
  *
  * Input: byte 0 chooses the request, the rest is the body's material.
- *   bits 0-1  0, 3: the rest is the body; 1: it is the payload of {"customer":"acme",
- *             "payload":...}; 2: it is the fields after {"customer":"acme","payload":{},
+ *   bits 0-1  0: the rest is the body; 1: it is the payload of {"customer":"acme",
+ *             "payload":...}; 2: it is the fields after {"customer":"acme","payload":{},;
+ *             3: field values (below), so that most bodies are valid JSON and reach the
+ *             checks of the fields, the keys' lookups and the queue
  *   bit 2     send the body chunked (in pieces of up to 7 bytes)
  *   bit 3     with "Expect: 100-continue"
  *   bit 4     amplify: three bytes (little-endian) give a count R, then the material is split
  *             at 0x01 bytes into H, P, M, S, T and becomes H, P x R, M, S x R, T (deep nesting,
  *             long strings, many keys: beyond libFuzzer's -max_len), at most 1 MiB
  *   bit 5     Content-Type "application/json; charset=utf-8" (else "application/json")
+ * Field values (mode 3): the material, split at 0x02 bytes, gives customer, payload, carrier,
+ * kind, run_at, idempotency_key, priority, expires_at, supersede_key, traceparent, tracestate
+ * in that order. An empty value leaves the field out (but the customer's is "acme", the
+ * payload's {}). A value that
+ * starts with 0x03 goes in as the JSON text after that byte; otherwise the customer's first
+ * byte picks one of the five customers below, run_at's and expires_at's one of the times
+ * below, priority's first two bytes are an int16 in decimal, and any other value becomes a JSON
+ * string of its bytes (quote and backslash escaped, control bytes and bytes from 0x80 as
+ * \u00XX, NUL as '0'). Most such bodies are valid, so they reach the checks of the fields, the
+ * keys' lookups, superseding, deadlines and the queue.
  *
  * Invariants, beyond "no crash, no sanitizer report" in the server:
  *   - every request gets an answer: "HTTP/1.1 " and 200, 201, 400 or 413; never a 5xx (the
@@ -43,6 +55,9 @@
 
 #define TOKEN    "fuzz-enqueue-token"
 #define MAX_BODY (1u << 20)
+/* The material's cap: room for the wrappers, so that an amplified body stays within MAX_BODY:
+ * 413 is fuzz_admin_http's business. */
+#define MAX_MATERIAL (MAX_BODY - 256)
 
 static char dbname[64];
 static PGconn *check_conn; /* the harness's own session: setup, checks, drop */
@@ -230,10 +245,97 @@ static void puts_buf(buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
+static const char *const customers[] = {"acme", "batchy", "free", "paused", "aged"};
+static const char *const times[] = {"now",
+                                    "2000-01-01T00:00:00Z",
+                                    "2030-01-01T00:00:00Z",
+                                    "2030-01-01T00:00:01Z",
+                                    "tomorrow",
+                                    "yesterday",
+                                    "epoch",
+                                    "294276-12-31T23:59:59Z",
+                                    "294277-01-01",
+                                    "4714-11-24 BC",
+                                    "4714-11-23 BC",
+                                    "infinity",
+                                    "-infinity",
+                                    "2024-02-29T12:00:00+14:00",
+                                    "J2451187",
+                                    "2024-13-01"};
+static const char *const fields[] = {"customer",      "payload",         "carrier",   "kind",
+                                     "run_at",        "idempotency_key", "priority",  "expires_at",
+                                     "supersede_key", "traceparent",     "tracestate"};
+
+/* A JSON string of n bytes: quote and backslash escaped, control bytes and bytes from 0x80 as
+ * \u00XX, NUL as '0' (valid UTF-8 and no \u0000 in the end: those are the other modes'). */
+static void put_string(buf *b, const char *p, size_t n)
+{
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put(b, e, 2);
+        } else if (c == 0) {
+            put(b, "0", 1); /* \u0000 ends every request at the jsonb input: the raw modes try it */
+        } else if (c < 0x20 || c >= 0x80) {
+            char e[8];
+            snprintf(e, sizeof e, "\\u%04x", c);
+            put(b, e, 6);
+        } else {
+            put(b, &p[i], 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+/* Mode 3: an object of the fields whose values the material gives (see the top). */
+static void field_body(const char *m, size_t len, buf *out)
+{
+    put(out, "{", 1);
+    bool first = true;
+    for (size_t f = 0; f < PGP_ARRAY_LEN(fields); f++) {
+        const char *sep = f + 1 < PGP_ARRAY_LEN(fields) ? memchr(m, 2, len) : NULL;
+        size_t n = sep ? (size_t)(sep - m) : len;
+        if (n > 0 || f <= 1) {
+            if (!first)
+                put(out, ",", 1);
+            first = false;
+            put(out, "\"", 1);
+            puts_buf(out, fields[f]);
+            put(out, "\":", 2);
+            unsigned char first_byte = n ? (unsigned char)m[0] : 0;
+            if (n > 0 && first_byte == 3) {
+                put(out, m + 1, n - 1);
+            } else if (f == 1 && n == 0) {
+                put(out, "{}", 2);
+            } else if (f == 0) {
+                put_string(out, customers[first_byte % PGP_ARRAY_LEN(customers)],
+                           strlen(customers[first_byte % PGP_ARRAY_LEN(customers)]));
+            } else if (strcmp(fields[f], "run_at") == 0 || strcmp(fields[f], "expires_at") == 0) {
+                const char *t = times[first_byte % PGP_ARRAY_LEN(times)];
+                put_string(out, t, strlen(t));
+            } else if (strcmp(fields[f], "priority") == 0) {
+                char num[16];
+                int16_t v =
+                    (int16_t)(uint16_t)(first_byte | (n > 1 ? (unsigned char)m[1] << 8 : 0));
+                snprintf(num, sizeof num, "%d", v);
+                puts_buf(out, num);
+            } else {
+                put_string(out, m, n);
+            }
+        }
+        /* Past the last separator the remaining fields get empty values. */
+        m += sep ? n + 1 : n;
+        len -= sep ? n + 1 : n;
+    }
+    put(out, "}", 1);
+}
+
 /* The body's material: as given, or amplified (mode bit 4): three bytes (little-endian) give a
  * count R, and the rest, split at 0x01 bytes into H, P, M, S, T (missing parts are empty),
- * becomes H, P x R, M, S x R, T, cut to MAX_BODY bytes by lowering R. */
-static void material(const uint8_t *data, size_t size, bool amplify, buf *out)
+ * becomes H, P x R, M, S x R, T, cut to cap bytes by lowering R. */
+static void material(const uint8_t *data, size_t size, bool amplify, size_t cap, buf *out)
 {
     if (!amplify) {
         put(out, data, size);
@@ -251,10 +353,10 @@ static void material(const uint8_t *data, size_t size, bool amplify, buf *out)
         size -= sep ? n + 1 : n;
     }
     size_t fixed = plen[0] + plen[2] + plen[4], unit = plen[1] + plen[3];
-    if (fixed > MAX_BODY)
+    if (fixed > cap)
         r = 0;
-    else if (unit > 0 && r > (MAX_BODY - fixed) / unit)
-        r = (MAX_BODY - fixed) / unit;
+    else if (unit > 0 && r > (cap - fixed) / unit)
+        r = (cap - fixed) / unit;
     put(out, part[0], plen[0]);
     for (size_t i = 0; unit > 0 && i < r; i++)
         put(out, part[1], plen[1]);
@@ -300,6 +402,37 @@ static void send_all(int fd, const char *p, size_t n)
             return; /* the server may answer and close early (413): read what it said */
         p += w;
         n -= (size_t)w;
+    }
+}
+
+/* What the database answered is invisible to libFuzzer's coverage (only this process's code is
+ * instrumented). Turn the kind of answer into coverage: the status, the flags of a 2xx, and the
+ * error text up to its first value (a quote or a digit) pick one of 256 branches, so that an
+ * input reaching a new error in the SQL functions is kept and mutated further. */
+static volatile unsigned feature_sink;
+
+#define FEATURE1(n)                                                                                \
+    case (n):                                                                                      \
+        feature_sink = (n);                                                                        \
+        break;
+#define FEATURE4(n)  FEATURE1(n) FEATURE1((n) + 1) FEATURE1((n) + 2) FEATURE1((n) + 3)
+#define FEATURE16(n) FEATURE4(n) FEATURE4((n) + 4) FEATURE4((n) + 8) FEATURE4((n) + 12)
+#define FEATURE64(n) FEATURE16(n) FEATURE16((n) + 16) FEATURE16((n) + 32) FEATURE16((n) + 48)
+
+static void answer_feature(int status, const char *answer)
+{
+    uint32_t h = 2166136261u ^ (uint32_t)status;
+    for (size_t i = 0; answer[i] && i < 64; i++) {
+        char c = answer[i];
+        if (i > 10 && (c == '\'' || c == '\\' || (c >= '0' && c <= '9')))
+            break; /* values (names, numbers, quoted input) would make every answer new */
+        h = (h ^ (uint8_t)c) * 16777619u;
+    }
+    switch (h & 255) {
+        FEATURE64(0)
+        FEATURE64(64)
+        FEATURE64(128)
+        FEATURE64(192)
     }
 }
 
@@ -355,7 +488,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     unsigned mode = (unsigned)fuzz_take_u64(&data, &size, 1);
     buf mat = {0}, body = {0}, req = {0};
-    material(data, size, (mode & 0x10) != 0, &mat);
+    /* Mode 3 escapes bytes into up to six: its material is kept to a sixth. */
+    material(data, size, (mode & 0x10) != 0, (mode & 3) == 3 ? MAX_MATERIAL / 6 : MAX_MATERIAL,
+             &mat);
     switch (mode & 3) {
     case 1:
         puts_buf(&body, "{\"customer\":\"acme\",\"payload\":");
@@ -366,6 +501,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         puts_buf(&body, "{\"customer\":\"acme\",\"payload\":{},");
         put(&body, mat.data, mat.len);
         puts_buf(&body, "}");
+        break;
+    case 3:
+        field_body(mat.data, mat.len, &body);
         break;
     default:
         put(&body, mat.data, mat.len);
@@ -434,6 +572,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                body.len, fuzz_show(body.data));
     FUZZ_CHECK(status == 200 || status == 201 || status == 400 || status == 413,
                "unexpected status %d %s for the body %s", status, answer, fuzz_show(body.data));
+    answer_feature(status, status == 400           ? answer
+                           : strstr(answer, ",\"") ? strstr(answer, ",\"")
+                                                   : "");
     answers[status == 200 ? 0 : status == 201 ? 1 : status == 400 ? 2 : 3]++;
     answers[4]++;
     if (status == 400) {
