@@ -1,15 +1,19 @@
-/* admin_enqueue.c - POST /v1/items over pgconn (admin_http.h): runs sql/queries/http_enqueue.sql
- * and turns its result, or the loss of the connection, into the HTTP status and JSON answer.
+/* admin_enqueue.c - POST /v1/items over pgconn (admin_http.h): refuses a body nested deeper than
+ * a payload may be (before the database), runs sql/queries/http_enqueue.sql and turns its
+ * result, or the loss of the connection, into the HTTP status and JSON answer. An error the
+ * body caused is a 4xx; 503 and 500 are kept for the database's trouble and pgpace's own.
  * Knows nothing of connections: the caller passes the answer on (admin_http_reply_done).
  */
 #include "admin_http.h"
 #include "admin_http_internal.h"
 
+#include "json_depth.h"
 #include "log.h"
 #include "sql_embed.h"
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +33,20 @@ static void json_error(strbuf *sb, const char *prefix, const char *msg)
     strbuf_json_escape(sb, prefix, strlen(prefix));
     strbuf_json_escape(sb, msg, n);
     strbuf_puts(sb, "\"}");
+}
+
+/* The database's trouble, not the body's, and worth a retry (503): out of disk or memory (class
+ * 53), a statement or lock timeout (57014, 55P03), a read-only session (25006: connected to a
+ * standby after a failover). The answer's text, or NULL for another state. */
+static const char *database_trouble(const char *state)
+{
+    if (strncmp(state, "53", 2) == 0)
+        return "database is out of resources, retry later";
+    if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
+        return "database timed out, retry";
+    if (strcmp(state, "25006") == 0)
+        return "database is read-only, retry";
+    return NULL;
 }
 
 typedef struct enqueue_call {
@@ -77,8 +95,22 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
         state = "";
     if (!msg)
         msg = "";
-    if (strncmp(state, "22", 2) == 0 || strcmp(state, "23503") == 0 ||
-        strcmp(state, "54000") == 0) {
+    if (strcmp(state, "54001") == 0) {
+        /* "stack depth limit exceeded": the body nests deeper than the database parses (the
+         * depth check before the query makes this rare: a max_stack_depth far below its
+         * default). The hint, about raising that setting, is not the client's business. */
+        strbuf_puts(json, "{\"error\":\"body is nested too deeply for the database (stack depth "
+                          "limit exceeded)\"}");
+        return 400;
+    }
+    /* What the body caused: bad values (class 22), a rule it breaks (class 23: an unknown
+     * customer, a CHECK constraint), a limit (class 54: the payload's size or nesting), or a
+     * refusal of pgpace's own raised without a code (P0001). 23505 (a unique key) is not among
+     * them: enqueue takes its keys with ON CONFLICT, so one can only be a concurrent call's. */
+    bool input = strncmp(state, "22", 2) == 0 ||
+                 (strncmp(state, "23", 2) == 0 && strcmp(state, "23505") != 0) ||
+                 strncmp(state, "54", 2) == 0 || strcmp(state, "P0001") == 0;
+    if (input) {
         /* pgpace.enqueue_json names the field itself; anything else in these classes comes
          * from turning the body into jsonb ($1::jsonb, the encoding check). The context is
          * never copied: for a JSON syntax error it quotes the body. */
@@ -92,8 +124,15 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
         strbuf_puts(json, "{\"error\":\"database unreachable\"}");
         return 503;
     }
-    if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0) {
+    if (strncmp(state, "40", 2) == 0 || strcmp(state, "23505") == 0) {
         strbuf_puts(json, "{\"error\":\"conflict with a concurrent enqueue, retry\"}");
+        return 503;
+    }
+    const char *busy = database_trouble(state);
+    if (busy) {
+        /* Logged: the client's answer says little. */
+        LOG_WARN("http_enqueue_unavailable", LOG_S("sqlstate", state), LOG_S("error", msg));
+        strbuf_printf(json, "{\"error\":\"%s\"}", busy);
         return 503;
     }
     LOG_WARN("http_enqueue_failed", LOG_S("sqlstate", state), LOG_S("error", msg));
@@ -121,6 +160,19 @@ int admin_http_enqueue_sql(pgconn *db, const char *body, size_t len, admin_http_
 {
     if (memchr(body, '\0', len))
         return -EINVAL;
+    /* The body is the payload's object, one level more. PostgreSQL parses JSON recursively and
+     * would fail with 54001 near 13,000 levels; this answers before it, with the limit named,
+     * for the price of one pass over the bytes (memchr over strings). */
+    size_t body_max = ADMIN_HTTP_PAYLOAD_MAX_DEPTH + 1;
+    if (json_depth(body, len, body_max + 1) > body_max) {
+        char text[192];
+        snprintf(text, sizeof text,
+                 "{\"error\":\"body nests arrays and objects more than %zu levels deep (a "
+                 "payload may nest at most %d)\"}",
+                 body_max, ADMIN_HTTP_PAYLOAD_MAX_DEPTH);
+        cb(arg, 400, text);
+        return 0;
+    }
     enqueue_call *call = malloc(sizeof *call);
     if (!call)
         return -ENOMEM;

@@ -129,12 +129,23 @@ void admin_http_reply_done(void *reply, int status, const char *json);
 
 typedef void (*admin_http_enqueue_cb)(void *arg, int status, const char *json);
 
+/* How deeply a payload may nest arrays and objects, on every enqueue path: pgpace.enqueue_item
+ * (sql/functions/05_enqueue.sql) refuses deeper with 54000, and the HTTP path refuses a body
+ * deeper than this plus one (its own object) before the database. PostgreSQL parses and walks
+ * JSON recursively: at its smallest max_stack_depth (100 kB) it parses about 620 levels and
+ * its jsonpath walks 470, at the default (2 MB) about 13,000. 256 stays clear of both at any
+ * setting, so a payload the database could parse meets this limit and its message rather than
+ * "stack depth limit exceeded" (54001); and it is far beyond what a webhook payload needs. */
+#define ADMIN_HTTP_PAYLOAD_MAX_DEPTH 256
+
 /* Runs sql/queries/http_enqueue.sql (pgpace.enqueue_json) on db and calls cb(arg, status,
- * json) once with the answer: 201 {"id":N}, 200 {"id":N,"duplicate":true}, 400 {"error":...}
- * for bad input (SQLSTATE class 22, 23503, 54000: the server's one-line message), 503 when the
- * connection was lost or the database is unavailable, 500 otherwise. On failure (-ENOTCONN
- * when db is not ready, -ENOMEM, -EINVAL for a NUL byte in body) cb never runs and the caller
- * answers itself. */
+ * json) once with the answer: 201 {"id":N}, 200 {"id":N,"duplicate":true}; 400 {"error":...}
+ * for what the body caused: nesting over the limit above (answered from inside this call,
+ * before the database), SQLSTATE classes 22, 23 (but 23505) and 54, and P0001, with the
+ * server's one-line message; 503 when the connection was lost, the database is unavailable
+ * (classes 08, 53, 57P, 57014 and 55P03 timeouts, 25006 read-only) or a concurrent call
+ * conflicted (class 40, 23505); 500 otherwise. On failure (-ENOTCONN when db is not ready,
+ * -ENOMEM, -EINVAL for a NUL byte in body) cb never runs and the caller answers itself. */
 int admin_http_enqueue_sql(pgconn *db, const char *body, size_t len, admin_http_enqueue_cb cb,
                            void *arg) PGP_MUST_CHECK;
 

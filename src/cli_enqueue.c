@@ -93,7 +93,10 @@ static const char *field_of_error(const char *sqlstate, const char *message)
 {
     /* Data exceptions (class 22) come from the casts of $2 (payload) and $5 (run_at; $8,
      * expires_at, was read alone before) or from pgpace.enqueue itself, which names the field;
-     * the other fields are validated before sending. */
+     * the other fields are validated before sending. "stack depth limit exceeded" (54001) is
+     * the cast of a payload nested deeper than the server's parser goes. */
+    if (sqlstate && strcmp(sqlstate, "54001") == 0)
+        return "payload";
     if (!sqlstate || strncmp(sqlstate, "22", 2) != 0)
         return NULL;
     if (message && strncmp(message, "pgpace.enqueue: ", 16) == 0)

@@ -11,7 +11,7 @@
 -- The JSON shape is checked here (unknown fields, types); everything else is
 -- pgpace.enqueue_item's job, whose errors are re-raised with the field they concern ("field
 -- customer: unknown customer 'x'"), keeping their SQLSTATE: class 22 for bad values, 23503 for
--- an unknown customer, 54000 for a payload over max_payload_bytes.
+-- an unknown customer, 54000 for a payload over max_payload_bytes or nested over 256 levels.
 CREATE OR REPLACE FUNCTION pgpace.enqueue_json(doc jsonb)
 RETURNS TABLE (id bigint, created boolean, superseded boolean, expired boolean)
 LANGUAGE plpgsql
@@ -66,7 +66,8 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = '-32768 is reserved for items sent again by pgpace recover';
         END IF;
-        priority := (doc ->> 'priority')::integer;
+        -- Through numeric: 1.0 and 1e2 are integers too, which integer's input refuses.
+        priority := (doc ->> 'priority')::numeric::integer;
     END IF;
     IF doc ->> 'run_at' IS NOT NULL THEN
         BEGIN

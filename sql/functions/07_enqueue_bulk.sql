@@ -43,7 +43,10 @@ BEGIN
     BEGIN
         CREATE TEMP TABLE pgpace_bulk_doc ON COMMIT DROP AS
             SELECT b.line_no, b.doc::jsonb AS j FROM pg_temp.pgpace_bulk b WHERE b.doc !~ '^\s*$';
-    EXCEPTION WHEN data_exception THEN
+    EXCEPTION WHEN data_exception OR statement_too_complex THEN
+        -- statement_too_complex (54001, "stack depth limit exceeded"): a line nested deeper than
+        -- PostgreSQL's recursive parser goes at this max_stack_depth (about 13,000 levels at
+        -- the default).
         FOR bad IN SELECT b.line_no, b.doc FROM pg_temp.pgpace_bulk b
                     WHERE b.doc !~ '^\s*$' ORDER BY b.line_no LOOP
             BEGIN
@@ -51,6 +54,10 @@ BEGIN
             EXCEPTION WHEN data_exception THEN
                 RAISE EXCEPTION 'line %: not valid JSON (%)', bad.line_no, SQLERRM
                     USING ERRCODE = 'invalid_text_representation';
+            WHEN statement_too_complex THEN
+                RAISE EXCEPTION 'line %: nested too deeply to parse (%; a payload may nest at most 256 levels)',
+                                bad.line_no, SQLERRM
+                    USING ERRCODE = 'statement_too_complex';
             END;
         END LOOP;
         RAISE;
@@ -99,6 +106,9 @@ BEGIN
           WHEN b.payload IS NULL OR b.payload = 'null'::jsonb THEN 'field payload: required, must not be null'
           WHEN b.payload_size > size_limit
             THEN format('field payload: %s bytes, above the limit of %s bytes', b.payload_size, size_limit)
+          -- As pgpace.enqueue_item checks it (sql/functions/05_enqueue.sql).
+          WHEN jsonb_path_exists(b.payload, 'strict $.**{256} ? (@.type() == "array" || @.type() == "object")')
+            THEN 'field payload: nests arrays and objects more than 256 levels deep'
           WHEN b.mistyped = 'priority' THEN 'field priority: must be an integer between -32767 and 32767'
           WHEN b.mistyped IS NOT NULL THEN format('field %s: must be a string', b.mistyped)
           WHEN NOT pgpace.valid_name(b.carrier)

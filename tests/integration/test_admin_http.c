@@ -1034,6 +1034,97 @@ static void enqueue_bad_input(void **state)
     t_done(&t);
 }
 
+/* ---- 4b. nesting: refused before the database, with the limit named ------------------------- */
+
+#define TOO_DEEP                                                                                   \
+    "{\"error\":\"body nests arrays and objects more than 257 levels deep (a payload may nest "    \
+    "at most 256)\"}"
+
+/* {"customer":"acme","payload":OPEN x n, MIDDLE, CLOSE x n} (a heap string). */
+static char *nested_item(const char *open, const char *middle, const char *close, size_t n)
+{
+    strbuf b = {0};
+    strbuf_puts(&b, "{\"customer\":\"" CUSTOMER "\",\"payload\":");
+    for (size_t i = 0; i < n; i++)
+        strbuf_puts(&b, open);
+    strbuf_puts(&b, middle);
+    for (size_t i = 0; i < n; i++)
+        strbuf_puts(&b, close);
+    strbuf_puts(&b, "}");
+    char *text = strbuf_str(&b) ? strdup(b.data) : NULL;
+    strbuf_free(&b);
+    return text;
+}
+
+static int client_nesting(t_ctx *t)
+{
+    static const struct {
+        const char *open, *middle, *close;
+        size_t n;
+        int status;
+        const char *want;
+    } cases[] = {
+        /* 100,000 levels: a 500 "internal error" before (PostgreSQL's stack depth limit). */
+        {"[", "", "]", 100000, 400, TOO_DEEP},
+        {"{\"a\":", "1", "}", 100000, 400, TOO_DEEP},
+        /* Never closed: counted all the same (a parser would go that deep before failing). */
+        {"[", "", "", 100000, 400, TOO_DEEP},
+        /* The limit: 256 levels in the payload, 257 with the body's own object. */
+        {"[", "", "]", 257, 400, TOO_DEEP},
+        {"{\"a\":", "1", "}", 257, 400, TOO_DEEP},
+        {"[", "", "]", 256, 201, NULL},
+        {"{\"a\":", "1", "}", 256, 201, NULL},
+    };
+    for (size_t i = 0; i < PGP_ARRAY_LEN(cases); i++) {
+        char *body = nested_item(cases[i].open, cases[i].middle, cases[i].close, cases[i].n);
+        CHECK(body, "out of memory");
+        int rc = post_item(t, body, cases[i].status, cases[i].want);
+        free(body);
+        if (rc)
+            return -1;
+    }
+    /* Brackets in a string are not nesting, and an escaped quote does not end it: a string of
+     * 100,000 '[' after \", and one of ten '[' between \" and \\. */
+    strbuf b = {0};
+    strbuf_puts(&b, "{\"customer\":\"" CUSTOMER "\",\"payload\":\"\\\"");
+    for (int i = 0; i < 100000; i++)
+        strbuf_puts(&b, "[");
+    strbuf_puts(&b, "\"}");
+    int rc = post_item(t, strbuf_str(&b), 201, NULL) ||
+             post_item(t, "{\"customer\":\"" CUSTOMER "\",\"payload\":\"\\\"[[[[[[[[[[\\\\\"}", 201,
+                       NULL);
+    strbuf_free(&b);
+    if (rc)
+        return -1;
+    /* Deep elsewhere than the payload: refused the same way, before the fields are checked. */
+    strbuf_puts(&b, "{\"customer\":\"" CUSTOMER "\",\"payload\":1,\"kind\":");
+    for (int i = 0; i < 300; i++)
+        strbuf_puts(&b, "[");
+    rc = post_item(t, strbuf_str(&b), 400, TOO_DEEP);
+    strbuf_free(&b);
+    return rc;
+}
+
+static void enqueue_nesting_limit(void **state)
+{
+    t_ctx t;
+    t_init(&t, client_nesting);
+    t.opts.max_body_bytes = 1 << 20; /* room for 100,000 levels */
+    t_run(&t);
+    /* The four accepted items, and the 256-level payloads stored whole. */
+    assert_int_equal(tl_query_int(t.db->conn, "SELECT count(*) FROM pgpace.item"), 4);
+    assert_int_equal(tl_query_int(t.db->conn,
+                                  "SELECT count(*) FROM pgpace.item WHERE jsonb_path_exists("
+                                  "payload, 'strict $.**{255} ? (@.type() == \"array\" || "
+                                  "@.type() == \"object\")')"),
+                     2);
+    assert_int_equal(tl_query_int(t.db->conn, "SELECT count(*) FROM pgpace.item "
+                                              "WHERE jsonb_typeof(payload) = 'string' AND "
+                                              "strpos(payload #>> '{}', '[[[[[[[[[[') > 0"),
+                     2);
+    t_done(&t);
+}
+
 /* ---- 5. limits: body, header, slow clients ------------------------------------------------ */
 
 static int client_limits(t_ctx *t)
@@ -1592,6 +1683,8 @@ static void enqueue_answer_mapping(void **state)
     strbuf_free(&j);
     /* Real error results from the database, without the server in between. */
     tl_db *db = tl_fresh_db(1);
+    tl_exec(db->conn, "SELECT pgpace.customer_set('" CUSTOMER
+                      "', rate_per_minute => 60, webhook_url => 'http://127.0.0.1:9/hook')");
     static const struct {
         const char *sql;
         int status;
@@ -1622,6 +1715,31 @@ static void enqueue_answer_mapping(void **state)
          "{\"error\":\"database unreachable\"}"},
         {"DO $$ BEGIN RAISE EXCEPTION 'race' USING ERRCODE = '40001'; END $$", 503,
          "{\"error\":\"conflict with a concurrent enqueue, retry\"}"},
+        /* What a body can cause is a 400 (PostgreSQL's own stack depth limit, a CHECK, a
+         * refusal raised without a code), with the message only (never the hint). */
+        {"SELECT (repeat('[', 100000) || repeat(']', 100000))::jsonb", 400,
+         "{\"error\":\"body is nested too deeply for the database (stack depth limit "
+         "exceeded)\"}"},
+        {"DO $$ BEGIN RAISE EXCEPTION 'no' USING ERRCODE = '23514', HINT = 'h'; END $$", 400,
+         "{\"error\":\"no\"}"},
+        {"SELECT * FROM pgpace.enqueue_json(('{\"customer\":\"" CUSTOMER "\",\"payload\":' || "
+         "repeat('[', 257) || repeat(']', 257) || '}')::jsonb)",
+         400, "{\"error\":\"field payload: nests arrays and objects more than 256 levels deep\"}"},
+        {"DO $$ BEGIN RAISE EXCEPTION 'refused'; END $$", 400, "{\"error\":\"refused\"}"},
+        /* The database's trouble: 503, worth a retry. */
+        {"DO $$ BEGIN RAISE EXCEPTION 'dup' USING ERRCODE = '23505'; END $$", 503,
+         "{\"error\":\"conflict with a concurrent enqueue, retry\"}"},
+        {"DO $$ BEGIN RAISE EXCEPTION 'full' USING ERRCODE = '53100'; END $$", 503,
+         "{\"error\":\"database is out of resources, retry later\"}"},
+        {"SET statement_timeout = '10ms'; SELECT pg_sleep(1)", 503,
+         "{\"error\":\"database timed out, retry\"}"},
+        {"RESET statement_timeout; DO $$ BEGIN RAISE EXCEPTION 'lock' USING ERRCODE = '55P03'; "
+         "END $$",
+         503, "{\"error\":\"database timed out, retry\"}"},
+        {"BEGIN READ ONLY; INSERT INTO pgpace.setting VALUES ('x', 'y')", 503,
+         "{\"error\":\"database is read-only, retry\"}"},
+        {"ROLLBACK; DO $$ BEGIN RAISE EXCEPTION 'bug' USING ERRCODE = 'XX000'; END $$", 500,
+         "{\"error\":\"internal error\"}"},
     };
     for (size_t i = 0; i < PGP_ARRAY_LEN(cases); i++) {
         PGresult *res = PQexec(db->conn, cases[i].sql);
@@ -1654,6 +1772,7 @@ int main(void)
         cmocka_unit_test(enqueue_created_and_duplicate),
         cmocka_unit_test(enqueue_auth_and_content_type),
         cmocka_unit_test(enqueue_bad_input),
+        cmocka_unit_test(enqueue_nesting_limit),
         cmocka_unit_test(limits_and_slow_clients),
         cmocka_unit_test(keepalive_and_pipelining),
         cmocka_unit_test(connection_limit),

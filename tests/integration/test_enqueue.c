@@ -797,6 +797,144 @@ static void expect_sqlstate(PGconn *conn, const char *sql, const char *state, co
     PQclear(res);
 }
 
+/* ---- nesting: at most 256 levels of arrays and objects, on every path ---- */
+
+/* OPEN x n, MIDDLE, CLOSE x n, optionally between PREFIX and SUFFIX (a heap string). */
+static char *nested(const char *prefix, const char *open, const char *middle, const char *close,
+                    size_t n, const char *suffix)
+{
+    size_t len =
+        strlen(prefix) + n * (strlen(open) + strlen(close)) + strlen(middle) + strlen(suffix) + 1;
+    char *s = malloc(len), *p = s;
+    assert_non_null(s);
+    p = stpcpy(p, prefix);
+    for (size_t i = 0; i < n; i++)
+        p = stpcpy(p, open);
+    p = stpcpy(p, middle);
+    for (size_t i = 0; i < n; i++)
+        p = stpcpy(p, close);
+    stpcpy(p, suffix);
+    return s;
+}
+
+/* A payload one level over the limit is 54000 naming it, wherever it comes from (pgpace checks
+ * it); one too deep for PostgreSQL's parser at all is its own 54001, before pgpace runs. */
+static void payload_nesting_limit_on_every_path(void **state)
+{
+    tl_db *db = *state;
+    static const char too_deep[] = "payload nests arrays and objects more than 256 levels deep";
+    /* SQL: arrays and objects. */
+    expect_sqlstate(db->conn,
+                    "SELECT pgpace.enqueue('acme', (repeat('[', 257) || repeat(']', 257))::jsonb)",
+                    "54000", too_deep);
+    expect_sqlstate(db->conn,
+                    "SELECT pgpace.enqueue('acme', (repeat('{\"a\":', 257) || '1' || "
+                    "repeat('}', 257))::jsonb)",
+                    "54000", too_deep);
+    expect_sqlstate(db->conn,
+                    "SELECT * FROM pgpace.enqueue_json(('{\"customer\":\"acme\",\"payload\":' "
+                    "|| repeat('[', 257) || repeat(']', 257) || '}')::jsonb)",
+                    "54000", "field payload: nests arrays and objects more than 256 levels deep");
+    expect_sqlstate(db->conn,
+                    "SELECT pgpace.enqueue('acme', (repeat('[', 100000) || repeat(']', "
+                    "100000))::jsonb)",
+                    "54001", "stack depth limit exceeded");
+    assert_nothing_enqueued(db->conn);
+
+    /* Bulk: the line over the limit, and the line too deep to parse, by number. */
+    char *over = nested("{\"customer\":\"acme\",\"payload\":{}}\n{\"customer\":\"acme\","
+                        "\"payload\":",
+                        "[", "", "]", 257, "}\n");
+    char *unparsable = nested("{\"customer\":\"acme\",\"payload\":{}}\n{\"customer\":\"acme\","
+                              "\"payload\":",
+                              "[", "", "]", 100000, "}\n");
+    const struct {
+        const char *content;
+        const char *message;
+    } bulk[] = {
+        {over, "line 2: field payload: nests arrays and objects more than 256 levels deep"},
+        {unparsable, "line 2: nested too deeply to parse (stack depth limit exceeded; a payload "
+                     "may nest at most 256 levels)"},
+    };
+    for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; i++) {
+        char *path = tl_temp_file(bulk[i].content);
+        tl_proc p = run_bulk(db, path, NULL);
+        if (p.status != 1)
+            fail_msg("bulk %zu: expected exit 1, got %d: %s%s", i, p.status, p.out, p.err);
+        tl_assert_contains(p.err, bulk[i].message);
+        tl_assert_contains(p.err, "nothing was enqueued");
+        tl_proc_free(&p);
+        unlink(path);
+        free(path);
+        assert_nothing_enqueued(db->conn);
+    }
+    free(over);
+    free(unparsable);
+
+    /* CLI, one item (the payload on stdin). */
+    char *payload = nested("", "[", "", "]", 257, "");
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "acme"), payload, NULL);
+    free(payload);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "pgpace enqueue: pgpace.enqueue: payload nests arrays and objects "
+                              "more than 256 levels deep");
+    tl_proc_free(&p);
+    payload = nested("", "[", "", "]", 100000, "");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "acme"), payload, NULL);
+    free(payload);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "pgpace enqueue: field payload: stack depth limit exceeded");
+    tl_proc_free(&p);
+    assert_nothing_enqueued(db->conn);
+
+    /* At the limit, every path takes it whole. */
+    tl_exec(db->conn,
+            "SELECT pgpace.enqueue('acme', (repeat('[', 256) || repeat(']', 256))::jsonb)");
+    tl_exec(db->conn, "SELECT * FROM pgpace.enqueue_json(('{\"customer\":\"acme\",\"payload\":' "
+                      "|| repeat('{\"a\":', 256) || '1' || repeat('}', 256) || '}')::jsonb)");
+    char *line = nested("{\"customer\":\"acme\",\"payload\":", "[", "", "]", 256, "}\n");
+    char *path = tl_temp_file(line);
+    free(line);
+    p = run_bulk(db, path, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    unlink(path);
+    free(path);
+    payload = nested("", "[", "", "]", 256, "");
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "acme"), payload, NULL);
+    free(payload);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn,
+                                  "SELECT count(*) FROM pgpace.item WHERE jsonb_path_exists("
+                                  "payload, 'strict $.**{255} ? (@.type() == \"array\" || "
+                                  "@.type() == \"object\")')"),
+                     4);
+    assert_int_equal(count_rows(db->conn, "pgpace.queue"), 4);
+}
+
+/* A JSON priority is any number with an integral value: 1.0 and 1e2 too (integer's own input
+ * refused them: "invalid input syntax for type integer"). */
+static void json_priority_takes_integral_numbers(void **state)
+{
+    tl_db *db = *state;
+    tl_exec(db->conn, "SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":1,"
+                      "\"priority\":1.0}')");
+    tl_exec(db->conn, "SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":2,"
+                      "\"priority\":1e2}')");
+    tl_exec(db->conn, "SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":3,"
+                      "\"priority\":-0.0}')");
+    char *got =
+        tl_query_str(db->conn, "SELECT string_agg(priority::text, ',' ORDER BY payload::text)"
+                               " FROM pgpace.item");
+    assert_string_equal(got, "1,100,0");
+    free(got);
+    expect_sqlstate(db->conn,
+                    "SELECT * FROM pgpace.enqueue_json('{\"customer\":\"acme\",\"payload\":1,"
+                    "\"priority\":1.5}')",
+                    "22023", "field priority: must be an integer between -32767 and 32767");
+}
+
 static void deadline_is_fixed_at_enqueue(void **state)
 {
     tl_db *db = *state;
@@ -1357,6 +1495,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(enqueue_rejects_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(enqueue_rejects_payload_over_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(payload_nesting_limit_on_every_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(json_priority_takes_integral_numbers, setup, teardown),
         cmocka_unit_test_setup_teardown(customer_set_sql_rejects_a_bad_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(producer_role_can_enqueue_only, producer_setup,
                                         producer_teardown),
