@@ -8,6 +8,7 @@
  * is fuzzed, the status token's Bearer and Basic parsing included (the token is set).
  */
 #include "fuzz_util.h"
+#include "fuzz_net.h"
 
 #include "admin_http.h"
 
@@ -117,29 +118,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pthread_cond_wait(&ready_cond, &ready_lock);
         pthread_mutex_unlock(&ready_lock);
     }
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    FUZZ_CHECK(fd >= 0, "socket failed");
-    struct timeval tv = {2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
-    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    int rc = connect(fd, (struct sockaddr *)&addr, sizeof addr);
-    if (rc != 0 && errno == EINTR) {
-        /* libFuzzer's timer signal interrupted a connect waiting for the listen backlog: the
-         * connection goes on in the background; wait for it and take its outcome. */
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        int pr;
-        do
-            pr = poll(&pfd, 1, 2000);
-        while (pr < 0 && errno == EINTR);
-        if (pr == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
-            rc = 0;
-        else
-            errno = pr == 0 ? ETIMEDOUT : soerr ? soerr : errno;
-    }
+    int fd = fuzz_connect_loopback(server_port, 2);
+    int rc = fd >= 0 ? 0 : -1;
     FUZZ_CHECK(rc == 0, "the server stopped accepting connections: %s (%d fds open here)",
                strerror(errno), open_fds());
     size_t off = 0;

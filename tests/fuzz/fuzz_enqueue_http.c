@@ -36,6 +36,7 @@
  * A failed invariant prints the status, the answer's body and the request's body (cut).
  */
 #include "fuzz_util.h"
+#include "fuzz_net.h"
 
 #include "admin_http.h"
 #include "db.h"
@@ -368,27 +369,8 @@ static void material(const uint8_t *data, size_t size, bool amplify, size_t cap,
 
 static int connect_server(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    FUZZ_CHECK(fd >= 0, "socket failed");
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
-    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    int rc = connect(fd, (struct sockaddr *)&addr, sizeof addr);
-    if (rc != 0 && errno == EINTR) {
-        /* libFuzzer's timer signal interrupted the connect: it goes on in the background. */
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        int pr;
-        do
-            pr = poll(&pfd, 1, 5000);
-        while (pr < 0 && errno == EINTR);
-        if (pr == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
-            rc = 0;
-    }
-    FUZZ_CHECK(rc == 0, "cannot connect to the server: %s", strerror(errno));
+    int fd = fuzz_connect_loopback(server_port, 10);
+    FUZZ_CHECK(fd >= 0, "cannot connect to the server: %s", strerror(errno));
     return fd;
 }
 
