@@ -101,10 +101,3 @@ tb_sample_result timebase_sample(int64_t sent_mono_us, int64_t recv_mono_us, int
 {
     return tb_sample(clock_get(), sent_mono_us, recv_mono_us, server_us, delta_us);
 }
-
-int64_t timebase_offset_us(void)
-{
-    timebase *tb = clock_get();
-    tb_now(tb, timebase_mono_us());
-    return tb->offset_us;
-}

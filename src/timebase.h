@@ -69,7 +69,5 @@ int64_t timebase_wall_us(void);
 int64_t timebase_now_us(void);
 tb_sample_result timebase_sample(int64_t sent_mono_us, int64_t recv_mono_us, int64_t server_us,
                                  int64_t *delta_us);
-/* The offset applied now (server time - monotonic time), for logs and tests. */
-int64_t timebase_offset_us(void);
 
 #endif

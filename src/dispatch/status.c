@@ -59,13 +59,6 @@ typedef struct status_req {
 
 /* ---- what the dispatcher notes ------------------------------------------------------------- */
 
-/* The status page's clock: monotonic, so a wall-clock step neither invents a gap nor empties
- * the last minute. */
-static int64_t mono_us(void)
-{
-    return (int64_t)(uv_hrtime() / 1000);
-}
-
 static activity *activity_of(customer *c)
 {
     if (!c->activity) {
@@ -82,14 +75,14 @@ void status_note_request(dispatcher *d, customer *c)
     if (!a)
         return; /* no memory: the page just misses this request */
     int64_t tick = c->mode == MODE_BATCH ? batch_tick_at(&d->cfg, now_us()) : -1;
-    activity_note(a, mono_us(), tick);
+    activity_note(a, timebase_mono_us(), tick);
 }
 
 void status_note_failure(customer *c, const char *error_class, int http_status)
 {
     activity *a = activity_of(c);
     if (a)
-        activity_note_error(a, mono_us(), error_class, http_status);
+        activity_note_error(a, timebase_mono_us(), error_class, http_status);
 }
 
 void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us)
@@ -252,7 +245,7 @@ static double sort_key(const customer *c, status_sort s, int64_t now, int64_t mo
 /* Counts, filters and sorts the customers; keeps the ids of the requested page. */
 static int choose_page(dispatcher *d, status_req *r)
 {
-    int64_t now = now_us(), mono = mono_us();
+    int64_t now = now_us(), mono = timebase_mono_us();
     size_t n = d->customers.n;
     ranked *all = n ? malloc(n * sizeof *all) : NULL;
     if (n && !all)
@@ -560,7 +553,7 @@ static const char *instance_name(const dispatcher *d)
 static void status_answer(status_req *r)
 {
     dispatcher *d = r->d;
-    int64_t now = now_us(), mono = mono_us();
+    int64_t now = now_us(), mono = timebase_mono_us();
     bool live = is_leading(d);
     /* A standby's page also needs the customers' statement (it may have had none to ask). */
     bool db = !r->db_failed && r->instances;
