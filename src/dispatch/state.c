@@ -13,6 +13,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,6 +312,7 @@ carrier_state *carrier_get(dispatcher *d, const char *name)
         free(cs);
         return NULL;
     }
+    cs->waiting.carrier = cs;
     return cs;
 }
 
@@ -362,40 +364,90 @@ host_state *host_for_url(dispatcher *d, const char *url)
         return NULL;
     }
     h->pool_slot = -1;
+    h->waiting.host = h;
     return h;
 }
 
-/* Puts the customer on a wait list (once); it leaves the heap until woken. */
+/* Makes room for one more id, keeping the order (the ring is unrolled from head). */
+static int waiters_grow(waiters *w)
+{
+    size_t cap = w->cap ? w->cap * 2 : 8;
+    int64_t *ids = malloc(cap * sizeof *ids);
+    if (!ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < w->n; i++)
+        ids[i] = w->ids[(w->head + i) % w->cap];
+    free(w->ids);
+    w->ids = ids;
+    w->cap = cap;
+    w->head = 0;
+    return 0;
+}
+
+/* Puts the customer on a wait list (once); it leaves the heap until woken. One woken from a list
+ * that found no room again goes back to the front, not the end: it keeps its turn, so no customer
+ * waits behind the same list twice (fairness among more customers than the room serves). */
 void wait_on(waiters *w, customer *c)
 {
     if (c->waiting)
         return;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 8;
-        int64_t *ids = realloc(w->ids, cap * sizeof *ids);
-        if (!ids)
-            return; /* stays in the heap: retried on its own schedule */
-        w->ids = ids;
-        w->cap = cap;
+    if (w->n == w->cap && waiters_grow(w) != 0)
+        return; /* stays in the heap: retried on its own schedule */
+    if (c->woken) {
+        w->head = (w->head + w->cap - 1) % w->cap;
+        w->ids[w->head] = c->id;
+    } else {
+        w->ids[(w->head + w->n) % w->cap] = c->id;
     }
-    w->ids[w->n++] = c->id;
+    w->n++;
     c->waiting = true;
 }
 
-/* Room was freed: everyone waiting for it may try again. Wakes come from completions and from
- * written outcomes (a carrier's room) alike, so this re-arms the claim timer itself. */
+/* Room was freed: the first customers waiting for it may try again, as many as it could serve:
+ * a host's connections neither used, promised to claims in flight nor booked by spaced slots,
+ * and for work-queue customers its claim-ahead window's room too (a spaced customer never takes
+ * window room); a carrier's budget. At least one, and in order: the first that the room left
+ * cannot serve ends the wake. Only customers due now count: one that is not (paused, held, its
+ * breaker open meanwhile) goes to the heap at its own time and leaves its turn to the next, so
+ * a wake never ends with room free and due customers still waiting. Wakes come from completions
+ * and from written outcomes (a carrier's room) alike, so this re-arms the claim timer itself. */
 void wake(dispatcher *d, waiters *w)
 {
-    size_t n = w->n;
-    w->n = 0;
-    for (size_t i = 0; i < n; i++) {
-        customer *c = customer_get(d, w->ids[i]);
-        if (c && c->waiting) {
-            c->waiting = false;
-            customer_schedule(d, c);
-        }
+    int conns = INT_MAX, ahead = 0;
+    if (w->host) {
+        const host_state *h = w->host;
+        conns = d->cfg.max_host_connections - h->in_flight - h->claiming_room - h->booked;
+        ahead = window_room(&d->cfg, h);
+    } else if (w->carrier) {
+        conns = carrier_budget(&d->cfg, w->carrier);
     }
-    if (n > 0)
+    size_t woken = 0, popped = 0;
+    int64_t now = now_us(), tick = batch_tick_at(&d->cfg, now);
+    while (w->n > 0) {
+        customer *c = customer_get(d, w->ids[w->head]);
+        bool live = c && c->waiting;
+        if (live && woken > 0 && conns <= 0 && (c->mode == MODE_SPACED || ahead <= 0))
+            break; /* the room left cannot serve the next: it keeps its place */
+        w->head = (w->head + 1) % w->cap;
+        w->n--;
+        popped++;
+        if (!live)
+            continue;
+        c->waiting = false;
+        c->woken = true;
+        int64_t due;
+        if (customer_due_at(c, tick, &due) && due <= now + COALESCE_US) {
+            woken++;
+            if (conns > 0)
+                conns--;
+            else if (c->mode != MODE_SPACED && ahead > 0)
+                ahead--;
+        }
+        customer_schedule(d, c);
+    }
+    if (w->n == 0)
+        w->head = 0;
+    if (popped > 0)
         claim_arm(d);
 }
 
@@ -408,11 +460,11 @@ void waiters_clear_all(dispatcher *d)
     pos = 0;
     host_state *h;
     while ((h = hmap_next(&d->hosts, &pos)) != NULL)
-        h->waiting.n = 0;
+        h->waiting.n = h->waiting.head = 0;
     pos = 0;
     carrier_state *cs;
     while ((cs = hmap_next(&d->carriers, &pos)) != NULL)
-        cs->waiting.n = 0;
+        cs->waiting.n = cs->waiting.head = 0;
 }
 
 void pairs_clear_all(dispatcher *d)
@@ -563,11 +615,20 @@ void customer_schedule(dispatcher *d, customer *c)
 {
     if (d->state != LEADER_LEADING)
         return;
-    int64_t due;
-    if (!customer_due_at(c, batch_tick_at(&d->cfg, now_us()), &due)) {
+    int64_t due, now = now_us();
+    if (!customer_due_at(c, batch_tick_at(&d->cfg, now), &due)) {
         sched_heap_remove(&d->heap, c->id);
+        if (!c->waiting) {
+            c->woken = false; /* nothing to wait for: a later wait starts a new turn */
+            c->ready_us = 0;
+        }
         return;
     }
+    /* Its wait runs from when it was first scheduled due (or its due time, if later) without a
+     * round taking it since, through host waits and rounds too full to take it; a later due time
+     * starts it afresh. */
+    if (c->ready_us == 0 || due > now)
+        c->ready_us = due > now ? due : now;
     if (sched_heap_set(&d->heap, c->id, due) != 0)
         LOG_ERROR("out_of_memory", LOG_S("where", "scheduler heap"));
 }
@@ -599,4 +660,11 @@ void state_free(dispatcher *d)
     }
     hmap_free(&d->hosts);
     sched_heap_free(&d->heap);
+    free(d->backstop.after_carrier);
+    d->backstop.after_carrier = NULL;
+    free(d->reload_ids);
+    d->reload_ids = NULL;
+    d->n_reload = d->cap_reload = d->reload_head = 0;
+    free(d->reload_out);
+    d->reload_out = NULL;
 }
