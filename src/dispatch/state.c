@@ -289,6 +289,138 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     return c;
 }
 
+int customers_apply(dispatcher *d, const PGresult *res, bool log_each)
+{
+    int n = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        customer_row row;
+        customer_row_parse(res, r, &row);
+        customer *c = customer_apply(d, &row);
+        if (!c) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+            continue;
+        }
+        if (log_each)
+            LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
+                     LOG_I("burst", c->burst), LOG_I("paused", c->paused));
+        throttle_apply(d, c); /* the effective-rate gauge from the start */
+        customer_schedule(d, c);
+        n++;
+    }
+    return n;
+}
+
+static void reload_send(dispatcher *d);
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void on_customers_reloaded(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    int64_t *asked = d->reload_out;
+    size_t n_asked = d->n_reload_out;
+    d->reload_out = NULL;
+    d->n_reload_out = 0;
+    if (!res) {
+        free(asked); /* connection lost: the new connection's load reads every customer */
+        return;
+    }
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customer")) {
+        LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)),
+                  LOG_I("customers", (long long)n_asked));
+        free(asked);
+        reload_send(d);
+        return;
+    }
+    /* Asked and not returned: deleted. Both lists are in id order. */
+    int rows = PQntuples(res), r = 0;
+    for (size_t i = 0; i < n_asked; i++) {
+        while (r < rows && row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) < asked[i])
+            r++;
+        if (r >= rows || row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) != asked[i])
+            customer_remove(d, asked[i]);
+    }
+    free(asked);
+    bool each = rows <= RELOAD_LOG_EACH;
+    int applied = customers_apply(d, res, each);
+    if (!each)
+        LOG_INFO("customers_updated", LOG_I("customers", applied));
+    claim_arm(d);
+    reload_send(d);
+}
+
+/* Sends the next batch of waiting ids (sorted, without repeats) unless one is out. */
+static void reload_send(dispatcher *d)
+{
+    if (d->reload_out || d->n_reload == d->reload_head)
+        return;
+    size_t left = d->n_reload - d->reload_head;
+    size_t n = left < RELOAD_BATCH ? left : RELOAD_BATCH;
+    int64_t *batch = malloc(n * sizeof *batch);
+    strbuf ids = {0};
+    if (!batch) {
+        LOG_ERROR("out_of_memory", LOG_S("where", "customer reload"));
+        return; /* they wait for the next notification's try */
+    }
+    /* The oldest first. */
+    memcpy(batch, d->reload_ids + d->reload_head, n * sizeof *batch);
+    d->reload_head += n;
+    if (d->reload_head == d->n_reload)
+        d->reload_head = d->n_reload = 0;
+    qsort(batch, n, sizeof *batch, cmp_id);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || batch[i] != batch[u - 1])
+            batch[u++] = batch[i];
+    strbuf_puts(&ids, "{");
+    for (size_t i = 0; i < u; i++) {
+        if (i > 0)
+            strbuf_puts(&ids, ",");
+        strbuf_put_i64(&ids, batch[i]);
+    }
+    strbuf_puts(&ids, "}");
+    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
+                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = NULL,
+                            [SQL_RUN_CUSTOMERS_P_PAGE] = NULL};
+    d->reload_out = batch;
+    d->n_reload_out = u;
+    if (!params[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] ||
+        DSP_QUERY(d, run_customers, params, on_customers_reloaded, d, "customer reload") != 0) {
+        d->reload_out = NULL;
+        d->n_reload_out = 0;
+        free(batch);
+    }
+    strbuf_free(&ids);
+}
+
+void leader_reload_customer(dispatcher *d, int64_t id)
+{
+    if (d->n_reload == d->cap_reload && d->reload_head > 0) {
+        /* The ids sent are gone from the front: room at the end. */
+        memmove(d->reload_ids, d->reload_ids + d->reload_head,
+                (d->n_reload - d->reload_head) * sizeof *d->reload_ids);
+        d->n_reload -= d->reload_head;
+        d->reload_head = 0;
+    }
+    if (d->n_reload == d->cap_reload) {
+        size_t cap = d->cap_reload ? d->cap_reload * 2 : 64;
+        int64_t *v = realloc(d->reload_ids, cap * sizeof *v);
+        if (!v) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer reload"));
+            return;
+        }
+        d->reload_ids = v;
+        d->cap_reload = cap;
+    }
+    d->reload_ids[d->n_reload++] = id;
+    reload_send(d);
+}
+
 void customer_remove(dispatcher *d, int64_t id)
 {
     customer *gone = hmap_del(&d->customers, &id, sizeof id);
