@@ -236,6 +236,7 @@ typedef struct customer {
     bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
+    size_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
     breaker breaker;
     /* Health (health.c): the failing streak, every failed attempt since the last success. */
     int64_t failing_since; /* epoch us of its first failure; 0 = not failing */

@@ -67,16 +67,27 @@ static breaker_state parse_breaker(const char *s)
                                          : BREAKER_CLOSED;
 }
 
-static void id_list_remove(int64_t *v, size_t *n, int64_t id)
+/* Takes the customer out of a host's list: its place is known (host_pos), and the last id
+ * moves into it (a search of the list made deleting customers of a host with 1,000,000 of them
+ * quadratic). */
+static void id_list_remove(dispatcher *d, int64_t *v, size_t *n, customer *c)
 {
-    for (size_t i = 0; i < *n; i++)
-        if (v[i] == id) {
-            v[i] = v[--*n];
+    size_t i = c->host_pos;
+    if (i >= *n || v[i] != c->id) {
+        for (i = 0; i < *n && v[i] != c->id; i++) /* not where it was noted (no memory then) */
+            ;
+        if (i == *n)
             return;
-        }
+    }
+    v[i] = v[--*n];
+    if (i < *n) {
+        customer *moved = customer_get(d, v[i]);
+        if (moved)
+            moved->host_pos = i;
+    }
 }
 
-static void id_list_add(int64_t **v, size_t *n, size_t *cap, int64_t id)
+static void id_list_add(int64_t **v, size_t *n, size_t *cap, customer *c)
 {
     if (*n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 8;
@@ -86,29 +97,30 @@ static void id_list_add(int64_t **v, size_t *n, size_t *cap, int64_t id)
         *v = nv;
         *cap = ncap;
     }
-    (*v)[(*n)++] = id;
+    c->host_pos = *n;
+    (*v)[(*n)++] = c->id;
 }
 
 /* Each host knows its customers by kind: spaced ones for the connections it keeps for them,
  * work-queue ones for the shares of its window (window.c). */
-static void host_list_remove(host_state *h, customer_mode mode, int64_t id)
+static void host_list_remove(dispatcher *d, host_state *h, customer_mode mode, customer *c)
 {
     if (!h)
         return;
     if (mode == MODE_SPACED)
-        id_list_remove(h->spaced_ids, &h->n_spaced, id);
+        id_list_remove(d, h->spaced_ids, &h->n_spaced, c);
     else
-        id_list_remove(h->workq_ids, &h->n_workq, id);
+        id_list_remove(d, h->workq_ids, &h->n_workq, c);
 }
 
-static void host_list_add(host_state *h, customer_mode mode, int64_t id)
+static void host_list_add(host_state *h, customer_mode mode, customer *c)
 {
     if (!h)
         return;
     if (mode == MODE_SPACED)
-        id_list_add(&h->spaced_ids, &h->n_spaced, &h->cap_spaced, id);
+        id_list_add(&h->spaced_ids, &h->n_spaced, &h->cap_spaced, c);
     else
-        id_list_add(&h->workq_ids, &h->n_workq, &h->cap_workq, id);
+        id_list_add(&h->workq_ids, &h->n_workq, &h->cap_workq, c);
 }
 
 customer *customer_apply(dispatcher *d, const customer_row *row)
@@ -267,10 +279,10 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
     if (fresh) {
-        host_list_add(c->host, c->mode, c->id);
+        host_list_add(c->host, c->mode, c);
     } else if (old_host != c->host || spaced != was_spaced) {
-        host_list_remove(old_host, old_mode, c->id);
-        host_list_add(c->host, c->mode, c->id);
+        host_list_remove(d, old_host, old_mode, c);
+        host_list_add(c->host, c->mode, c);
     }
     c->connect_timeout_ms = row->connect_timeout_ms;
     c->request_timeout_ms = row->request_timeout_ms;
@@ -423,11 +435,13 @@ void leader_reload_customer(dispatcher *d, int64_t id)
 
 void customer_remove(dispatcher *d, int64_t id)
 {
-    customer *gone = hmap_del(&d->customers, &id, sizeof id);
+    customer *gone = customer_get(d, id);
     if (!gone)
         return;
+    /* Out of its host's list first: the customer that moves into its place is looked up. */
+    host_list_remove(d, gone->host, gone->mode, gone);
+    hmap_del(&d->customers, &id, sizeof id);
     sched_heap_remove(&d->heap, gone->id);
-    host_list_remove(gone->host, gone->mode, gone->id);
     LOG_INFO("customer_removed", LOG_S("customer", gone->name));
     customer_free(gone);
 }
