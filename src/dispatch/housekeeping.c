@@ -114,10 +114,15 @@ static void on_backstop(pgconn *conn, PGresult *res, void *arg)
     }
     claim_arm(d);
     p->slices++;
+    p->rows += n;
     if (n < p->slice || !is_leading(d)) {
+        /* A new leader's first pass (chained) is worth a line; the periodic ones at debug. */
         if (p->chained)
-            LOG_INFO("backstop_pass", LOG_I("slices", p->slices),
+            LOG_INFO("backstop_pass", LOG_I("pairs", p->rows), LOG_I("slices", p->slices),
                      LOG_I("ms", (now - p->started_us) / 1000));
+        else
+            LOG_DEBUG("backstop_pass", LOG_I("pairs", p->rows), LOG_I("slices", p->slices),
+                      LOG_I("ms", (now - p->started_us) / 1000));
         p->running = false;
         p->chained = false;
         return;
@@ -337,6 +342,7 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
             p->after_id = row.customer_id;
     }
     p->slices++;
+    p->rows += n;
     bool full = n >= p->slice;
     /* Adapt the slice to about GAUGE_SLICE_TARGET_MS (a full one only: a short last slice says
      * nothing of the rate). */
@@ -354,8 +360,8 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
     }
     gauges_totals(d, at);
     p->running = false;
-    LOG_DEBUG("queue_gauges", LOG_I("slices", p->slices), LOG_I("ms", (at - p->started_us) / 1000),
-              LOG_I("slice", p->slice));
+    LOG_DEBUG("queue_gauges", LOG_I("customers", p->rows), LOG_I("slices", p->slices),
+              LOG_I("ms", (at - p->started_us) / 1000), LOG_I("slice", p->slice));
     uv_timer_start(t, on_metrics_timer, next_pass_ms(p, QUEUE_METRICS_MS), 0);
 }
 

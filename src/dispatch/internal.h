@@ -645,6 +645,7 @@ typedef struct slice_pass {
     uint64_t sent_ns;    /* the slice out: when it was sent */
     int64_t started_us;  /* the pass: when it began (epoch us) */
     int64_t slices;      /* of this pass so far */
+    int64_t rows;        /* read by them */
 } slice_pass;
 
 struct dispatcher {
