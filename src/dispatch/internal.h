@@ -69,7 +69,7 @@
 #define ROUND_MAX_PAIRS 64
 /* Customers per page of the start-up load, and per reload statement (run_customers.sql). */
 #define CUSTOMER_LOAD_PAGE 5000
-#define RELOAD_BATCH       1000
+#define RELOAD_BATCH       5000
 /* A reload of more customers than this logs one line for them all, not one each. */
 #define RELOAD_LOG_EACH 100
 /* Scheduled rounds remembered for the claim-wait figures (a longer wait counts as this many). */

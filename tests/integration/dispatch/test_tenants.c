@@ -156,8 +156,8 @@ static void a_full_host_serves_its_waiting_customers_in_turn(void **state)
 }
 
 /* One UPDATE changes 1,500 customers (a NOTIFY each) and one is deleted: they are read back in
- * batches (at most 1,000 per statement, logged as one line each), the deleted one is removed,
- * and the new rate applies. */
+ * batches (at most RELOAD_BATCH per statement, one log line for a batch of more than 100), the
+ * deleted one is removed, and the new rate applies. */
 static void a_change_to_many_customers_is_read_in_batches(void **state)
 {
     fx *f = *state;
