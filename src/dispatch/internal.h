@@ -70,6 +70,8 @@
 /* Customers per page of the start-up load, and per reload statement (run_customers.sql). */
 #define CUSTOMER_LOAD_PAGE 5000
 #define RELOAD_BATCH       5000
+/* Reload statements out at once: the next is on its way while one is applied. */
+#define RELOAD_PIPELINE 2
 /* A reload of more customers than this logs one line for them all, not one each. */
 #define RELOAD_LOG_EACH 100
 /* Scheduled rounds remembered for the claim-wait figures (a longer wait counts as this many). */
@@ -671,10 +673,9 @@ struct dispatcher {
     long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
-    int64_t *reload_out; /* those of the reload statement out; NULL = none out */
-    size_t n_reload_out;
-    hmap carriers; /* name -> carrier_state* */
-    hmap hosts;    /* "scheme://authority" -> host_state* */
+    int reloads_out; /* reload statements out (state.c) */
+    hmap carriers;   /* name -> carrier_state* */
+    hmap hosts;      /* "scheme://authority" -> host_state* */
     sched_heap heap;
     claim_round *claims[CLAIM_PIPELINE]; /* the claim statements in flight, oldest first */
     int n_claims;

@@ -330,34 +330,39 @@ static int cmp_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A reload statement out: the ids it asked for, sorted and without repeats. */
+typedef struct reload_batch {
+    dispatcher *d;
+    size_t n;
+    int64_t ids[];
+} reload_batch;
+
 static void on_customers_reloaded(pgconn *conn, PGresult *res, void *arg)
 {
-    dispatcher *d = arg;
-    int64_t *asked = d->reload_out;
-    size_t n_asked = d->n_reload_out;
-    d->reload_out = NULL;
-    d->n_reload_out = 0;
+    reload_batch *b = arg;
+    dispatcher *d = b->d;
+    d->reloads_out--;
     if (!res) {
-        free(asked); /* connection lost: the new connection's load reads every customer */
+        free(b); /* connection lost: the new connection's load reads every customer */
         return;
     }
     if (PQresultStatus(res) != PGRES_TUPLES_OK ||
         !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customer")) {
         LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)),
-                  LOG_I("customers", (long long)n_asked));
-        free(asked);
+                  LOG_I("customers", (long long)b->n));
+        free(b);
         reload_send(d);
         return;
     }
     /* Asked and not returned: deleted. Both lists are in id order. */
     int rows = PQntuples(res), r = 0;
-    for (size_t i = 0; i < n_asked; i++) {
-        while (r < rows && row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) < asked[i])
+    for (size_t i = 0; i < b->n; i++) {
+        while (r < rows && row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) < b->ids[i])
             r++;
-        if (r >= rows || row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) != asked[i])
-            customer_remove(d, asked[i]);
+        if (r >= rows || row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) != b->ids[i])
+            customer_remove(d, b->ids[i]);
     }
-    free(asked);
+    free(b);
     bool each = rows <= RELOAD_LOG_EACH;
     int applied = customers_apply(d, res, each);
     if (!each)
@@ -366,48 +371,51 @@ static void on_customers_reloaded(pgconn *conn, PGresult *res, void *arg)
     reload_send(d);
 }
 
-/* Sends the next batch of waiting ids (sorted, without repeats) unless one is out. */
+/* Sends batches of waiting ids (sorted, without repeats), RELOAD_PIPELINE at most out at once:
+ * while one is applied the next is on its way, behind the claims sent meanwhile. */
 static void reload_send(dispatcher *d)
 {
-    if (d->reload_out || d->n_reload == d->reload_head)
-        return;
-    size_t left = d->n_reload - d->reload_head;
-    size_t n = left < RELOAD_BATCH ? left : RELOAD_BATCH;
-    int64_t *batch = malloc(n * sizeof *batch);
-    strbuf ids = {0};
-    if (!batch) {
-        LOG_ERROR("out_of_memory", LOG_S("where", "customer reload"));
-        return; /* they wait for the next notification's try */
+    while (d->reloads_out < RELOAD_PIPELINE && d->n_reload > d->reload_head) {
+        size_t left = d->n_reload - d->reload_head;
+        size_t n = left < RELOAD_BATCH ? left : RELOAD_BATCH;
+        reload_batch *b = malloc(sizeof *b + n * sizeof b->ids[0]);
+        if (!b) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer reload"));
+            return; /* they wait for the next notification's try */
+        }
+        /* The oldest first. */
+        memcpy(b->ids, d->reload_ids + d->reload_head, n * sizeof b->ids[0]);
+        d->reload_head += n;
+        if (d->reload_head == d->n_reload)
+            d->reload_head = d->n_reload = 0;
+        qsort(b->ids, n, sizeof b->ids[0], cmp_id);
+        size_t u = 0;
+        for (size_t i = 0; i < n; i++)
+            if (u == 0 || b->ids[i] != b->ids[u - 1])
+                b->ids[u++] = b->ids[i];
+        b->d = d;
+        b->n = u;
+        strbuf ids = {0};
+        strbuf_puts(&ids, "{");
+        for (size_t i = 0; i < u; i++) {
+            if (i > 0)
+                strbuf_puts(&ids, ",");
+            strbuf_put_i64(&ids, b->ids[i]);
+        }
+        strbuf_puts(&ids, "}");
+        const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
+                                [SQL_RUN_CUSTOMERS_P_AFTER_ID] = NULL,
+                                [SQL_RUN_CUSTOMERS_P_PAGE] = NULL};
+        bool sent =
+            params[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] &&
+            DSP_QUERY(d, run_customers, params, on_customers_reloaded, b, "customer reload") == 0;
+        strbuf_free(&ids);
+        if (!sent) {
+            free(b);
+            return;
+        }
+        d->reloads_out++;
     }
-    /* The oldest first. */
-    memcpy(batch, d->reload_ids + d->reload_head, n * sizeof *batch);
-    d->reload_head += n;
-    if (d->reload_head == d->n_reload)
-        d->reload_head = d->n_reload = 0;
-    qsort(batch, n, sizeof *batch, cmp_id);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (u == 0 || batch[i] != batch[u - 1])
-            batch[u++] = batch[i];
-    strbuf_puts(&ids, "{");
-    for (size_t i = 0; i < u; i++) {
-        if (i > 0)
-            strbuf_puts(&ids, ",");
-        strbuf_put_i64(&ids, batch[i]);
-    }
-    strbuf_puts(&ids, "}");
-    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
-                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = NULL,
-                            [SQL_RUN_CUSTOMERS_P_PAGE] = NULL};
-    d->reload_out = batch;
-    d->n_reload_out = u;
-    if (!params[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] ||
-        DSP_QUERY(d, run_customers, params, on_customers_reloaded, d, "customer reload") != 0) {
-        d->reload_out = NULL;
-        d->n_reload_out = 0;
-        free(batch);
-    }
-    strbuf_free(&ids);
 }
 
 void leader_reload_customer(dispatcher *d, int64_t id)
@@ -811,6 +819,4 @@ void state_free(dispatcher *d)
     free(d->reload_ids);
     d->reload_ids = NULL;
     d->n_reload = d->cap_reload = d->reload_head = 0;
-    free(d->reload_out);
-    d->reload_out = NULL;
 }
