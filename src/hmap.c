@@ -1,11 +1,12 @@
-/* hmap.c - open-addressing hash map with backward-shift deletion. */
+/* hmap.c - open-addressing hash map with backward-shift deletion and short keys in the slot. */
 #include "hmap.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_bytes(const void *key, size_t klen)
+static uint32_t hash_bytes(const void *key, size_t klen)
 {
     /* FNV-1a, then a final mix so sequential integer keys spread over the table. */
     uint64_t h = 1469598103934665603ULL;
@@ -15,7 +16,17 @@ static uint64_t hash_bytes(const void *key, size_t klen)
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
-    return h;
+    return (uint32_t)h;
+}
+
+static bool is_inline(size_t klen)
+{
+    return klen <= HMAP_INLINE_KEY;
+}
+
+static const void *slot_key(const hmap_slot *s)
+{
+    return is_inline(s->klen_plus1 - 1) ? (const void *)s->key.bytes : (const void *)s->key.ptr;
 }
 
 void hmap_init(hmap *m)
@@ -26,20 +37,21 @@ void hmap_init(hmap *m)
 void hmap_free(hmap *m)
 {
     for (size_t i = 0; i < m->cap; i++)
-        free(m->slots[i].key);
+        if (m->slots[i].klen_plus1 && !is_inline(m->slots[i].klen_plus1 - 1))
+            free(m->slots[i].key.ptr);
     free(m->slots);
     *m = (hmap){0};
 }
 
-static hmap_slot *find(const hmap *m, const void *key, size_t klen, uint64_t h)
+static hmap_slot *find(const hmap *m, const void *key, size_t klen, uint32_t h)
 {
-    if (m->cap == 0)
+    if (m->cap == 0 || klen >= UINT32_MAX)
         return NULL;
     for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         hmap_slot *s = &m->slots[i];
-        if (!s->key)
+        if (!s->klen_plus1)
             return NULL;
-        if (s->hash == h && s->klen == klen && memcmp(s->key, key, klen) == 0)
+        if (s->hash == h && s->klen_plus1 == klen + 1 && memcmp(slot_key(s), key, klen) == 0)
             return s;
     }
 }
@@ -53,7 +65,7 @@ void *hmap_get(const hmap *m, const void *key, size_t klen)
 static void place(hmap_slot *slots, size_t cap, hmap_slot entry)
 {
     size_t i = entry.hash & (cap - 1);
-    while (slots[i].key)
+    while (slots[i].klen_plus1)
         i = (i + 1) & (cap - 1);
     slots[i] = entry;
 }
@@ -65,7 +77,7 @@ static int grow(hmap *m)
     if (!slots)
         return -ENOMEM;
     for (size_t i = 0; i < m->cap; i++)
-        if (m->slots[i].key)
+        if (m->slots[i].klen_plus1)
             place(slots, cap, m->slots[i]);
     free(m->slots);
     m->slots = slots;
@@ -75,7 +87,9 @@ static int grow(hmap *m)
 
 int hmap_put(hmap *m, const void *key, size_t klen, void *value)
 {
-    uint64_t h = hash_bytes(key, klen);
+    if (klen >= UINT32_MAX)
+        return -ENOMEM;
+    uint32_t h = hash_bytes(key, klen);
     hmap_slot *s = find(m, key, klen, h);
     if (s) {
         s->value = value;
@@ -83,11 +97,16 @@ int hmap_put(hmap *m, const void *key, size_t klen, void *value)
     }
     if ((m->n + 1) * 2 > m->cap && grow(m) != 0)
         return -ENOMEM;
-    char *copy = malloc(klen ? klen : 1);
-    if (!copy)
-        return -ENOMEM;
-    memcpy(copy, key, klen);
-    place(m->slots, m->cap, (hmap_slot){copy, klen, h, value});
+    hmap_slot e = {.klen_plus1 = (uint32_t)klen + 1, .hash = h, .value = value};
+    if (is_inline(klen)) {
+        memcpy(e.key.bytes, key, klen);
+    } else {
+        e.key.ptr = malloc(klen);
+        if (!e.key.ptr)
+            return -ENOMEM;
+        memcpy(e.key.ptr, key, klen);
+    }
+    place(m->slots, m->cap, e);
     m->n++;
     return 0;
 }
@@ -98,12 +117,13 @@ void *hmap_del(hmap *m, const void *key, size_t klen)
     if (!s)
         return NULL;
     void *value = s->value;
-    free(s->key);
+    if (!is_inline(klen))
+        free(s->key.ptr);
     size_t mask = m->cap - 1;
     size_t hole = (size_t)(s - m->slots);
     /* Backward shift: move later entries of the same run into the hole when that keeps them
      * reachable from their home slot. */
-    for (size_t i = (hole + 1) & mask; m->slots[i].key; i = (i + 1) & mask) {
+    for (size_t i = (hole + 1) & mask; m->slots[i].klen_plus1; i = (i + 1) & mask) {
         size_t home = m->slots[i].hash & mask;
         if (((i - home) & mask) >= ((i - hole) & mask)) {
             m->slots[hole] = m->slots[i];
@@ -119,7 +139,7 @@ void *hmap_next(const hmap *m, size_t *pos)
 {
     while (*pos < m->cap) {
         hmap_slot *s = &m->slots[(*pos)++];
-        if (s->key)
+        if (s->klen_plus1)
             return s->value;
     }
     return NULL;

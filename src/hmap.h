@@ -2,7 +2,10 @@
  *
  * Contract: keys are copied; values are borrowed (the map never frees them). Deletion shifts
  * entries back, so there are no tombstones and lookups stay short. Iteration order is
- * unspecified; do not insert or delete while iterating.
+ * unspecified; do not insert or delete while iterating. Keys of up to 8 bytes (the dispatcher's
+ * customer ids) are kept in the slot itself: no allocation per entry and no pointer to follow on
+ * a lookup, which at 1,000,000 customers is a cache miss saved on every one and 32 bytes of
+ * memory per entry. Keys are at most 4 GiB.
  */
 #ifndef PGPACE_HMAP_H
 #define PGPACE_HMAP_H
@@ -12,10 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define HMAP_INLINE_KEY 8
+
 typedef struct hmap_slot {
-    char *key; /* NULL = empty */
-    size_t klen;
-    uint64_t hash;
+    union {
+        char *ptr;                            /* klen > HMAP_INLINE_KEY: a copy */
+        unsigned char bytes[HMAP_INLINE_KEY]; /* klen <= HMAP_INLINE_KEY: the key itself */
+    } key;
+    uint32_t klen_plus1; /* 0 = empty */
+    uint32_t hash;
     void *value;
 } hmap_slot;
 

@@ -30,6 +30,7 @@ typedef struct family {
     int nlabels;
     char *labels[METRICS_MAX_LABELS];
     int customer_label; /* index of the "customer" label, or -1 */
+    bool owner_folds;   /* folded customers' gauges are the owner's to sum into _other */
     double *bounds;     /* histogram upper bounds (without +Inf) */
     size_t nbounds;
     series **series; /* in order of creation (private gauge series included, not rendered) */
@@ -239,7 +240,10 @@ int metrics_register(metrics *m, const metrics_family_def *def, int *family_id)
         m->capfamilies = cap;
     }
     family *f = &m->families[m->nfamilies];
-    *f = (family){.type = def->type, .nlabels = nlabels, .customer_label = -1};
+    *f = (family){.type = def->type,
+                  .nlabels = nlabels,
+                  .customer_label = -1,
+                  .owner_folds = def->owner_folds && def->type == METRICS_GAUGE};
     hmap_init(&f->index);
     hmap_init(&f->private);
     f->name = strdup(def->name);
@@ -275,9 +279,14 @@ size_t metrics_customers_kept(const metrics *m)
     return m->customers.n;
 }
 
-/* Whether this customer value keeps its own series; admits it while there is room. */
+/* Whether this customer value keeps its own series; admits it while there is room. _other
+ * addresses its own series directly. */
 static int customer_kept(metrics *m, const char *customer, bool *kept)
 {
+    if (strcmp(customer, METRICS_OTHER_CUSTOMER) == 0) {
+        *kept = true;
+        return 0;
+    }
     size_t len = strlen(customer);
     if (hmap_get(&m->customers, customer, len)) {
         *kept = true;
@@ -291,6 +300,12 @@ static int customer_kept(metrics *m, const char *customer, bool *kept)
     int rc = hmap_put(&m->customers, customer, len, m);
     *kept = rc == 0;
     return rc;
+}
+
+bool metrics_customer_kept(metrics *m, const char *customer)
+{
+    bool kept = false;
+    return customer_kept(m, customer, &kept) == 0 && kept;
 }
 
 /* Resolves an update's target: the series to change and, for a folded customer's gauge, its
@@ -317,6 +332,10 @@ static int resolve(metrics *m, int family_id, const char *const *labels, metrics
     if (kept)
         return series_get(m, f, &f->index, labels, target);
 
+    if (f->owner_folds) {
+        *target = NULL; /* its value reaches _other through the owner */
+        return 0;
+    }
     const char *folded[METRICS_MAX_LABELS];
     for (int i = 0; i < f->nlabels; i++)
         folded[i] = i == f->customer_label ? METRICS_OTHER_CUSTOMER : labels[i];
@@ -355,7 +374,7 @@ int metrics_gauge_set(metrics *m, int family_id, const char *const *labels, doub
     family *f;
     series *s, *priv;
     int rc = resolve(m, family_id, labels, METRICS_GAUGE, &f, &s, &priv);
-    if (rc != 0)
+    if (rc != 0 || !s)
         return rc;
     if (priv) {
         /* _other is the sum of the folded customers' values. */
@@ -372,7 +391,7 @@ int metrics_gauge_add(metrics *m, int family_id, const char *const *labels, doub
     family *f;
     series *s, *priv;
     int rc = resolve(m, family_id, labels, METRICS_GAUGE, &f, &s, &priv);
-    if (rc != 0)
+    if (rc != 0 || !s)
         return rc;
     if (priv)
         priv->value += delta;

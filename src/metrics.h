@@ -15,7 +15,12 @@
  *   Every later value is folded into customer="_other" (customer names cannot start with "_").
  *   Counters and histograms add into the _other series. A gauge remembers each folded
  *   customer's last value privately and _other shows their sum, so metrics_gauge_set() stays
- *   correct for folded customers too.
+ *   correct for folded customers too. A gauge family defined with owner_folds keeps nothing of
+ *   folded customers (their updates change nothing and return 0): its owner sets the _other
+ *   series itself, by passing METRICS_OTHER_CUSTOMER as the customer label value (which any
+ *   family accepts, without taking a place among the customers kept). That is for gauges of
+ *   every customer (a million customers' private values would cost hundreds of megabytes, and
+ *   past max_series they were dropped, leaving _other short).
  * - At most max_series series per family (folded gauges' private ones included): updates that
  *   would create more return -ENOSPC and change nothing. Existing series always update.
  * - metrics_render() writes families in registration order, HELP and TYPE once each, series in
@@ -29,6 +34,7 @@
 #include "common.h"
 #include "strbuf.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define METRICS_MAX_LABELS 3
@@ -52,6 +58,7 @@ typedef struct metrics_family_def {
     const char *labels[METRICS_MAX_LABELS]; /* label names, NULL after the last */
     const double *buckets;                  /* histograms: finite upper bounds, increasing, */
     size_t nbuckets;                        /* without +Inf (always added); 1 to 64 of them */
+    bool owner_folds; /* gauges with a customer label: the owner sets _other (see above) */
 } metrics_family_def;
 
 int metrics_new(const metrics_options *opts, metrics **out) PGP_MUST_CHECK;
@@ -72,5 +79,9 @@ int metrics_render(const metrics *m, strbuf *out) PGP_MUST_CHECK;
 
 /* Distinct customer values holding their own series (at most customer_top_n). */
 size_t metrics_customers_kept(const metrics *m);
+/* Whether this customer value holds its own series: true for one already kept, and for a new one
+ * while fewer than customer_top_n are (it is then admitted, as its first update would). Final
+ * once it answers false, since the customers kept never change. False on no memory. */
+bool metrics_customer_kept(metrics *m, const char *customer);
 
 #endif

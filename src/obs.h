@@ -22,6 +22,8 @@ typedef struct obs {
     int deliveries;        /* counter {customer, outcome} */
     int delivery_seconds;  /* histogram {outcome}: one HTTP attempt */
     int lag_seconds;       /* histogram: item created -> first attempt sent */
+    int wait_rounds;       /* histogram: scheduled rounds sent while a due customer waited */
+    int wait_seconds;      /* histogram: a due customer's wait for its scheduled round */
     int spacing_error;     /* histogram: |actual send - GCRA slot| of spaced customers */
     int dead_letters;      /* counter {customer} */
     int stale_recoveries;  /* counter */

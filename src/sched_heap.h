@@ -21,6 +21,7 @@
 typedef struct sched_entry {
     int64_t due;
     int64_t customer;
+    size_t slot; /* its slot in the map: sifts move entries without looking them up */
 } sched_entry;
 
 /* pos_plus1 == 0 marks an empty slot, so no customer id has to be given up as a sentinel. */

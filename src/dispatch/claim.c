@@ -85,8 +85,12 @@ int spaced_reserve(int used, int n_active, double concurrency, double spaced_wei
     return keep > 0 ? keep : 0;
 }
 
-/* A host's spaced customers with work are recounted at most this often. */
-#define RESERVE_REFRESH_US 100000
+/* A host's spaced customers with work are recounted at most this often, and at most every
+ * RESERVE_REFRESH_US_PER_CUSTOMER per spaced customer of the host: the recount visits them all,
+ * about 0.15 us each, so with 1,000,000 on one host it would take the loop most of every 100 ms;
+ * so it costs at most about 1 % of a core however many there are (then every 16 s). */
+#define RESERVE_REFRESH_US              100000
+#define RESERVE_REFRESH_US_PER_CUSTOMER 16
 /* A spaced customer keeps connections only if it may send within this long. */
 #define RESERVE_HORIZON_US 1000000
 
@@ -122,7 +126,10 @@ share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
         room = 0;
     int open = room - (h ? h->booked : 0);
     if (h && n_open > 0 && h->n_spaced > 0) {
-        if (now - h->reserve_at_us >= RESERVE_REFRESH_US || now < h->reserve_at_us) {
+        int64_t every = (int64_t)h->n_spaced * RESERVE_REFRESH_US_PER_CUSTOMER;
+        if (every < RESERVE_REFRESH_US)
+            every = RESERVE_REFRESH_US;
+        if (now - h->reserve_at_us >= every || now < h->reserve_at_us) {
             spaced_recount(d, h, now);
             h->reserve_at_us = now;
         }
@@ -246,6 +253,34 @@ static int add_pairs(dispatcher *d, claim_params *p, hmap *touched, customer *c,
     return added;
 }
 
+/* Scheduled rounds sent after `since` (epoch us), as far as the ring remembers. */
+static uint64_t rounds_since(const dispatcher *d, int64_t since)
+{
+    uint64_t known = d->sched_sent < WAIT_RING ? d->sched_sent : WAIT_RING;
+    uint64_t lo = 0, hi = known; /* how many of the latest `known` were sent after since */
+    while (lo < hi) {
+        uint64_t mid = (lo + hi + 1) / 2; /* is the mid-th latest after since? */
+        if (d->sched_at[(d->sched_sent - mid) % WAIT_RING] > since)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* A scheduled round takes the customer: how long it waited since it was due, in rounds sent
+ * meanwhile and in seconds. */
+static void observe_wait(dispatcher *d, customer *c, int64_t now)
+{
+    if (c->ready_us <= 0)
+        return;
+    int64_t since = c->ready_us;
+    c->ready_us = 0;
+    metrics_histogram_observe(d->obs.m, d->obs.wait_rounds, NULL, (double)rounds_since(d, since));
+    metrics_histogram_observe(d->obs.m, d->obs.wait_seconds, NULL,
+                              since < now ? (double)(now - since) / 1e6 : 0);
+}
+
 /* Adds the customer to the round with n items asked; frontier columns by mode. */
 static void add_customer(claim_round *r, claim_params *p, customer *c, int n, int64_t base,
                          double credit, int allowed)
@@ -265,6 +300,7 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
         }
     }
     c->round_slot = (int)r->n;
+    c->woken = false; /* its turn is taken */
     r->ids[r->n] = c->id;
     r->base[r->n] = base;
     r->credit[r->n] = credit;
@@ -364,6 +400,8 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         pgconn_query_prepared(d->db, st.sql, st.nparams, st.params, on_claim_result, r) == 0) {
         if (d->n_claims > 0)
             metrics_counter_add(d->obs.m, d->obs.claims_pipelined, NULL, 1);
+        if (r->tick < 0)
+            d->sched_at[d->sched_sent++ % WAIT_RING] = now_us();
         d->claims[d->n_claims++] = r;
         round_hold_apply(d, r, +1);
         /* An unlimited customer may be in the next round too, for what the room it was not
@@ -515,6 +553,8 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
             continue;
         }
         b->room -= n;
+        if (b->r->tick < 0)
+            observe_wait(d, c, now);
         add_customer(b->r, &b->p, c, n, cd->base, cd->credit, cd->allowed);
     }
     for (size_t i = 0; i < b->n_pools; i++)
@@ -905,11 +945,11 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
     /* The round reserved its hosts' room for what it asked; customers that found a host full of
      * those reservations wait for it. The claim may have got fewer (they were not due), so they
      * look again now rather than at the host's next completion, which might be a long way off
-     * (a receiver that hangs). */
-    for (size_t k = 0; k < r->n; k++) {
-        customer *c = customer_get(d, r->ids[k]);
-        if (c && c->host && c->host->waiting.n > 0)
-            wake(d, &c->host->waiting);
+     * (a receiver that hangs). Once per host: each wake takes as many as its room serves. */
+    for (size_t i = 0; i < r->n_holds; i++) {
+        host_state *h = r->holds[i].host;
+        if (h && h->waiting.n > 0)
+            wake(d, &h->waiting);
     }
     round_free(r);
     if (d->tick_queued >= 0 && d->n_claims == 0 && is_leading(d)) {

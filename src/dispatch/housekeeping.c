@@ -1,24 +1,35 @@
 /* housekeeping.c - the leader's periodic work beside claiming.
  *
- * Owns the backstop and queue-gauge timers and the key purge state:
- * - the backstop scan (run_backstop.sql, every backstop_scan_ms) finds work whose NOTIFY was
- *   lost (they are best effort) and feeds a new leader;
+ * Owns the backstop, scan and queue-gauge timers, the two sliced passes and the key purge state:
+ * - the backstop scan (run_backstop.sql, a pass every backstop_scan_ms) finds work whose NOTIFY
+ *   was lost (they are best effort) and feeds a new leader;
+ * - the queue gauges of /metrics and the status page's queue counts (run_metrics.sql, a pass
+ *   every QUEUE_METRICS_MS);
  * - on becoming leader and hourly: partitions for the days ahead, then retention by whole
  *   partitions (attempt log, dead letters, delivered item days); idempotency keys of dropped
  *   item days are deleted afterwards, KEY_PURGE_BATCH per backstop tick, so no statement
  *   deletes millions of rows;
- * - the queue gauges of /metrics, every QUEUE_METRICS_MS;
  * - the expiry sweep (run_expire.sql, every EXPIRE_EVERY_MS): queued rows past their deadline
  *   that no delivery holds (paused customers' included) are dead-lettered as 'expired',
  *   EXPIRE_BATCH per statement, and the next batch follows at once while batches come back
  *   full. One statement at a time; one log line per batch (counts only) and
  *   pgpace_expired_total{customer}. Items on the wire are the dispatcher's (delivery.c).
+ *
+ * Both passes read every customer (or pair), which at a million customers took seconds in one
+ * statement while every claim waited behind it on the leader's one connection. So a pass is a
+ * series of slices, one statement each, continuing from the last row of the slice before; after
+ * a slice that took t the next one waits SLICE_PACE x t, so a pass holds at most a tenth of the
+ * connection and a claim waits behind one slice at most. A new leader's first backstop pass is
+ * chained instead (it knows of no work until it has read it). A pass starts its interval after
+ * the last one started, or as soon as that one ends when it took longer.
  */
 #include "internal.h"
 
 #include "log.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #define HOUSEKEEPING_EVERY_US (3600LL * 1000000)
@@ -26,19 +37,69 @@
 #define QUEUE_METRICS_MS      15000
 #define EXPIRE_EVERY_MS       1000
 #define EXPIRE_BATCH          1000
+/* (customer, carrier) pairs per backstop slice: about 25 ms of the database at 1,000,000. */
+#define BACKSTOP_SLICE 5000
+/* A paced slice follows the last one after this many times its duration. */
+#define SLICE_PACE 9
+/* Customers per queue-gauge slice: adapted between these to take about GAUGE_SLICE_TARGET_MS
+ * (a customer with a deep queue costs more than one with a few items). */
+#define GAUGE_SLICE_FIRST     2000
+#define GAUGE_SLICE_MIN       50
+#define GAUGE_SLICE_MAX       20000
+#define GAUGE_SLICE_TARGET_MS 20
+/* A customer's queue is counted up to this many rows per pass (run_metrics.sql). */
+#define QUEUE_COUNT_CAP 100000
+
+/* Milliseconds since the slice out was sent. */
+static double slice_ms(const slice_pass *p)
+{
+    return (double)(uv_hrtime() - p->sent_ns) / 1e6;
+}
+
+/* When the next slice of a pass may go: at once when chained, else after SLICE_PACE times the
+ * last one's duration (whole milliseconds, at least 1). */
+static uint64_t slice_wait_ms(const slice_pass *p, double took_ms)
+{
+    if (p->chained)
+        return 0;
+    double ms = took_ms * SLICE_PACE;
+    return ms < 1 ? 1 : (uint64_t)ms;
+}
+
+/* The pass ended: the next one starts `every_ms` after this one started, or now. */
+static uint64_t next_pass_ms(const slice_pass *p, int64_t every_ms)
+{
+    int64_t left = p->started_us / 1000 + every_ms - now_us() / 1000;
+    return left > 0 ? (uint64_t)left : 0;
+}
+
+static void backstop_slice(dispatcher *d);
+
+static void on_scan_timer(uv_timer_t *t)
+{
+    dispatcher *d = t->data;
+    if (is_leading(d) && d->backstop.running)
+        backstop_slice(d);
+}
 
 static void on_backstop(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
-    if (!res)
+    slice_pass *p = &d->backstop;
+    if (!res) {
+        p->running = false; /* connection lost: the next leadership starts a pass of its own */
         return;
+    }
+    double took = slice_ms(p);
     if (PQresultStatus(res) != PGRES_TUPLES_OK ||
         !rows_shape_ok(res, SQL_RUN_BACKSTOP_NCOLS, "backstop")) {
         LOG_ERROR("backstop_failed", LOG_S("error", PQresultErrorMessage(res)));
+        p->running = false; /* the next pass starts over */
         return;
     }
     int64_t now = now_us();
-    for (int r = 0; r < PQntuples(res); r++) {
+    int n = PQntuples(res);
+    for (int r = 0; r < n; r++) {
         backstop_row row;
         backstop_row_parse(res, r, &row);
         customer *c = customer_get(d, row.customer_id);
@@ -52,11 +113,65 @@ static void on_backstop(pgconn *conn, PGresult *res, void *arg)
         customer_schedule(d, c);
     }
     claim_arm(d);
+    p->slices++;
+    p->rows += n;
+    if (n < p->slice || !is_leading(d)) {
+        /* A new leader's first pass (chained) is worth a line; the periodic ones at debug. */
+        if (p->chained)
+            LOG_INFO("backstop_pass", LOG_I("pairs", p->rows), LOG_I("slices", p->slices),
+                     LOG_I("ms", (now - p->started_us) / 1000));
+        else
+            LOG_DEBUG("backstop_pass", LOG_I("pairs", p->rows), LOG_I("slices", p->slices),
+                      LOG_I("ms", (now - p->started_us) / 1000));
+        p->running = false;
+        p->chained = false;
+        return;
+    }
+    /* The next slice starts after this one's last pair. */
+    backstop_row last;
+    backstop_row_parse(res, n - 1, &last);
+    char *carrier = strdup(last.carrier);
+    if (!carrier) {
+        p->running = false;
+        return;
+    }
+    free(p->after_carrier);
+    p->after_carrier = carrier;
+    p->after_id = last.customer_id;
+    /* Started after claim_arm's timer: a claim for what this slice found goes first. */
+    uv_timer_start(&d->timers[TIMER_SCAN], on_scan_timer, slice_wait_ms(p, took), 0);
 }
 
-static void backstop_scan(dispatcher *d)
+static void backstop_slice(dispatcher *d)
 {
-    DSP_QUERY0(d, run_backstop, on_backstop, d, "backstop scan");
+    slice_pass *p = &d->backstop;
+    char after[24], limit[16];
+    snprintf(after, sizeof after, "%" PRId64, p->after_id);
+    snprintf(limit, sizeof limit, "%d", p->slice);
+    const char *params[] = {[SQL_RUN_BACKSTOP_P_AFTER_CUSTOMER_ID] = after,
+                            [SQL_RUN_BACKSTOP_P_AFTER_CARRIER] =
+                                p->after_carrier ? p->after_carrier : "",
+                            [SQL_RUN_BACKSTOP_P_PAIRS] = limit};
+    p->sent_ns = uv_hrtime();
+    if (DSP_QUERY(d, run_backstop, params, on_backstop, d, "backstop scan") != 0)
+        p->running = false;
+}
+
+/* Starts a backstop pass unless one is under way; chained: its slices follow one another. */
+static void backstop_scan(dispatcher *d, bool chained)
+{
+    slice_pass *p = &d->backstop;
+    if (p->running) {
+        p->chained = p->chained || chained;
+        return;
+    }
+    free(p->after_carrier);
+    *p = (slice_pass){.running = true,
+                      .chained = chained,
+                      .after_id = INT64_MIN,
+                      .slice = BACKSTOP_SLICE,
+                      .started_us = now_us()};
+    backstop_slice(d);
 }
 
 static void on_retention(pgconn *conn, PGresult *res, void *arg)
@@ -114,7 +229,7 @@ static void on_backstop_timer(uv_timer_t *t)
     dispatcher *d = t->data;
     if (!is_leading(d))
         return;
-    backstop_scan(d);
+    backstop_scan(d, false);
     if (now_us() - d->housekeeping_at_us > HOUSEKEEPING_EVERY_US)
         housekeeping_begin(d);
     if (d->key_purge == KEY_PURGE_WANTED) {
@@ -126,37 +241,145 @@ static void on_backstop_timer(uv_timer_t *t)
     }
 }
 
-static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
+/* Whether the customer's gauges have their own series (cached: it never changes once known). */
+static bool gauges_kept(dispatcher *d, customer *c)
 {
-    dispatcher *d = arg;
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK ||
-        !rows_shape_ok(res, SQL_RUN_METRICS_NCOLS, "queue metrics"))
-        return;
-    double due = 0, dead = 0;
-    int64_t at = now_us();
-    for (int r = 0; r < PQntuples(res); r++) {
-        metrics_row row;
-        metrics_row_parse(res, r, &row);
-        due += row.due;
-        dead += row.dead;
-        status_counts_note(d, &row, at);
-        const char *labels[] = {row.customer};
-        metrics_gauge_set(d->obs.m, d->obs.queue_due, labels, row.due);
-        metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, labels, row.in_flight);
-        metrics_gauge_set(d->obs.m, d->obs.oldest_due_age, labels, row.oldest_due_age_s);
-        if (r == 0) { /* the table's vacuum state is on every row */
-            metrics_gauge_set(d->obs.m, d->obs.queue_dead_tuples, NULL, row.dead_tuples);
-            metrics_gauge_set(d->obs.m, d->obs.queue_vacuum_age, NULL, row.vacuum_age_s);
-        }
+    if (c->metrics_kept == 0)
+        c->metrics_kept = metrics_customer_kept(d->obs.m, c->name) ? 1 : -1;
+    return c->metrics_kept > 0;
+}
+
+/* The end of a queue-gauge pass: the status page's totals, and the _other series of the
+ * per-customer gauges, from every customer's latest counts (one pass over them in memory). The
+ * breaker and effective-rate gauges are folded the same way: only the customers with their own
+ * series are set as they change (metrics.h, owner_folds). */
+static void gauges_totals(dispatcher *d, int64_t at)
+{
+    double due = 0, dead = 0, o_due = 0, o_in_flight = 0, o_rate = 0, o_breaker = 0;
+    int64_t o_oldest = 0;
+    size_t folded = 0, pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
+        due += (double)c->stat_due;
+        dead += (double)c->stat_dead;
+        if (gauges_kept(d, c))
+            continue;
+        folded++;
+        o_due += (double)c->stat_due;
+        o_in_flight += (double)c->stat_in_flight;
+        if (c->stat_oldest_due_us > 0 && (o_oldest == 0 || c->stat_oldest_due_us < o_oldest))
+            o_oldest = c->stat_oldest_due_us;
+        if (c->mode != MODE_UNLIMITED)
+            o_rate += pace_rate(&c->pace, c->rate);
+        o_breaker += (double)c->breaker.state;
     }
     status_totals_note(d, due, dead, at);
+    if (folded == 0)
+        return;
+    const char *other[] = {METRICS_OTHER_CUSTOMER};
+    metrics_gauge_set(d->obs.m, d->obs.queue_due, other, o_due);
+    metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, other, o_in_flight);
+    metrics_gauge_set(d->obs.m, d->obs.oldest_due_age, other,
+                      o_oldest > 0 ? (double)(at - o_oldest) / 1e6 : 0);
+    metrics_gauge_set(d->obs.m, d->obs.effective_rate, other, o_rate);
+    metrics_gauge_set(d->obs.m, d->obs.breaker_state, other, o_breaker);
 }
+
+static void gauges_slice(dispatcher *d);
 
 static void on_metrics_timer(uv_timer_t *t)
 {
     dispatcher *d = t->data;
-    if (is_leading(d))
-        DSP_QUERY0(d, run_metrics, on_queue_metrics, d, "queue metrics");
+    if (!is_leading(d))
+        return;
+    slice_pass *p = &d->gauges;
+    if (!p->running) {
+        int slice = p->slice > 0 ? p->slice : GAUGE_SLICE_FIRST; /* kept from the last pass */
+        *p = (slice_pass){
+            .running = true, .after_id = INT64_MIN, .slice = slice, .started_us = now_us()};
+    }
+    gauges_slice(d);
+}
+
+static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    slice_pass *p = &d->gauges;
+    uv_timer_t *t = &d->timers[TIMER_METRICS];
+    if (!res) {
+        p->running = false;
+        return;
+    }
+    double took = slice_ms(p);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_METRICS_NCOLS, "queue metrics")) {
+        LOG_WARN("queue_metrics_failed", LOG_S("error", PQresultErrorMessage(res)));
+        p->running = false;
+        if (is_leading(d))
+            uv_timer_start(t, on_metrics_timer, QUEUE_METRICS_MS, 0);
+        return;
+    }
+    int64_t at = now_us();
+    int n = PQntuples(res);
+    for (int r = 0; r < n; r++) {
+        metrics_row row;
+        metrics_row_parse(res, r, &row);
+        status_counts_note(d, &row, at);
+        customer *c = customer_get(d, row.customer_id);
+        if (c)
+            c->stat_in_flight = (int64_t)row.in_flight;
+        if (!c || gauges_kept(d, c)) {
+            const char *labels[] = {row.customer};
+            metrics_gauge_set(d->obs.m, d->obs.queue_due, labels, row.due);
+            metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, labels, row.in_flight);
+            metrics_gauge_set(d->obs.m, d->obs.oldest_due_age, labels, row.oldest_due_age_s);
+        }
+        if (r == 0) { /* the table's vacuum state is on every row */
+            metrics_gauge_set(d->obs.m, d->obs.queue_dead_tuples, NULL, row.dead_tuples);
+            metrics_gauge_set(d->obs.m, d->obs.queue_vacuum_age, NULL, row.vacuum_age_s);
+        }
+        if (r == n - 1)
+            p->after_id = row.customer_id;
+    }
+    p->slices++;
+    p->rows += n;
+    bool full = n >= p->slice;
+    /* Adapt the slice to about GAUGE_SLICE_TARGET_MS (a full one only: a short last slice says
+     * nothing of the rate). */
+    if (took > 2 * GAUGE_SLICE_TARGET_MS && p->slice > GAUGE_SLICE_MIN)
+        p->slice = p->slice / 2 > GAUGE_SLICE_MIN ? p->slice / 2 : GAUGE_SLICE_MIN;
+    else if (full && took < GAUGE_SLICE_TARGET_MS / 2.0 && p->slice < GAUGE_SLICE_MAX)
+        p->slice = p->slice * 2 < GAUGE_SLICE_MAX ? p->slice * 2 : GAUGE_SLICE_MAX;
+    if (!is_leading(d)) {
+        p->running = false;
+        return;
+    }
+    if (full) {
+        uv_timer_start(t, on_metrics_timer, slice_wait_ms(p, took), 0);
+        return;
+    }
+    gauges_totals(d, at);
+    p->running = false;
+    LOG_DEBUG("queue_gauges", LOG_I("customers", p->rows), LOG_I("slices", p->slices),
+              LOG_I("ms", (at - p->started_us) / 1000), LOG_I("slice", p->slice));
+    uv_timer_start(t, on_metrics_timer, next_pass_ms(p, QUEUE_METRICS_MS), 0);
+}
+
+static void gauges_slice(dispatcher *d)
+{
+    slice_pass *p = &d->gauges;
+    char after[24], limit[16], cap[16];
+    snprintf(after, sizeof after, "%" PRId64, p->after_id);
+    snprintf(limit, sizeof limit, "%d", p->slice);
+    snprintf(cap, sizeof cap, "%d", QUEUE_COUNT_CAP);
+    const char *params[] = {[SQL_RUN_METRICS_P_AFTER_CUSTOMER_ID] = after,
+                            [SQL_RUN_METRICS_P_CUSTOMERS] = limit,
+                            [SQL_RUN_METRICS_P_COUNT_CAP] = cap};
+    p->sent_ns = uv_hrtime();
+    if (DSP_QUERY(d, run_metrics, params, on_queue_metrics, d, "queue metrics") != 0) {
+        p->running = false;
+        uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, QUEUE_METRICS_MS, 0);
+    }
 }
 
 static void expire_sweep(dispatcher *d);
@@ -212,8 +435,13 @@ void housekeeping_restart_timers(dispatcher *d, bool scan_now)
     if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_EXPIRE]))
         uv_timer_start(&d->timers[TIMER_EXPIRE], on_expire_timer, EXPIRE_EVERY_MS, EXPIRE_EVERY_MS);
     if (scan_now) {
-        backstop_scan(d);
-        uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, 0, QUEUE_METRICS_MS);
+        /* A new leadership: what a pass of the last one was doing is void (its statements
+         * failed with the connection), and this one knows of no work until it has scanned. */
+        uv_timer_stop(&d->timers[TIMER_SCAN]);
+        d->backstop.running = false;
+        d->gauges.running = false;
+        backstop_scan(d, true);
+        uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, 0, 0);
     }
     uv_timer_start(&d->timers[TIMER_BACKSTOP], on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,
                    (uint64_t)d->cfg.backstop_scan_ms);

@@ -68,6 +68,15 @@
 #define ROUND_MAX_CUSTOMERS 4096
 /* Most due (customer, carrier) pairs of one customer in one round. */
 #define ROUND_MAX_PAIRS 64
+/* Customers per page of the start-up load, and per reload statement (run_customers.sql). */
+#define CUSTOMER_LOAD_PAGE 5000
+#define RELOAD_BATCH       5000
+/* Reload statements out at once: the next is on its way while one is applied. */
+#define RELOAD_PIPELINE 2
+/* A reload of more customers than this logs one line for them all, not one each. */
+#define RELOAD_LOG_EACH 100
+/* Scheduled rounds remembered for the claim-wait figures (a longer wait counts as this many). */
+#define WAIT_RING 8192
 /* The LISTEN channels: enqueue wake-ups, and customer or carrier changes. */
 #define CHANNEL_ENQUEUE  "pgpace_enqueue"
 #define CHANNEL_CUSTOMER "pgpace_customer"
@@ -112,10 +121,16 @@ typedef struct breaker {
     bool probe_in_flight;
 } breaker;
 
-/* Customers held back by a full host or carrier, woken when one of its deliveries ends. */
+/* Customers held back by a full host or carrier, woken when one of its deliveries ends: a ring
+ * of n ids from head, in the order they began to wait. A wake takes from the front only as many
+ * as the room it waits for could serve (state.c), so a completion costs the few it wakes, not a
+ * pass over every customer held back (100,000 customers on one host delivered 50/s when each
+ * completion woke them all). */
 typedef struct waiters {
     int64_t *ids;
-    size_t n, cap;
+    size_t head, n, cap;
+    struct host_state *host;       /* whose room it waits for: a host's, */
+    struct carrier_state *carrier; /* or a carrier's */
 } waiters;
 
 /* A receiver host ("scheme://authority" of webhook URLs). libcurl opens at most
@@ -224,6 +239,7 @@ typedef struct customer {
     bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     host_state *host;                           /* owned by dispatcher.hosts */
+    size_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
     breaker breaker;
     /* Health (health.c): the failing streak, every failed attempt since the last success. */
     int64_t failing_since; /* epoch us of its first failure; 0 = not failing */
@@ -241,7 +257,11 @@ typedef struct customer {
      * frees, until the next tick (never carried past it: at most one allowance per tick). */
     int owed;
     int64_t owed_tick;
-    bool waiting;         /* on a full host's or carrier's wait list: out of the heap */
+    bool waiting; /* on a full host's or carrier's wait list: out of the heap */
+    bool woken;   /* woken from a wait list and not claimed since: waits again at its front */
+    /* Since when it has been due without a scheduled round taking it (epoch us; 0 = not due, or
+     * taken): its wait, in rounds and seconds, is observed when a round takes it (claim.c). */
+    int64_t ready_us;
     int round_slot;       /* index in the latest claim round it is in while in flight, or -1
 (only an unlimited customer is ever in two rounds at once) */
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
@@ -252,9 +272,12 @@ typedef struct customer {
     activity *activity;
     /* Its queue as the leader's last queue-gauge refresh counted it (housekeeping.c), for the
      * status page; stat_at_us: when (epoch us), 0 = not counted yet. */
-    int64_t stat_due, stat_delayed, stat_dead;
+    int64_t stat_due, stat_delayed, stat_dead, stat_in_flight;
     int64_t stat_oldest_due_us; /* epoch us of its oldest due item then; 0 = none due */
     int64_t stat_at_us;
+    /* Whether its gauges have their own series in /metrics: 0 not known yet, 1 yes, -1 no (summed
+     * into _other by the queue-gauge pass). Final once known (metrics.h). */
+    signed char metrics_kept;
 
     pair *pairs;
     size_t n_pairs, cap_pairs;
@@ -589,7 +612,9 @@ void leader_on_watchdog(uv_timer_t *t);
 void leader_send_session_settings(struct dispatcher *d);
 /* Before the database connection is closed: ends what leader.c runs beside it. */
 void leader_close(struct dispatcher *d);
-/* Reads one customer again (after a change notification, or work for a customer not known). */
+/* Reads a customer again (after a change notification, or work for a customer not known): the
+ * ids wait while a reload statement is out and go together in the next, RELOAD_BATCH at most
+ * (state.c). */
 void leader_reload_customer(struct dispatcher *d, int64_t id);
 
 /* ---- the dispatcher ------------------------------------------------------------------------ */
@@ -618,10 +643,25 @@ enum dispatcher_timer {
     TIMER_HEALTH,   /* health check and operator events (health.c) */
     TIMER_EXPIRE,   /* the expiry sweep (housekeeping.c) */
     TIMER_CLOCK,    /* next sample of the server's clock (clock.c) */
+    TIMER_SCAN,     /* the backstop scan's next slice (housekeeping.c) */
     TIMER_COUNT
 };
 
 enum key_purge_state { KEY_PURGE_IDLE, KEY_PURGE_WANTED, KEY_PURGE_RUNNING };
+
+/* A pass over every customer or (customer, carrier) pair in slices, one statement each
+ * (housekeeping.c: the backstop scan, the queue gauges). */
+typedef struct slice_pass {
+    bool running;        /* a slice is out, or the next one is timed */
+    bool chained;        /* the next slice follows at once (a new leader's first backstop pass) */
+    int64_t after_id;    /* the cursor: the last customer of the slice before */
+    char *after_carrier; /* the backstop's: the last pair's carrier (owned) */
+    int slice;           /* rows a slice asks for (the queue gauges adapt it) */
+    uint64_t sent_ns;    /* the slice out: when it was sent */
+    int64_t started_us;  /* the pass: when it began (epoch us) */
+    int64_t slices;      /* of this pass so far */
+    int64_t rows;        /* read by them */
+} slice_pass;
 
 struct dispatcher {
     uv_loop_t *loop;
@@ -644,9 +684,13 @@ struct dispatcher {
     /* A new session being checked for pooling (leader.c), or NULL. */
     struct session_check *session_check;
 
-    hmap customers; /* int64 id -> customer* */
-    hmap carriers;  /* name -> carrier_state* */
-    hmap hosts;     /* "scheme://authority" -> host_state* */
+    hmap customers;        /* int64 id -> customer* */
+    long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
+    int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
+    size_t reload_head, n_reload, cap_reload;
+    int reloads_out; /* reload statements out (state.c) */
+    hmap carriers;   /* name -> carrier_state* */
+    hmap hosts;      /* "scheme://authority" -> host_state* */
     sched_heap heap;
     claim_round *claims[CLAIM_PIPELINE]; /* the claim statements in flight, oldest first */
     int n_claims;
@@ -654,6 +698,7 @@ struct dispatcher {
     int64_t tick_queued; /* a batch tick that came while a round was in flight, or -1 */
 
     int64_t housekeeping_at_us;
+    slice_pass backstop, gauges;
     enum key_purge_state key_purge;
     bool expire_running; /* an expiry sweep statement is out */
 
@@ -694,6 +739,10 @@ struct dispatcher {
 
     long long claimed, stale_recoveries, lost_ownership;
     uint64_t rounds; /* claim rounds built: rotates the division's ties */
+    /* When the latest scheduled rounds were sent (epoch us, a ring of the last WAIT_RING from
+     * sched_sent % WAIT_RING back): how many rounds a customer waited (claim.c). */
+    int64_t sched_at[WAIT_RING];
+    uint64_t sched_sent;
 };
 
 typedef struct dispatcher dispatcher;
@@ -734,6 +783,8 @@ static inline bool customer_held_invalid(const customer *c)
 }
 void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);
+/* Applies rows of run_customers.sql (and schedules them); returns how many were applied. */
+int customers_apply(dispatcher *d, const PGresult *res, bool log_each);
 void customer_remove(dispatcher *d, int64_t id);
 void customer_schedule(dispatcher *d, customer *c);
 /* When the customer may next be claimed for (a heap key), or false when it may not be now

@@ -71,27 +71,7 @@ static void load_carriers(dispatcher *d)
     DSP_QUERY0(d, run_carriers, on_carriers, d, "carriers");
 }
 
-/* Applies rows of run_customers.sql; returns how many were applied. */
-static int apply_customers(dispatcher *d, const PGresult *res, bool log_each)
-{
-    int n = 0;
-    for (int r = 0; r < PQntuples(res); r++) {
-        customer_row row;
-        customer_row_parse(res, r, &row);
-        customer *c = customer_apply(d, &row);
-        if (!c) {
-            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
-            continue;
-        }
-        if (log_each)
-            LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
-                     LOG_I("burst", c->burst), LOG_I("paused", c->paused));
-        throttle_apply(d, c); /* the effective-rate gauge from the start */
-        customer_schedule(d, c);
-        n++;
-    }
-    return n;
-}
+static void load_customers(dispatcher *d, int64_t after);
 
 static void on_customers_loaded(pgconn *conn, PGresult *res, void *arg)
 {
@@ -103,48 +83,28 @@ static void on_customers_loaded(pgconn *conn, PGresult *res, void *arg)
         retry_step(d, "load customers", res);
         return;
     }
-    apply_customers(d, res, false);
-    LOG_INFO("customers_loaded", LOG_I("customers", PQntuples(res)));
+    int n = PQntuples(res);
+    customers_apply(d, res, false);
+    d->customers_loaded += n;
+    if (n >= CUSTOMER_LOAD_PAGE && d->state == LEADER_LOADING && d->stop == STOP_NONE) {
+        load_customers(d, row_i64(res, n - 1, SQL_RUN_CUSTOMERS_C_ID));
+        return;
+    }
+    LOG_INFO("customers_loaded", LOG_I("customers", d->customers_loaded));
     if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
         leader_enter(d, LEADER_ELECTING);
 }
 
-typedef struct reload_ctx {
-    dispatcher *d;
-    int64_t id;
-} reload_ctx;
-
-static void on_customer_reloaded(pgconn *conn, PGresult *res, void *arg)
+/* The next page of all customers, those with id > after. */
+static void load_customers(dispatcher *d, int64_t after)
 {
-    reload_ctx *ctx = arg;
-    dispatcher *d = ctx->d;
-    int64_t id = ctx->id;
-    free(ctx);
-    if (!res)
-        return;
-    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
-        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customer")) {
-        LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)));
-        return;
-    }
-    if (PQntuples(res) == 0)
-        customer_remove(d, id);
-    apply_customers(d, res, true);
-    claim_arm(d);
-}
-
-void leader_reload_customer(dispatcher *d, int64_t id)
-{
-    reload_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx)
-        return;
-    ctx->d = d;
-    ctx->id = id;
-    char idbuf[24];
-    snprintf(idbuf, sizeof idbuf, "%" PRId64, id);
-    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_ID] = idbuf};
-    if (DSP_QUERY(d, run_customers, params, on_customer_reloaded, ctx, "customer reload") != 0)
-        free(ctx);
+    char after_s[24], page[16];
+    snprintf(after_s, sizeof after_s, "%" PRId64, after);
+    snprintf(page, sizeof page, "%d", CUSTOMER_LOAD_PAGE);
+    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = NULL, /* NULL: all, by pages */
+                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = after_s,
+                            [SQL_RUN_CUSTOMERS_P_PAGE] = page};
+    DSP_QUERY(d, run_customers, params, on_customers_loaded, d, "customers");
 }
 
 static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
@@ -183,8 +143,8 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
             LOG_WARN("sd_notify_failed", LOG_S("state", "READY=1"));
     }
     load_carriers(d);
-    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_ID] = NULL}; /* NULL: all */
-    DSP_QUERY(d, run_customers, params, on_customers_loaded, d, "customers");
+    d->customers_loaded = 0;
+    load_customers(d, INT64_MIN);
 }
 
 /* ---- ELECTING and STANDBY: the leader lock ------------------------------------------------- */

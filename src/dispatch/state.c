@@ -13,6 +13,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,16 +67,27 @@ static breaker_state parse_breaker(const char *s)
                                          : BREAKER_CLOSED;
 }
 
-static void id_list_remove(int64_t *v, size_t *n, int64_t id)
+/* Takes the customer out of a host's list: its place is known (host_pos), and the last id
+ * moves into it (a search of the list made deleting customers of a host with 1,000,000 of them
+ * quadratic). */
+static void id_list_remove(dispatcher *d, int64_t *v, size_t *n, customer *c)
 {
-    for (size_t i = 0; i < *n; i++)
-        if (v[i] == id) {
-            v[i] = v[--*n];
+    size_t i = c->host_pos;
+    if (i >= *n || v[i] != c->id) {
+        for (i = 0; i < *n && v[i] != c->id; i++) /* not where it was noted (no memory then) */
+            ;
+        if (i == *n)
             return;
-        }
+    }
+    v[i] = v[--*n];
+    if (i < *n) {
+        customer *moved = customer_get(d, v[i]);
+        if (moved)
+            moved->host_pos = i;
+    }
 }
 
-static void id_list_add(int64_t **v, size_t *n, size_t *cap, int64_t id)
+static void id_list_add(int64_t **v, size_t *n, size_t *cap, customer *c)
 {
     if (*n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 8;
@@ -85,29 +97,30 @@ static void id_list_add(int64_t **v, size_t *n, size_t *cap, int64_t id)
         *v = nv;
         *cap = ncap;
     }
-    (*v)[(*n)++] = id;
+    c->host_pos = *n;
+    (*v)[(*n)++] = c->id;
 }
 
 /* Each host knows its customers by kind: spaced ones for the connections it keeps for them,
  * work-queue ones for the shares of its window (window.c). */
-static void host_list_remove(host_state *h, customer_mode mode, int64_t id)
+static void host_list_remove(dispatcher *d, host_state *h, customer_mode mode, customer *c)
 {
     if (!h)
         return;
     if (mode == MODE_SPACED)
-        id_list_remove(h->spaced_ids, &h->n_spaced, id);
+        id_list_remove(d, h->spaced_ids, &h->n_spaced, c);
     else
-        id_list_remove(h->workq_ids, &h->n_workq, id);
+        id_list_remove(d, h->workq_ids, &h->n_workq, c);
 }
 
-static void host_list_add(host_state *h, customer_mode mode, int64_t id)
+static void host_list_add(host_state *h, customer_mode mode, customer *c)
 {
     if (!h)
         return;
     if (mode == MODE_SPACED)
-        id_list_add(&h->spaced_ids, &h->n_spaced, &h->cap_spaced, id);
+        id_list_add(&h->spaced_ids, &h->n_spaced, &h->cap_spaced, c);
     else
-        id_list_add(&h->workq_ids, &h->n_workq, &h->cap_workq, id);
+        id_list_add(&h->workq_ids, &h->n_workq, &h->cap_workq, c);
 }
 
 customer *customer_apply(dispatcher *d, const customer_row *row)
@@ -266,10 +279,10 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->host = host_for_url(d, c->url);
     bool spaced = c->mode == MODE_SPACED, was_spaced = old_mode == MODE_SPACED;
     if (fresh) {
-        host_list_add(c->host, c->mode, c->id);
+        host_list_add(c->host, c->mode, c);
     } else if (old_host != c->host || spaced != was_spaced) {
-        host_list_remove(old_host, old_mode, c->id);
-        host_list_add(c->host, c->mode, c->id);
+        host_list_remove(d, old_host, old_mode, c);
+        host_list_add(c->host, c->mode, c);
     }
     c->connect_timeout_ms = row->connect_timeout_ms;
     c->request_timeout_ms = row->request_timeout_ms;
@@ -288,13 +301,155 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     return c;
 }
 
+int customers_apply(dispatcher *d, const PGresult *res, bool log_each)
+{
+    int n = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        customer_row row;
+        customer_row_parse(res, r, &row);
+        customer *c = customer_apply(d, &row);
+        if (!c) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+            continue;
+        }
+        if (log_each)
+            LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
+                     LOG_I("burst", c->burst), LOG_I("paused", c->paused));
+        throttle_apply(d, c); /* the effective-rate gauge from the start */
+        customer_schedule(d, c);
+        n++;
+    }
+    return n;
+}
+
+static void reload_send(dispatcher *d);
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A reload statement out: the ids it asked for, sorted and without repeats. */
+typedef struct reload_batch {
+    dispatcher *d;
+    size_t n;
+    int64_t ids[];
+} reload_batch;
+
+static void on_customers_reloaded(pgconn *conn, PGresult *res, void *arg)
+{
+    reload_batch *b = arg;
+    dispatcher *d = b->d;
+    d->reloads_out--;
+    if (!res) {
+        free(b); /* connection lost: the new connection's load reads every customer */
+        return;
+    }
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customer")) {
+        LOG_ERROR("customer_load_failed", LOG_S("error", PQresultErrorMessage(res)),
+                  LOG_I("customers", (long long)b->n));
+        free(b);
+        reload_send(d);
+        return;
+    }
+    /* Asked and not returned: deleted. Both lists are in id order. */
+    int rows = PQntuples(res), r = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        while (r < rows && row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) < b->ids[i])
+            r++;
+        if (r >= rows || row_i64(res, r, SQL_RUN_CUSTOMERS_C_ID) != b->ids[i])
+            customer_remove(d, b->ids[i]);
+    }
+    free(b);
+    bool each = rows <= RELOAD_LOG_EACH;
+    int applied = customers_apply(d, res, each);
+    if (!each)
+        LOG_INFO("customers_updated", LOG_I("customers", applied));
+    claim_arm(d);
+    reload_send(d);
+}
+
+/* Sends batches of waiting ids (sorted, without repeats), RELOAD_PIPELINE at most out at once:
+ * while one is applied the next is on its way, behind the claims sent meanwhile. */
+static void reload_send(dispatcher *d)
+{
+    while (d->reloads_out < RELOAD_PIPELINE && d->n_reload > d->reload_head) {
+        size_t left = d->n_reload - d->reload_head;
+        size_t n = left < RELOAD_BATCH ? left : RELOAD_BATCH;
+        reload_batch *b = malloc(sizeof *b + n * sizeof b->ids[0]);
+        if (!b) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer reload"));
+            return; /* they wait for the next notification's try */
+        }
+        /* The oldest first. */
+        memcpy(b->ids, d->reload_ids + d->reload_head, n * sizeof b->ids[0]);
+        d->reload_head += n;
+        if (d->reload_head == d->n_reload)
+            d->reload_head = d->n_reload = 0;
+        qsort(b->ids, n, sizeof b->ids[0], cmp_id);
+        size_t u = 0;
+        for (size_t i = 0; i < n; i++)
+            if (u == 0 || b->ids[i] != b->ids[u - 1])
+                b->ids[u++] = b->ids[i];
+        b->d = d;
+        b->n = u;
+        strbuf ids = {0};
+        strbuf_puts(&ids, "{");
+        for (size_t i = 0; i < u; i++) {
+            if (i > 0)
+                strbuf_puts(&ids, ",");
+            strbuf_put_i64(&ids, b->ids[i]);
+        }
+        strbuf_puts(&ids, "}");
+        const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
+                                [SQL_RUN_CUSTOMERS_P_AFTER_ID] = NULL,
+                                [SQL_RUN_CUSTOMERS_P_PAGE] = NULL};
+        bool sent =
+            params[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] &&
+            DSP_QUERY(d, run_customers, params, on_customers_reloaded, b, "customer reload") == 0;
+        strbuf_free(&ids);
+        if (!sent) {
+            free(b);
+            return;
+        }
+        d->reloads_out++;
+    }
+}
+
+void leader_reload_customer(dispatcher *d, int64_t id)
+{
+    if (d->n_reload == d->cap_reload && d->reload_head > 0) {
+        /* The ids sent are gone from the front: room at the end. */
+        memmove(d->reload_ids, d->reload_ids + d->reload_head,
+                (d->n_reload - d->reload_head) * sizeof *d->reload_ids);
+        d->n_reload -= d->reload_head;
+        d->reload_head = 0;
+    }
+    if (d->n_reload == d->cap_reload) {
+        size_t cap = d->cap_reload ? d->cap_reload * 2 : 64;
+        int64_t *v = realloc(d->reload_ids, cap * sizeof *v);
+        if (!v) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer reload"));
+            return;
+        }
+        d->reload_ids = v;
+        d->cap_reload = cap;
+    }
+    d->reload_ids[d->n_reload++] = id;
+    reload_send(d);
+}
+
 void customer_remove(dispatcher *d, int64_t id)
 {
-    customer *gone = hmap_del(&d->customers, &id, sizeof id);
+    customer *gone = customer_get(d, id);
     if (!gone)
         return;
+    /* Out of its host's list first: the customer that moves into its place is looked up. */
+    host_list_remove(d, gone->host, gone->mode, gone);
+    hmap_del(&d->customers, &id, sizeof id);
     sched_heap_remove(&d->heap, gone->id);
-    host_list_remove(gone->host, gone->mode, gone->id);
     LOG_INFO("customer_removed", LOG_S("customer", gone->name));
     customer_free(gone);
 }
@@ -311,6 +466,7 @@ carrier_state *carrier_get(dispatcher *d, const char *name)
         free(cs);
         return NULL;
     }
+    cs->waiting.carrier = cs;
     return cs;
 }
 
@@ -362,40 +518,90 @@ host_state *host_for_url(dispatcher *d, const char *url)
         return NULL;
     }
     h->pool_slot = -1;
+    h->waiting.host = h;
     return h;
 }
 
-/* Puts the customer on a wait list (once); it leaves the heap until woken. */
+/* Makes room for one more id, keeping the order (the ring is unrolled from head). */
+static int waiters_grow(waiters *w)
+{
+    size_t cap = w->cap ? w->cap * 2 : 8;
+    int64_t *ids = malloc(cap * sizeof *ids);
+    if (!ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < w->n; i++)
+        ids[i] = w->ids[(w->head + i) % w->cap];
+    free(w->ids);
+    w->ids = ids;
+    w->cap = cap;
+    w->head = 0;
+    return 0;
+}
+
+/* Puts the customer on a wait list (once); it leaves the heap until woken. One woken from a list
+ * that found no room again goes back to the front, not the end: it keeps its turn, so no customer
+ * waits behind the same list twice (fairness among more customers than the room serves). */
 void wait_on(waiters *w, customer *c)
 {
     if (c->waiting)
         return;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 8;
-        int64_t *ids = realloc(w->ids, cap * sizeof *ids);
-        if (!ids)
-            return; /* stays in the heap: retried on its own schedule */
-        w->ids = ids;
-        w->cap = cap;
+    if (w->n == w->cap && waiters_grow(w) != 0)
+        return; /* stays in the heap: retried on its own schedule */
+    if (c->woken) {
+        w->head = (w->head + w->cap - 1) % w->cap;
+        w->ids[w->head] = c->id;
+    } else {
+        w->ids[(w->head + w->n) % w->cap] = c->id;
     }
-    w->ids[w->n++] = c->id;
+    w->n++;
     c->waiting = true;
 }
 
-/* Room was freed: everyone waiting for it may try again. Wakes come from completions and from
- * written outcomes (a carrier's room) alike, so this re-arms the claim timer itself. */
+/* Room was freed: the first customers waiting for it may try again, as many as it could serve:
+ * a host's connections neither used, promised to claims in flight nor booked by spaced slots,
+ * and for work-queue customers its claim-ahead window's room too (a spaced customer never takes
+ * window room); a carrier's budget. At least one, and in order: the first that the room left
+ * cannot serve ends the wake. Only customers due now count: one that is not (paused, held, its
+ * breaker open meanwhile) goes to the heap at its own time and leaves its turn to the next, so
+ * a wake never ends with room free and due customers still waiting. Wakes come from completions
+ * and from written outcomes (a carrier's room) alike, so this re-arms the claim timer itself. */
 void wake(dispatcher *d, waiters *w)
 {
-    size_t n = w->n;
-    w->n = 0;
-    for (size_t i = 0; i < n; i++) {
-        customer *c = customer_get(d, w->ids[i]);
-        if (c && c->waiting) {
-            c->waiting = false;
-            customer_schedule(d, c);
-        }
+    int conns = INT_MAX, ahead = 0;
+    if (w->host) {
+        const host_state *h = w->host;
+        conns = d->cfg.max_host_connections - h->in_flight - h->claiming_room - h->booked;
+        ahead = window_room(&d->cfg, h);
+    } else if (w->carrier) {
+        conns = carrier_budget(&d->cfg, w->carrier);
     }
-    if (n > 0)
+    size_t woken = 0, popped = 0;
+    int64_t now = now_us(), tick = batch_tick_at(&d->cfg, now);
+    while (w->n > 0) {
+        customer *c = customer_get(d, w->ids[w->head]);
+        bool live = c && c->waiting;
+        if (live && woken > 0 && conns <= 0 && (c->mode == MODE_SPACED || ahead <= 0))
+            break; /* the room left cannot serve the next: it keeps its place */
+        w->head = (w->head + 1) % w->cap;
+        w->n--;
+        popped++;
+        if (!live)
+            continue;
+        c->waiting = false;
+        c->woken = true;
+        int64_t due;
+        if (customer_due_at(c, tick, &due) && due <= now + COALESCE_US) {
+            woken++;
+            if (conns > 0)
+                conns--;
+            else if (c->mode != MODE_SPACED && ahead > 0)
+                ahead--;
+        }
+        customer_schedule(d, c);
+    }
+    if (w->n == 0)
+        w->head = 0;
+    if (popped > 0)
         claim_arm(d);
 }
 
@@ -408,11 +614,11 @@ void waiters_clear_all(dispatcher *d)
     pos = 0;
     host_state *h;
     while ((h = hmap_next(&d->hosts, &pos)) != NULL)
-        h->waiting.n = 0;
+        h->waiting.n = h->waiting.head = 0;
     pos = 0;
     carrier_state *cs;
     while ((cs = hmap_next(&d->carriers, &pos)) != NULL)
-        cs->waiting.n = 0;
+        cs->waiting.n = cs->waiting.head = 0;
 }
 
 void pairs_clear_all(dispatcher *d)
@@ -563,11 +769,20 @@ void customer_schedule(dispatcher *d, customer *c)
 {
     if (d->state != LEADER_LEADING)
         return;
-    int64_t due;
-    if (!customer_due_at(c, batch_tick_at(&d->cfg, now_us()), &due)) {
+    int64_t due, now = now_us();
+    if (!customer_due_at(c, batch_tick_at(&d->cfg, now), &due)) {
         sched_heap_remove(&d->heap, c->id);
+        if (!c->waiting) {
+            c->woken = false; /* nothing to wait for: a later wait starts a new turn */
+            c->ready_us = 0;
+        }
         return;
     }
+    /* Its wait runs from when it was first scheduled due (or its due time, if later) without a
+     * round taking it since, through host waits and rounds too full to take it; a later due time
+     * starts it afresh. */
+    if (c->ready_us == 0 || due > now)
+        c->ready_us = due > now ? due : now;
     if (sched_heap_set(&d->heap, c->id, due) != 0)
         LOG_ERROR("out_of_memory", LOG_S("where", "scheduler heap"));
 }
@@ -599,4 +814,9 @@ void state_free(dispatcher *d)
     }
     hmap_free(&d->hosts);
     sched_heap_free(&d->heap);
+    free(d->backstop.after_carrier);
+    d->backstop.after_carrier = NULL;
+    free(d->reload_ids);
+    d->reload_ids = NULL;
+    d->n_reload = d->cap_reload = d->reload_head = 0;
 }

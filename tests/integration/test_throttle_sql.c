@@ -491,8 +491,8 @@ static void customers_query_returns_the_overrides(void **state)
     long long acme = make_customer(c, "acme", 12);
     make_customer(c, "beta", 12);
     tl_exec(c, "SELECT pgpace.customer_set_throttle('acme', 0.5, 0.01, 0.2)");
-    const char *params[] = {NULL};
-    PGresult *res = exec_stmt(c, sql_q_run_customers, 1, params, PGRES_TUPLES_OK, NULL);
+    const char *params[] = {NULL, "0", "100"}; /* all: the first page */
+    PGresult *res = exec_stmt(c, sql_q_run_customers, 3, params, PGRES_TUPLES_OK, NULL);
     assert_int_equal(PQnfields(res), SQL_RUN_CUSTOMERS_NCOLS);
     assert_int_equal(PQntuples(res), 2);
     for (int r = 0; r < 2; r++) {

@@ -452,6 +452,59 @@ static void large_render_is_stable_and_valid(void **state)
     metrics_free(m);
 }
 
+/* A gauge of every customer (owner_folds): the customers kept have their series; the folded
+ * ones keep nothing, however many (no private series, so max_series never runs out and memory
+ * does not grow with them), and _other is what the owner sets. Before owner_folds, folded gauges
+ * beyond max_series were dropped and _other summed only the first ones. */
+static void owner_folded_gauges_keep_nothing_per_customer(void **state)
+{
+    metrics *m = new_registry(2, 50);
+    int due = reg(m, (metrics_family_def){.name = "pgpace_due_items",
+                                          .help = "Due.",
+                                          .type = METRICS_GAUGE,
+                                          .labels = {"customer"},
+                                          .owner_folds = true});
+    int plain = reg(m, (metrics_family_def){.name = "pgpace_plain_items",
+                                            .help = "Folded by the registry.",
+                                            .type = METRICS_GAUGE,
+                                            .labels = {"customer"}});
+    /* _other takes no place among the customers kept. */
+    assert_true(metrics_customer_kept(m, METRICS_OTHER_CUSTOMER));
+    assert_int_equal(metrics_customers_kept(m), 0);
+    assert_true(metrics_customer_kept(m, "a"));
+    assert_int_equal(metrics_gauge_set(m, due, (const char *[]){"b"}, 2), 0);
+    assert_int_equal(metrics_customers_kept(m), 2);
+    assert_false(metrics_customer_kept(m, "c"));
+    assert_true(metrics_customer_kept(m, "b"));
+    assert_int_equal(metrics_gauge_set(m, due, (const char *[]){"a"}, 1), 0);
+    char name[16];
+    for (int i = 0; i < 10000; i++) {
+        snprintf(name, sizeof name, "c%d", i);
+        assert_int_equal(metrics_gauge_set(m, due, (const char *[]){name}, 3), 0);
+        assert_int_equal(metrics_gauge_add(m, due, (const char *[]){name}, 1), 0);
+    }
+    char *text = render(m);
+    assert_line(text, "pgpace_due_items{customer=\"a\"} 1");
+    assert_line(text, "pgpace_due_items{customer=\"b\"} 2");
+    assert_null(strstr(text, "customer=\"_other\""));
+    assert_null(strstr(text, "customer=\"c1\""));
+    free(text);
+    /* The owner's sum. */
+    assert_int_equal(metrics_gauge_set(m, due, (const char *[]){METRICS_OTHER_CUSTOMER}, 40000), 0);
+    text = render(m);
+    assert_line(text, "pgpace_due_items{customer=\"_other\"} 40000");
+    free(text);
+    /* A family folded by the registry still keeps a private series per folded customer, and runs
+     * out of them at max_series. */
+    int rc = 0;
+    for (int i = 0; i < 100 && rc == 0; i++) {
+        snprintf(name, sizeof name, "c%d", i);
+        rc = metrics_gauge_set(m, plain, (const char *[]){name}, 1);
+    }
+    assert_int_equal(rc, -ENOSPC);
+    metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,6 +512,7 @@ int main(void)
         cmocka_unit_test(escaping),
         cmocka_unit_test(histogram_lines),
         cmocka_unit_test(customer_top_n_folds_the_rest),
+        cmocka_unit_test(owner_folded_gauges_keep_nothing_per_customer),
         cmocka_unit_test(bad_definitions),
         cmocka_unit_test(bad_updates),
         cmocka_unit_test(promtool_rejects_broken_text),
