@@ -1192,18 +1192,28 @@ receiver *receiver_start_port(int port)
         free(r);
         return NULL;
     }
-    uv_tcp_init(&r->loop, &r->server);
-    r->server.data = r;
     struct sockaddr_in addr;
     const char *what = "uv_ip4_addr";
     rc = uv_ip4_addr("127.0.0.1", port, &addr);
-    if (rc == 0) {
-        what = "bind";
-        rc = uv_tcp_bind(&r->server, (struct sockaddr *)&addr, 0);
-    }
-    if (rc == 0) {
-        what = "listen";
-        rc = uv_listen((uv_stream_t *)&r->server, 128, on_connection);
+    /* libuv binds with SO_REUSEADDR, so an ephemeral port the kernel picks can be one a
+     * connecting socket already holds, and listen() then says EADDRINUSE: with port 0 that is
+     * a bad draw, not a conflict, so draw again (a fixed port's conflict is reported). */
+    for (int attempt = 0;; attempt++) {
+        uv_tcp_init(&r->loop, &r->server);
+        r->server.data = r;
+        if (rc == 0) {
+            what = "bind";
+            rc = uv_tcp_bind(&r->server, (struct sockaddr *)&addr, 0);
+        }
+        if (rc == 0) {
+            what = "listen";
+            rc = uv_listen((uv_stream_t *)&r->server, 128, on_connection);
+        }
+        if (rc != UV_EADDRINUSE || port != 0 || attempt == 20)
+            break;
+        uv_close((uv_handle_t *)&r->server, NULL);
+        uv_run(&r->loop, UV_RUN_DEFAULT);
+        rc = 0;
     }
     if (rc == 0) {
         struct sockaddr_storage ss;
