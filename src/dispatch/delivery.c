@@ -552,6 +552,12 @@ static bool still_sendable(dispatcher *d, delivery *dl, customer *c)
     long total_ms =
         c && c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms;
     if (now + (int64_t)total_ms * 1000 >= dl->lease_end_us) {
+        /* Worth a line: a slow token endpoint eating the leases delays every item by a claim. */
+        LOG_INFO("delivery_given_back", LOG_I("item", dl->item_id),
+                 LOG_S("customer", c ? c->name : "?"),
+                 LOG_S("why", "its lease would end before the request could"),
+                 LOG_I("lease_left_ms", (dl->lease_end_us - now) / 1000),
+                 LOG_I("request_timeout_ms", total_ms));
         delivery_give_back(d, dl);
         return false;
     }

@@ -262,6 +262,82 @@ static void wall_clock_steps_back_30s(void **state)
     wall_clock_step(*state, "-30s", -30 * SEC);
 }
 
+/* A lease keeps its length across a step. The dispatcher checks what is left of an item's lease
+ * before a request that comes after a wait (here an OAuth2 token from an endpoint that answers
+ * after `token_delay_ms`): a request that could outlast the lease goes back (another claim would
+ * send the item twice), one that fits goes. The step comes while the token is awaited, between
+ * the claim and the check: a lease on the wall clock would look 30 s shorter after +30s (the
+ * item given back for nothing) or 30 s longer after -30s (sent past its lease). Lease 10 s,
+ * request timeout 8 s: a 1 s wait leaves room (9 s < 10 s), a 3 s wait does not (11 s). */
+static void lease_across_a_step(fx *f, const char *step, int64_t step_us, int token_delay_ms,
+                                bool want_given_back)
+{
+    clock_env_make(&ce, "+0");
+    fx_customer(f, "ls", TL_ARGV("--rate", "600"));
+    char url[256];
+    receiver_url(f->recv, "/token/ls", url, sizeof url);
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "customer", "set", "ls", "--auth",
+                                  "oauth2", "--oauth-token-url", url, "--oauth-client-id", "cid",
+                                  "--oauth-client-secret-file", "-"),
+                          "not-a-real-secret\n", NULL);
+    if (p.status != 0)
+        fail_msg("customer set --auth oauth2: exit %d: %s", p.status, p.err);
+    tl_proc_free(&p);
+    receiver_on(f->recv,
+                &(receiver_rule){.path_prefix = "/token/ls",
+                                 .status = 200,
+                                 .body = "{\"access_token\":\"t1\",\"token_type\":\"Bearer\"}",
+                                 .delay_ms = token_delay_ms});
+    long long item = fx_enqueue(f, "ls", NULL, 1);
+    fx_run_env(f, "dispatcher.lease_seconds = 10\ndelivery.request_timeout_ms = 8000\n",
+               (const char *const *)ce.vars);
+    /* The token request came: the item is claimed and waits for it. Step now. */
+    assert_true(receiver_wait(f->recv, "/token/ls", 1, 15000) >= 1);
+    int64_t claimed_at = fx_now_us();
+    set_offset(&ce, step);
+    assert_true(receiver_wait(f->recv, "/c/ls", 1, 30000) >= 1);
+    size_t n;
+    int64_t *at = arrivals(f, "/c/ls", &n);
+    int64_t sent_after = at[0] - claimed_at;
+    free(at);
+    /* Delivered, once. */
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 1, 15000,
+                                            "SELECT count(*) FROM pgpace.delivery_attempt "
+                                            "WHERE item_id = %lld AND outcome = 'success'",
+                                            item),
+                     1);
+    assert_int_equal(receiver_count(f->recv, "/c/ls"), 1);
+    /* The step reached the dispatcher (its log's clock moved by it). */
+    int64_t off = dispatcher_wall_offset_us(f, 1);
+    if (llabs(off - step_us) > SEC)
+        fail_msg("libfaketime did not step the dispatcher's clock by %s (offset %.3f s)", step,
+                 (double)off / SEC);
+    char *log = fx_log(f);
+    bool given_back = strstr(log, "event=delivery_given_back") != NULL;
+    free(log);
+    print_message("# lease across %s: token after %d ms, webhook %.0f ms after the claim, "
+                  "given back: %s\n",
+                  step, token_delay_ms, (double)sent_after / MS, given_back ? "yes" : "no");
+    if (given_back != want_given_back)
+        fail_msg("lease across %s: a %d ms wait with an 8 s request timeout and a 10 s lease %s "
+                 "given back",
+                 step, token_delay_ms, want_given_back ? "must be" : "must not be");
+    /* Sent once the token came, by this claim or (given back) the next, which finds the token. */
+    if (sent_after < token_delay_ms * MS - 100 * MS || sent_after > token_delay_ms * MS + 2 * SEC)
+        fail_msg("lease across %s: sent %.0f ms after the claim, the token came after %d ms", step,
+                 (double)sent_after / MS, token_delay_ms);
+}
+
+static void lease_keeps_its_length_forward_30s(void **state)
+{
+    lease_across_a_step(*state, "+30s", 30 * SEC, 1000, false);
+}
+
+static void lease_keeps_its_length_back_30s(void **state)
+{
+    lease_across_a_step(*state, "-30s", -30 * SEC, 3000, true);
+}
+
 /* A breaker's cooldown keeps its length across a step: always-failing customer, breaker after
  * 2 failures, cooldown 2 s (and at most 2 s): from the third attempt on, one attempt per
  * cooldown, whatever the wall clock did in between. */
@@ -397,6 +473,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(wall_clock_steps_forward_30s, fx_setup, teardown),
         cmocka_unit_test_setup_teardown(wall_clock_steps_back_30s, fx_setup, teardown),
+        cmocka_unit_test_setup_teardown(lease_keeps_its_length_forward_30s, fx_setup, teardown),
+        cmocka_unit_test_setup_teardown(lease_keeps_its_length_back_30s, fx_setup, teardown),
         cmocka_unit_test_setup_teardown(breaker_cooldown_keeps_its_length, fx_setup, teardown),
         cmocka_unit_test_setup_teardown(host_clock_5s_ahead_of_the_server, fx_setup, teardown),
         cmocka_unit_test_setup_teardown(host_clock_5s_behind_the_server, fx_setup, teardown),
