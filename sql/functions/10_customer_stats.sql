@@ -10,6 +10,14 @@
 -- the whole queue (19.6 s for 1,000 customers over 270,000 rows), which held the leader's
 -- queue gauges (sql/queries/run_metrics.sql) and every claim behind them that long. Rows
 -- without a next_action_at are not counted anyway (every FILTER compares it).
+-- The index alone was not enough once a few customers held the whole queue: the statistics then
+-- give every customer (rows / those few) rows, and a sequential scan of the queue per customer
+-- looked as cheap as the index (65-73 ms per customer beside four 250,000-item backlogs: about
+-- 130 s for 2,000 customers). So each count reads an ordered subquery (the index's order) under
+-- a limit the planner cannot see: a LIMIT that is a sub-select is costed as a tenth of the
+-- rows, so the index's ordered scan costs a tenth and a sequential scan must still read and
+-- sort everything. The limit is the largest bigint: it never cuts a count. Dead letters the
+-- same way (one customer dead-lettering everything is the same skew).
 -- effective_rate_per_minute: the rate the leader paces the customer at (lowered while its
 -- receiver answers 429/503, sql/queries/run_pace.sql); rate_per_minute when it has none, and
 -- never above rate_per_minute (the rate may have been lowered since).
@@ -45,10 +53,14 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
              count(*) FILTER (WHERE qq.next_action_at > now() AND qq.claim_token IS NOT NULL) AS in_flight,
              count(*) FILTER (WHERE qq.next_action_at > now() AND qq.claim_token IS NULL) AS delayed,
              min(qq.next_action_at) FILTER (WHERE qq.next_action_at <= now()) AS oldest_due
-        FROM pgpace.queue qq
-       WHERE qq.customer_id = c.id AND qq.next_action_at IS NOT NULL) q ON true
+        FROM (SELECT qq.next_action_at, qq.claim_token FROM pgpace.queue qq
+               WHERE qq.customer_id = c.id AND qq.next_action_at IS NOT NULL
+               ORDER BY qq.carrier, qq.priority DESC, qq.next_action_at
+               LIMIT (SELECT 9223372036854775807)) qq) q ON true
   LEFT JOIN LATERAL (
-      SELECT count(*) AS dead FROM pgpace.dead_letter dl WHERE dl.customer_id = c.id) d ON true
+      SELECT count(*) AS dead
+        FROM (SELECT dl.failed_at FROM pgpace.dead_letter dl WHERE dl.customer_id = c.id
+               ORDER BY dl.failed_at LIMIT (SELECT 9223372036854775807)) dl) d ON true
   LEFT JOIN pgpace.breaker b ON b.customer_id = c.id
   LEFT JOIN pgpace.frontier f ON f.customer_id = c.id
   LEFT JOIN pgpace.leader_config lc ON true

@@ -87,10 +87,124 @@ static void declared_shapes_match_the_server(void **state)
     assert_true(checked >= (int)(sizeof must / sizeof *must));
 }
 
+/* The plan of one statement for the given parameters (string literals), as EXPLAIN prints it;
+ * owned by the caller. */
+static char *plan_of(PGconn *conn, const char *sql, const char *params)
+{
+    PGresult *prep = PQprepare(conn, "planned", sql, 0, NULL);
+    if (PQresultStatus(prep) != PGRES_COMMAND_OK)
+        fail_msg("prepare: %s", PQresultErrorMessage(prep));
+    PQclear(prep);
+    char explain[512];
+    snprintf(explain, sizeof explain, "EXPLAIN EXECUTE planned(%s)", params);
+    PGresult *res = PQexec(conn, explain);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", explain, PQresultErrorMessage(res));
+    size_t len = 1;
+    for (int r = 0; r < PQntuples(res); r++)
+        len += strlen(PQgetvalue(res, r, 0)) + 1;
+    char *plan = calloc(1, len);
+    assert_non_null(plan);
+    for (int r = 0; r < PQntuples(res); r++) {
+        strcat(plan, PQgetvalue(res, r, 0));
+        strcat(plan, "\n");
+    }
+    PQclear(res);
+    PGresult *dealloc = PQexec(conn, "DEALLOCATE planned");
+    assert_int_equal(PQresultStatus(dealloc), PGRES_COMMAND_OK);
+    PQclear(dealloc);
+    return plan;
+}
+
+/* Whether a plan line is a sequential scan of the queue or of a dead-letter partition the
+ * planner thinks holds rows (an empty partition is read by a sequential scan of nothing). */
+static bool reads_by_seq_scan(const char *line)
+{
+    if (strstr(line, "Seq Scan on queue"))
+        return true;
+    const char *rows = strstr(line, "rows=");
+    return strstr(line, "Seq Scan on dead_letter") && rows && atol(rows + 5) > 1;
+}
+
+/* Fails the test when a plan reads the queue or the dead letters by a sequential scan, quoting
+ * the scans of those tables (a whole plan is longer than a failure message). */
+static void assert_probes_only(const char *what, char *plan)
+{
+    bool seq = false;
+    char scans[1500] = "";
+    for (char *line = strtok(plan, "\n"); line; line = strtok(NULL, "\n")) {
+        seq = seq || reads_by_seq_scan(line);
+        if ((strstr(line, " on queue") || strstr(line, " on dead_letter")) &&
+            strlen(scans) + strlen(line) + 2 < sizeof scans) {
+            strcat(scans, line);
+            strcat(scans, "\n");
+        }
+    }
+    free(plan);
+    if (seq)
+        fail_msg("%s reads by a sequential scan where it should probe an index:\n%s", what, scans);
+}
+
+/* A few customers holding the whole queue (and the dead letters) while many hold nothing is the
+ * common shape (a backlog or two, a receiver that dead-letters everything, among quiet tenants),
+ * and it is the one where the statistics mislead: they say every customer has (rows / those
+ * few) rows. The per-customer counts and probes must stay index probes then. They did not: at
+ * 1,000,000 customers beside four 250,000-item backlogs, a 2,000-customer slice of the queue
+ * gauges (run_metrics) was a sequential scan of the queue per customer (104 s instead of 0.19
+ * s, every claim waiting behind it until statement_timeout), the backstop's "is this pair due"
+ * read the whole queue for a pair with nothing due (89 ms a pair), and `pgpace stats` (the
+ * customer_stats view) cost 65-73 ms a customer. At this test's size (4 x 25,000 items, a
+ * quarter of them also dead letters) the old forms fail here too: run_metrics once its count
+ * cap is well under the rows the statistics give a customer (as 100,000 was under 238,000
+ * there), the backstop as it was, and the view on its dead-letter count. */
+static void per_customer_probes_stay_index_probes_when_few_customers_hold_the_queue(void **state)
+{
+    tl_db *db = *state;
+    tl_exec(db->conn, "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, "
+                      "signing_secrets, paused) SELECT 'whale' || g, 'spaced', 600, "
+                      "'http://127.0.0.1:9/w', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], "
+                      "true FROM generate_series(1, 4) g");
+    tl_exec(db->conn, "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, "
+                      "signing_secrets) SELECT 'shop' || g, 'spaced', 60, 'http://127.0.0.1:9/s', "
+                      "ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'] "
+                      "FROM generate_series(1, 2000) g");
+    tl_exec(db->conn,
+            "WITH i AS (INSERT INTO pgpace.item (customer_id, payload) "
+            "SELECT c.id, '{}' FROM generate_series(1, 25000) g, pgpace.customer c "
+            "WHERE c.name LIKE 'whale%%' ORDER BY g, c.id RETURNING id, customer_id, run_at) "
+            "INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, "
+            "max_attempts) SELECT id, customer_id, '', 0, run_at, 12 FROM i");
+    tl_exec(db->conn, "INSERT INTO pgpace.dead_letter (item_id, customer_id, attempts, last_error) "
+                      "SELECT q.item_id, q.customer_id, 1, 'http:500' FROM pgpace.queue q "
+                      "WHERE q.item_id %% 4 = 0");
+    tl_exec(db->conn, "ANALYZE pgpace.queue");
+    tl_exec(db->conn, "ANALYZE pgpace.dead_letter");
+    tl_exec(db->conn, "ANALYZE pgpace.customer");
+    tl_exec(db->conn, "SET jit = off"); /* as the dispatcher's session */
+    char first[32];
+    snprintf(first, sizeof first, "'%lld'", -9223372036854775807LL - 1);
+    static const char *const caps[] = {"100000", "1000"};
+    for (size_t i = 0; i < sizeof caps / sizeof *caps; i++) {
+        char params[128], what[64];
+        snprintf(params, sizeof params, "%s, '2000', '%s'", first, caps[i]);
+        snprintf(what, sizeof what, "run_metrics (count cap %s)", caps[i]);
+        assert_probes_only(what, plan_of(db->conn, sql_q_run_metrics, params));
+    }
+    char params[128];
+    snprintf(params, sizeof params, "%s, '', '5000'", first);
+    assert_probes_only("run_backstop", plan_of(db->conn, sql_q_run_backstop, params));
+    assert_probes_only("stats (every customer)", plan_of(db->conn, sql_q_stats, "NULL"));
+    assert_probes_only("stats (one customer)", plan_of(db->conn, sql_q_stats, "'shop5'"));
+    assert_probes_only("stats --watch", plan_of(db->conn, sql_q_stats_watch, "NULL"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(declared_shapes_match_the_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            per_customer_probes_stay_index_probes_when_few_customers_hold_the_queue, setup,
+            teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
