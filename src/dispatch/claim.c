@@ -85,12 +85,6 @@ int spaced_reserve(int used, int n_active, double concurrency, double spaced_wei
     return keep > 0 ? keep : 0;
 }
 
-/* A host's spaced customers with work are recounted at most this often, and at most every
- * RESERVE_REFRESH_US_PER_CUSTOMER per spaced customer of the host: the recount visits them all,
- * about 0.15 us each, so with 1,000,000 on one host it would take the loop most of every 100 ms;
- * so it costs at most about 1 % of a core however many there are (then every 16 s). */
-#define RESERVE_REFRESH_US              100000
-#define RESERVE_REFRESH_US_PER_CUSTOMER 16
 /* A spaced customer keeps connections only if it may send within this long. */
 #define RESERVE_HORIZON_US 1000000
 
@@ -126,10 +120,7 @@ share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
         room = 0;
     int open = room - (h ? h->booked : 0);
     if (h && n_open > 0 && h->n_spaced > 0) {
-        int64_t every = (int64_t)h->n_spaced * RESERVE_REFRESH_US_PER_CUSTOMER;
-        if (every < RESERVE_REFRESH_US)
-            every = RESERVE_REFRESH_US;
-        if (now - h->reserve_at_us >= every || now < h->reserve_at_us) {
+        if (recount_due(now, h->reserve_at_us, h->n_spaced)) { /* (internal.h) */
             spaced_recount(d, h, now);
             h->reserve_at_us = now;
         }

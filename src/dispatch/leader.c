@@ -208,12 +208,6 @@ typedef struct floor_ctx {
     int frontier_rows, without_state;
 } floor_ctx;
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* How far back a send of c still bears on its state now: the time its burst takes to refill
  * (plus the claim-to-send bound) for spaced, two ticks for batch; at most FLOOR_HORIZON_MAX_US. */
 static int64_t floor_horizon_us(const dispatcher *d, const customer *c)

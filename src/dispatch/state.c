@@ -73,12 +73,8 @@ static breaker_state parse_breaker(const char *s)
 static void id_list_remove(dispatcher *d, int64_t *v, size_t *n, customer *c)
 {
     size_t i = c->host_pos;
-    if (i >= *n || v[i] != c->id) {
-        for (i = 0; i < *n && v[i] != c->id; i++) /* not where it was noted (no memory then) */
-            ;
-        if (i == *n)
-            return;
-    }
+    if (i >= *n || v[i] != c->id)
+        return; /* not on the list: its id_list_add found no memory */
     v[i] = v[--*n];
     if (i < *n) {
         customer *moved = customer_get(d, v[i]);
@@ -324,12 +320,6 @@ int customers_apply(dispatcher *d, const PGresult *res, bool log_each)
 
 static void reload_send(dispatcher *d);
 
-static int cmp_id(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* A reload statement out: the ids it asked for, sorted and without repeats. */
 typedef struct reload_batch {
     dispatcher *d;
@@ -388,7 +378,7 @@ static void reload_send(dispatcher *d)
         d->reload_head += n;
         if (d->reload_head == d->n_reload)
             d->reload_head = d->n_reload = 0;
-        qsort(b->ids, n, sizeof b->ids[0], cmp_id);
+        qsort(b->ids, n, sizeof b->ids[0], cmp_i64);
         size_t u = 0;
         for (size_t i = 0; i < n; i++)
             if (u == 0 || b->ids[i] != b->ids[u - 1])

@@ -170,19 +170,11 @@ static bool must_give_back(const customer *c, int64_t now)
     return !c || c->paused || c->pace.hold_until_us > now || c->breaker.state == BREAKER_OPEN;
 }
 
-/* The work-queue customers of a host are recounted at most this often, and at most every
- * WORKQ_REFRESH_US_PER_CUSTOMER per customer of the host: the recount visits them all, so with
- * 1,000,000 on one host it cost the loop most of every 100 ms (as claim.c's spaced recount). */
-#define WORKQ_REFRESH_US              100000
-#define WORKQ_REFRESH_US_PER_CUSTOMER 16
-
-/* The sum of the weights of the host's work-queue customers with work (customer_active). */
+/* The sum of the weights of the host's work-queue customers with work (customer_active),
+ * recounted when recount_due (internal.h). */
 static double workq_weight(dispatcher *d, host_state *h, int64_t now)
 {
-    int64_t every = (int64_t)h->n_workq * WORKQ_REFRESH_US_PER_CUSTOMER;
-    if (every < WORKQ_REFRESH_US)
-        every = WORKQ_REFRESH_US;
-    if (now - h->workq_at_us < every && now >= h->workq_at_us)
+    if (!recount_due(now, h->workq_at_us, h->n_workq))
         return h->workq_weight;
     double w = 0;
     for (size_t i = 0; i < h->n_workq; i++) {
