@@ -1,6 +1,7 @@
 /* activity.c - a customer's recent requests (activity.h). */
 #include "activity.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,6 +73,11 @@ void activity_note(activity *a, int64_t t_us, int64_t tick)
     }
 }
 
+void activity_forget_count(activity *a)
+{
+    memset(a->buckets, 0, sizeof a->buckets);
+}
+
 void activity_note_error(activity *a, int64_t t_us, const char *error_class, int status)
 {
     snprintf(a->error_class, sizeof a->error_class, "%s", error_class ? error_class : "http");
@@ -79,23 +85,46 @@ void activity_note_error(activity *a, int64_t t_us, const char *error_class, int
     a->error_us = t_us;
 }
 
+activity_window activity_window_at(const activity *a, int64_t now_us, int64_t since_us)
+{
+    activity_window w = {0};
+    int64_t now_b = now_us / ACTIVITY_BUCKET_US;
+    if (a->last_us > 0 && now_b < a->bucket)
+        now_b = a->bucket; /* now before the latest request: read as at that request */
+    int64_t into = now_us - now_b * ACTIVITY_BUCKET_US;
+    if (into < 0)
+        into = 0;
+    int64_t first_b = now_b - (ACTIVITY_BUCKETS - 1);
+    int64_t start = first_b * ACTIVITY_BUCKET_US, end = now_b * ACTIVITY_BUCKET_US + into;
+    if (since_us > start) {
+        start = since_us < end ? since_us : end;
+        w.partial = true;
+        if (since_us / ACTIVITY_BUCKET_US > first_b)
+            first_b = since_us / ACTIVITY_BUCKET_US;
+    }
+    w.us = end - start;
+    if (a->last_us == 0)
+        return w;
+    for (int64_t b = first_b; b <= a->bucket; b++) {
+        if (b >= 0 && b > a->bucket - ACTIVITY_BUCKETS)
+            w.count += a->buckets[b % ACTIVITY_BUCKETS];
+    }
+    return w;
+}
+
+double activity_window_rate(const activity_window *w)
+{
+    if (w->us < ACTIVITY_MIN_WINDOW_US)
+        return NAN;
+    return (double)w->count * 60e6 / (double)w->us;
+}
+
 double activity_per_minute(const activity *a, int64_t now_us)
 {
     if (a->last_us == 0)
         return 0;
-    int64_t now_b = now_us / ACTIVITY_BUCKET_US;
-    if (now_b < a->bucket)
-        now_b = a->bucket; /* now before the latest request: read as at that request */
-    uint64_t sum = 0;
-    for (int64_t b = now_b - (ACTIVITY_BUCKETS - 1); b <= a->bucket; b++) {
-        if (b >= 0 && b > a->bucket - ACTIVITY_BUCKETS)
-            sum += a->buckets[b % ACTIVITY_BUCKETS];
-    }
-    int64_t into = now_us - now_b * ACTIVITY_BUCKET_US;
-    if (into < 0)
-        into = 0;
-    double covered_s = (double)((ACTIVITY_BUCKETS - 1) * ACTIVITY_BUCKET_US + into) / 1e6;
-    return (double)sum * 60.0 / covered_s;
+    activity_window w = activity_window_at(a, now_us, 0);
+    return activity_window_rate(&w);
 }
 
 size_t activity_gaps(const activity *a, uint32_t *out, size_t cap)

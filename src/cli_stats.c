@@ -23,10 +23,11 @@ static const char stats_usage[] =
     "\n"
     "--watch refreshes every SECONDS (default 1) until interrupted, showing per customer the\n"
     "configured and effective rate, what was observed (spaced and unlimited: webhooks delivered\n"
-    "in the last minute, '/min'; batch: requests sent in the last complete tick against the\n"
-    "allowance, e.g. '12 of 12/tick', since a batch rate is an allowance per tick of the\n"
-    "leader's batch_tick_ms), the last gaps between webhooks, queue depth, in-flight items and\n"
-    "breaker/pause state.\n";
+    "in the last minute, '/min', or per minute of the time since the customer was created or\n"
+    "the leader's session began when that is shorter, with its length: '118.5/min (27 s)';\n"
+    "batch: requests sent in the last complete tick against the allowance, e.g. '12 of\n"
+    "12/tick', since a batch rate is an allowance per tick of the leader's batch_tick_ms), the\n"
+    "last gaps between webhooks, queue depth, in-flight items and breaker/pause state.\n";
 
 int cli_stats(cli_ctx *ctx, int argc, char **argv)
 {

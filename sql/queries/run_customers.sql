@@ -6,8 +6,9 @@
 -- each branch is guarded by its parameters alone (a one-time filter in a generic plan) and every
 -- row is found by its primary key: with `$1 IS NULL OR c.id = $1` the cached generic plan scanned
 -- every customer for each reload (217 ms at 1,000,000).
--- A disabled customer is held like a paused one (`disabled`). The timeouts and the
--- throttle settings are 0 where the customer has none: the configured default applies.
+-- A disabled customer is held like a paused one (`disabled`; since `disabled_at_us`, which the
+-- status page shows). The timeouts and the throttle settings are 0 where the customer has none:
+-- the configured default applies.
 -- `headers` are the extra header lines to send, the Authorization one included, separated by
 -- LF ('' when none): no line holds a CR or LF (the table's constraints). base64 from encode()
 -- breaks lines every 76 characters; translate() joins them. OAuth2 (auth 'oauth2') adds no line
@@ -20,7 +21,7 @@
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
 -- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
--- @columns: oauth_scope client_cert client_key proxy
+-- @columns: oauth_scope client_cert client_key proxy disabled_at_us
 WITH ids AS MATERIALIZED (
     (SELECT cu.id FROM pgpace.customer cu
       WHERE $1::bigint[] IS NULL AND cu.id > $2::bigint
@@ -54,7 +55,8 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        CASE WHEN c.auth_scheme = 'oauth2' THEN c.auth_secret END AS oauth_client_secret,
        c.oauth_scope,
        c.client_cert, c.client_key,
-       c.proxy
+       c.proxy,
+       (extract(epoch FROM c.disabled_at) * 1000000)::bigint AS disabled_at_us
   FROM ids
  -- OFFSET 0 keeps each join a probe by key (not a merge over the whole table).
  CROSS JOIN LATERAL (SELECT cc.* FROM pgpace.customer cc WHERE cc.id = ids.id OFFSET 0) c

@@ -5,8 +5,10 @@
 -- `pgpace stats` shows it), with its age in seconds. No queue counts: counting a customer's
 -- queue per poll costs a scan of its backlog (1.2 s for 50 customers of 20,000 items each, most
 -- of it heap visits of rows not yet vacuumed); the leader shows its queue-gauge counts instead.
+-- failing_since_us: the recorded failing streak's start (pgpace.customer_health), NULL when none.
 -- @params: ids
 -- @columns: customer_id effective_rate last_error_class last_error_status last_error_age_s
+-- @columns: failing_since_us
 SELECT c.id AS customer_id,
        least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)::float8
            AS effective_rate,
@@ -15,9 +17,11 @@ SELECT c.id AS customer_id,
        CASE WHEN la.outcome NOT IN ('success', 'released') THEN la.http_status END
            AS last_error_status,
        CASE WHEN la.outcome NOT IN ('success', 'released')
-            THEN extract(epoch FROM now() - la.started_at)::float8 END AS last_error_age_s
+            THEN extract(epoch FROM now() - la.started_at)::float8 END AS last_error_age_s,
+       (extract(epoch FROM h.failing_since) * 1000000)::bigint AS failing_since_us
   FROM pgpace.customer c
   LEFT JOIN pgpace.frontier f ON f.customer_id = c.id
+  LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id
   LEFT JOIN LATERAL (
       SELECT da.outcome, da.error_class, da.http_status, da.started_at
         FROM pgpace.delivery_attempt da

@@ -1,7 +1,7 @@
 /* health.c - the leader's side of customers' health lifecycle and operator events.
  *
- * Owns customer.failing_since/health_failures/failing_recorded, TIMER_HEALTH and the
- * operator-event pipeline (dispatcher.events_*):
+ * Owns customer.failing_since/health_failures/failing_recorded/recovered_at, TIMER_HEALTH
+ * and the operator-event pipeline (dispatcher.events_*):
  * - every delivery's verdict updates the customer's failing streak (health_note): once
  *   breaker_failures attempts in a row failed, the streak is recorded (customer_health, the
  *   `failing` event); the next success ends it (`recovered`). Writes happen only at those two
@@ -377,8 +377,10 @@ void health_note(dispatcher *d, customer *c, bool failed, int64_t started_us, co
         c->failing_since = 0;
         c->health_failures = 0;
         c->failing_recorded = false;
-        if (recorded)
+        if (recorded) {
+            c->recovered_at = now_us(); /* for the status page */
             write_note(d, c, false, NULL);
+        }
         return;
     }
     if (!c->failing_since)

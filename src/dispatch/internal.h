@@ -245,6 +245,8 @@ typedef struct customer {
     int64_t failing_since; /* epoch us of its first failure; 0 = not failing */
     int health_failures;   /* failed attempts in it (since this leader knew it) */
     bool failing_recorded; /* the `failing` event is written (or being written) */
+    int64_t recovered_at;  /* epoch us: the latest recorded streak ended here; 0 = none seen */
+    int64_t disabled_at;   /* epoch us of customer.disabled_at; 0 = not disabled */
     int in_flight;
     int claiming;  /* items asked of the claims in flight */
     int rounds_in; /* claims in flight it is in (more than one only for an unlimited customer) */
@@ -270,6 +272,9 @@ typedef struct customer {
     /* Its latest requests, for the status page (status.c): made at its first request, so an
      * idle customer costs nothing; NULL until then. */
     activity *activity;
+    /* When this instance loaded it (timebase_mono_us): what it saw of it, on the page and in
+     * its failing streak's count, begins no earlier. */
+    int64_t known_mono_us;
     /* Its queue as the leader's last queue-gauge refresh counted it (housekeeping.c), for the
      * status page; stat_at_us: when (epoch us), 0 = not counted yet. */
     int64_t stat_due, stat_delayed, stat_dead, stat_in_flight;
@@ -512,6 +517,7 @@ typedef struct customer_row {
     int breaker_failures, breaker_trips;
     int64_t breaker_open_until_us;                               /* 0 when none */
     int64_t failing_since_us;                                    /* 0 when not failing */
+    int64_t disabled_at_us;                                      /* 0 when not disabled */
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
 } customer_row;
 
@@ -736,6 +742,7 @@ struct dispatcher {
     int status_pending;             /* GET /v1/status requests waiting for their statements */
     double status_due, status_dead; /* status_totals_note's sums */
     int64_t status_totals_us;       /* when they were taken (epoch us); 0 = never */
+    int64_t lead_mono_us; /* when this instance last began leading (timebase_mono_us); 0 = never */
 
     long long claimed, stale_recoveries, lost_ownership;
     uint64_t rounds; /* claim rounds built: rotates the division's ties */
@@ -976,6 +983,9 @@ void status_note_failure(customer *c, const char *error_class, int http_status);
 void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us);
 /* All customers' due items and dead letters, summed by that refresh. */
 void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us);
+/* This instance begins leading: the requests per minute count from now (what was counted
+ * while another instance led is not this one's to show). */
+void status_lead_begin(dispatcher *d);
 
 /* housekeeping.c */
 /* On becoming leader: partitions ahead, then retention; hourly afterwards. */

@@ -442,6 +442,7 @@ void leader_enter(dispatcher *d, leader_state to)
         load_frontier(d);
         break;
     case LEADER_LEADING: {
+        status_lead_begin(d);
         /* Work noted while the frontier loaded is scheduled now; the backstop finds the rest. */
         size_t pos = 0;
         customer *c;

@@ -193,6 +193,9 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .failing_since_us = row_null(res, r, SQL_RUN_CUSTOMERS_C_FAILING_SINCE_US)
                                 ? 0
                                 : row_i64(res, r, SQL_RUN_CUSTOMERS_C_FAILING_SINCE_US),
+        .disabled_at_us = row_null(res, r, SQL_RUN_CUSTOMERS_C_DISABLED_AT_US)
+                              ? 0
+                              : row_i64(res, r, SQL_RUN_CUSTOMERS_C_DISABLED_AT_US),
     };
 }
 

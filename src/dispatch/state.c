@@ -130,6 +130,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->id = row->id;
         c->tat = GCRA_TAT_NONE;
         c->round_slot = -1;
+        c->known_mono_us = timebase_mono_us();
     }
     char *name = strdup(row->name);
     char *url = strdup(row->url);
@@ -270,6 +271,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (!fresh && c->disabled && !row->disabled)
         health_reset(d, c);
     c->disabled = row->disabled;
+    c->disabled_at = row->disabled ? row->disabled_at_us : 0;
     c->paused_stored = row->paused;
     c->paused = row->paused || row->disabled || customer_held_invalid(c);
     c->host = host_for_url(d, c->url);

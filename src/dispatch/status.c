@@ -17,6 +17,13 @@
  *   standby says "live": false, shows the effective rates the leader wrote to the frontier,
  *   and has no count of throttled customers (null); its sorts by effective rate and state use
  *   what it knows itself (configured rates).
+ * - Requests per minute are over the part of the last minute this instance observed: since it
+ *   began leading, or loaded the customer, when that is less than a minute ago (activity.h);
+ *   the count and the window are given beside it, so the figure of a customer sending at its
+ *   rate is its rate from the first seconds on, not the count of a partial minute.
+ * - Health (health.c, status_health.h): ok, failing (the recorded streak: since when, failures
+ *   in a row, and when the health check may disable it at this pace) or disabled (since when);
+ *   a recovered customer reads ok again, with when it recovered, for an hour.
  * - Nothing secret: no payload, signing secret, header value, token, certificate, URL or proxy
  *   is read here. Customer and carrier names, modes, rates, counts, states and error classes.
  * - The answer is assembled when the statements' results arrive (or at once without a
@@ -26,6 +33,7 @@
 
 #include "log.h"
 #include "pgpace_version.h"
+#include "status_health.h"
 #include "status_query.h"
 
 #include <errno.h>
@@ -50,7 +58,7 @@ typedef struct status_req {
     int64_t *ids; /* the page's customers, in order */
     size_t n_ids;
     size_t total, matched;
-    int paused, disabled, held, breaker_open, throttled;
+    int paused, disabled, held, breaker_open, throttled, failing;
     PGresult *instances; /* kept results; NULL when not (yet) there or failed */
     PGresult *customers;
     int outstanding; /* statements whose results have not come back */
@@ -104,6 +112,16 @@ void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us)
     d->status_totals_us = at_us;
 }
 
+void status_lead_begin(dispatcher *d)
+{
+    d->lead_mono_us = timebase_mono_us();
+    size_t pos = 0;
+    customer *c;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        if (c->activity)
+            activity_forget_count(c->activity);
+}
+
 /* ---- a customer's state ------------------------------------------------------------------- */
 
 static const char *held_reason(const customer *c)
@@ -130,27 +148,55 @@ static bool is_throttled(const customer *c, int64_t now)
     return effective_rate(c) < c->rate || c->pace.cap > 0 || c->pace.hold_until_us > now;
 }
 
-/* Problems first: the order of sort=state. */
-static int severity(const customer *c, int64_t now)
+/* Its failing streak is recorded: `failing`, as `pgpace events` has it (health.c). Only the
+ * leader's memory follows the streak; a standby's is as it was loaded. */
+static bool is_failing(const customer *c)
 {
-    if (c->disabled)
-        return 6;
-    if (held_reason(c))
-        return 5;
-    if (c->breaker.state == BREAKER_OPEN)
-        return 4;
-    if (c->paused_stored)
-        return 3;
-    if (is_throttled(c, now))
-        return 2;
-    if (c->breaker.state == BREAKER_HALF_OPEN)
-        return 1;
-    return 0;
+    return c->failing_since > 0 && c->failing_recorded;
 }
 
-static double observed(const customer *c, int64_t mono)
+/* Its problems (status_health.h): their value is the order of sort=state, problems first. A
+ * standby knows neither throttling (it paces nothing) nor the streaks of now. */
+static unsigned problems(const customer *c, int64_t now, bool live)
 {
-    return c->activity ? activity_per_minute(c->activity, mono) : 0;
+    unsigned p = 0;
+    if (c->disabled)
+        p |= STATUS_DISABLED;
+    if (held_reason(c))
+        p |= STATUS_HELD;
+    if (live && is_failing(c))
+        p |= STATUS_FAILING;
+    if (c->breaker.state == BREAKER_OPEN)
+        p |= STATUS_BREAKER_OPEN;
+    if (c->paused_stored)
+        p |= STATUS_PAUSED;
+    if (is_throttled(c, now))
+        p |= STATUS_THROTTLED;
+    if (c->breaker.state == BREAKER_HALF_OPEN)
+        p |= STATUS_HALF_OPEN;
+    return p;
+}
+
+/* Its requests of the last minute, over the part of it this instance observed: since it began
+ * leading, or since it loaded the customer when that was later. */
+static activity_window observed_window(const dispatcher *d, const customer *c, int64_t mono)
+{
+    int64_t since = c->known_mono_us > d->lead_mono_us ? c->known_mono_us : d->lead_mono_us;
+    if (c->activity)
+        return activity_window_at(c->activity, mono, since);
+    activity none;
+    activity_init(&none);
+    return activity_window_at(&none, mono, since);
+}
+
+/* Per minute over that window, for sort=observed (0 for none, or too short to say). */
+static double observed(const dispatcher *d, const customer *c, int64_t mono)
+{
+    if (!c->activity)
+        return 0; /* nothing sent: spares a sort over many idle customers an empty window each */
+    activity_window w = observed_window(d, c, mono);
+    double r = activity_window_rate(&w);
+    return isnan(r) ? 0 : r;
 }
 
 /* ---- choosing the page -------------------------------------------------------------------- */
@@ -222,7 +268,8 @@ static void select_kth(ranked *a, size_t n, size_t k, ranked_cmp_fn cmp)
     }
 }
 
-static double sort_key(const customer *c, status_sort s, int64_t now, int64_t mono)
+static double sort_key(const dispatcher *d, const customer *c, status_sort s, int64_t now,
+                       int64_t mono, bool live)
 {
     switch (s) {
     case STATUS_SORT_NAME:
@@ -232,12 +279,11 @@ static double sort_key(const customer *c, status_sort s, int64_t now, int64_t mo
     case STATUS_SORT_EFFECTIVE:
         return effective_rate(c);
     case STATUS_SORT_OBSERVED:
-        return observed(c, mono);
+        return observed(d, c, mono);
     case STATUS_SORT_IN_FLIGHT:
         return c->in_flight;
     case STATUS_SORT_STATE:
-        /* Ascending lists problems first. */
-        return -severity(c, now);
+        return status_state_key(problems(c, now, live));
     }
     return 0;
 }
@@ -246,6 +292,7 @@ static double sort_key(const customer *c, status_sort s, int64_t now, int64_t mo
 static int choose_page(dispatcher *d, status_req *r)
 {
     int64_t now = now_us(), mono = timebase_mono_us();
+    bool live = is_leading(d);
     size_t n = d->customers.n;
     ranked *all = n ? malloc(n * sizeof *all) : NULL;
     if (n && !all)
@@ -264,8 +311,10 @@ static int choose_page(dispatcher *d, status_req *r)
             r->paused++;
         if (is_throttled(c, now))
             r->throttled++;
+        if (is_failing(c) && !c->disabled)
+            r->failing++;
         if (m < n && status_name_matches(c->name, r->q.filter))
-            all[m++] = (ranked){.c = c, .key = sort_key(c, r->q.sort, now, mono)};
+            all[m++] = (ranked){.c = c, .key = sort_key(d, c, r->q.sort, now, mono, live)};
     }
     r->matched = m;
     ranked_cmp_fn cmp = r->q.sort == STATUS_SORT_NAME
@@ -367,6 +416,56 @@ static void put_series(strbuf *j, const uint32_t *v, size_t n)
     strbuf_puts(j, "]");
 }
 
+/* How long the page says "recovered at": the leader's memory of the end of a streak. */
+#define RECOVERED_SHOWN_US (3600LL * 1000000)
+
+/* The customer's health lifecycle (health.c): ok, failing (its streak recorded: since when, how
+ * many failed attempts in a row, and when the health check may disable it at this pace) or
+ * disabled (since when), and the end of its latest streak while it reads ok again. A standby
+ * has the recorded streak from the database and no count, pace or recovery. */
+static void put_health(strbuf *j, const dispatcher *d, const customer *c, const PGresult *res,
+                       int row, bool live, int64_t now, int64_t mono)
+{
+    int64_t since = 0;
+    if (live)
+        since = is_failing(c) ? c->failing_since : 0;
+    else if (row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US))
+        since = row_i64(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US);
+    const char *state = c->disabled ? "disabled" : since > 0 ? "failing" : "ok";
+    strbuf_puts(j, ",\"health\":{\"state\":");
+    put_str(j, state);
+    strbuf_puts(j, ",\"failing_since\":");
+    put_time(j, since);
+    strbuf_puts(j, ",\"failures_in_a_row\":");
+    if (live)
+        strbuf_printf(j, "%d", c->health_failures);
+    else
+        strbuf_puts(j, "null");
+    strbuf_puts(j, ",\"disabled_at\":");
+    put_time(j, c->disabled ? c->disabled_at : 0);
+    /* Not for a paused customer (the check leaves those alone), nor a held one when the count
+     * still has to grow (it sends nothing, so no pace). */
+    int64_t expected = 0;
+    if (live && since > 0 && !c->disabled && !c->paused_stored) {
+        /* Failures are counted since the streak began or this instance loaded the customer. */
+        int64_t known = now - (mono - c->known_mono_us);
+        status_streak st = {.failing_since_us = since,
+                            .failures = c->health_failures,
+                            .counted_since_us = known > since ? known : since,
+                            .disable_after_us = d->cfg.disable_after_ms * 1000,
+                            .min_attempts = d->cfg.disable_min_attempts};
+        if (!held_reason(c) || st.failures >= st.min_attempts)
+            expected = status_disable_estimate(&st, now);
+    }
+    strbuf_puts(j, ",\"expected_disable_at\":");
+    put_time(j, expected);
+    strbuf_puts(j, ",\"recovered_at\":");
+    bool recovered = live && since == 0 && !c->disabled && c->recovered_at > 0 &&
+                     now - c->recovered_at < RECOVERED_SHOWN_US;
+    put_time(j, recovered ? c->recovered_at : 0);
+    strbuf_puts(j, "}");
+}
+
 static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGresult *res,
                          bool live, int64_t now, int64_t mono)
 {
@@ -397,11 +496,23 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
         strbuf_puts(j, "null");
     strbuf_printf(j, ",\"max_in_flight\":%d", c->max_in_flight);
 
+    /* Over the window observed, in whole ms: the rate is the count over the window given, so
+     * a reader can check one against the other. */
     strbuf_puts(j, ",\"observed_per_minute\":");
-    if (live)
-        put_num(j, round(observed(c, mono) * 10) / 10);
-    else
-        strbuf_puts(j, "null");
+    if (live) {
+        activity_window w = observed_window(d, c, mono);
+        int64_t ms = (w.us + 500) / 1000;
+        if (ms >= ACTIVITY_MIN_WINDOW_US / 1000)
+            put_num(j, round((double)w.count * 60000.0 / (double)ms * 10) / 10);
+        else
+            strbuf_puts(j, "null");
+        strbuf_printf(j, ",\"observed_count\":%" PRIu64 ",\"observed_window_s\":", w.count);
+        put_num(j, (double)ms / 1000);
+        strbuf_printf(j, ",\"observed_partial\":%s", w.partial ? "true" : "false");
+    } else {
+        strbuf_puts(j, "null,\"observed_count\":null,\"observed_window_s\":null,"
+                       "\"observed_partial\":null");
+    }
     uint32_t series[ACTIVITY_HISTORY];
     strbuf_puts(j, ",\"gaps_ms\":");
     if (live && c->mode != MODE_BATCH)
@@ -448,6 +559,7 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
                   c->paused_stored && !c->disabled ? "true" : "false",
                   c->disabled ? "true" : "false");
     put_str(j, held_reason(c));
+    put_health(j, d, c, res, row, live, now, mono);
 
     /* The latest failure: the leader's own memory of it (an hour at most), else the latest
      * attempt's as the database has it. */
@@ -571,6 +683,16 @@ static void status_answer(status_req *r)
     strbuf_printf(&j, ",\"database\":\"%s\",\"live\":%s,\"poll_ms\":%d,\"batch_tick_ms\":%d",
                   db ? "ok" : "unreachable", live ? "true" : "false", STATUS_POLL_MS,
                   d->cfg.batch_tick_ms);
+    /* The health check's rule (status_health.h), which expected_disable_at follows. */
+    strbuf_puts(&j, ",\"health_rules\":{\"disable_after_s\":");
+    if (d->cfg.disable_after_ms > 0)
+        put_num(&j, (double)d->cfg.disable_after_ms / 1000);
+    else
+        strbuf_puts(&j, "null");
+    strbuf_printf(
+        &j, ",\"disable_min_attempts\":%d,\"check_interval_s\":", d->cfg.disable_min_attempts);
+    put_num(&j, (double)d->cfg.health_check_ms / 1000);
+    strbuf_puts(&j, "}");
     const char *leader = live ? instance_name(d) : NULL;
     put_instances(&j, db ? r->instances : NULL, &leader);
     strbuf_puts(&j, ",\"leader\":");
@@ -583,9 +705,10 @@ static void status_answer(status_req *r)
     /* Throttling is the leader's (a standby paces nothing: its own count would be 0), as is
      * what is in flight. */
     if (live)
-        strbuf_printf(&j, "%d,\"in_flight\":%d", r->throttled, d->in_flight);
+        strbuf_printf(&j, "%d,\"failing\":%d,\"in_flight\":%d", r->throttled, r->failing,
+                      d->in_flight);
     else
-        strbuf_puts(&j, "null,\"in_flight\":null");
+        strbuf_puts(&j, "null,\"failing\":null,\"in_flight\":null");
     bool totals = live && d->status_totals_us > 0;
     strbuf_puts(&j, ",\"due\":");
     if (totals)

@@ -3,13 +3,15 @@
 
 Starts what a deployment has: a fresh PostgreSQL database (migrated by `pgpace migrate`), the
 test webhook receiver (one customer's path throttles like a rate-limited API, one answers
-400 to every 5th request, one answers slowly), five customers of the three modes and a carrier
+400 to every 5th request, one 404 to every request, one answers slowly), six customers of the
+three modes and a carrier
 made with the CLI, a backlog enqueued from a file, and `pgpace run` with a status token. Then
 it opens the page in chromium (tests/browser/cdp.py) and checks what the page renders, through
 the DOM contract the page promises (data-* attributes): every customer listed with its mode
 and rate, numbers changing from one poll to the next, the throttled customer's effective rate
-shown below its configured rate, the carrier and dead-letter count, filtering and sorting
-(server side, state kept across a reload), and that no signing secret, token or payload ever
+shown below its configured rate, the carrier and dead-letter count, the failing customer's
+health in the State column (failing since when, the disable estimate) and first by state,
+filtering and sorting (server side, state kept across a reload), and that no signing secret, token or payload ever
 reaches the page or /v1/status. The browser must report no Content-Security-Policy violation,
 no uncaught exception and no request outside the dispatcher's origin. It saves a screenshot
 (the README's picture): $PGPACE_SCREENSHOT, else --screenshot PATH (meson gives one in the
@@ -58,11 +60,14 @@ CUSTOMERS = {
     "globex": ("batch", 12, "200"),
     "initech": ("unlimited", 1, "200 after 250 ms, through carrier 'bulk'"),
     "umbrella": ("spaced", 60, "429 without Retry-After beyond 20/min (token bucket)"),
+    "hooli": ("spaced", 60, "404 to every request (failing)"),
 }
 THROTTLED = "umbrella"
+FAILING = "hooli"
+FAILING_WAIT_S = 30  # breaker_failures (5) failed requests at 60/min, then a poll
 CARRIER = ("bulk", 5, 4)  # name, max_per_round, max_in_flight
 ITEMS = {"acme-orders": 600, "acme-billing": 300, "globex": 1500, "initech": 4000,
-         "umbrella": 300}
+         "umbrella": 300, "hooli": 300}
 NUMERIC_FIELDS = ("rate", "effective_rate", "observed", "due", "in_flight", "delayed", "dead",
                   "oldest_due")
 
@@ -80,6 +85,7 @@ CHECKS = [
     "sparkline drawn from the sent requests' gaps",
     "throttled customer's effective rate shown below its configured rate",
     "dead letters counted once the receiver refused items",
+    "failing customer's State shows since when and the disable estimate; first by state",
     "filter narrows the rows to the matching customers (server side)",
     "filter kept across a reload (state in location.hash)",
     "sorting by rate orders the rows by rate, descending first",
@@ -250,7 +256,8 @@ class World:
         args = [self.receiver_bin,
                 "--throttle", f"/c/{THROTTLED}:token-bucket:20:1:429:retry-after=none",
                 "--rule", "/c/acme-billing:400:every=5",
-                "--rule", "/c/initech:200:delay=250"]
+                "--rule", "/c/initech:200:delay=250",
+                "--rule", f"/c/{FAILING}:404"]
         with open(self.receiver_out, "wb") as out, open(self.receiver_err, "wb") as err:
             self.receiver = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
                                              stderr=err)
@@ -662,6 +669,36 @@ def tests(tap, w):
         tap.result(True, json.dumps(got))
     except CDPError as e:
         tap.result(False, str(e))
+
+    # 12b. the failing customer: its State, and sort=state puts it first
+    tap.check("failing customer")
+    state_js = f"""(() => {{
+        const td = document.querySelector('#customers tr[data-customer="{FAILING}"] td[data-field="state"]');
+        return td && {{keys: td.dataset.state, text: td.textContent.trim(),
+                       title: (td.querySelector('.badge') || {{}}).title || ''}}; }})()"""
+    try:
+        got = page.wait_for(f"""(() => {{ const v = {state_js};
+            return v && v.keys.split(' ').includes('failing') && /failing since/.test(v.text)
+              && /disabled in ~/.test(v.text) ? v : null; }})()""",
+                            FAILING_WAIT_S, f"{FAILING}'s State cell saying failing")
+        status, _, body = http_get(f"{w.base}/v1/status?filter={FAILING}", w.auth())
+        health = json.loads(body)["customers"][0]["health"]
+        shown = (health["state"] == "failing" and health["failing_since"]
+                 and health["expected_disable_at"])
+        tap.diag(f"{FAILING}: {json.dumps(got)}; /v1/status health {json.dumps(health)}")
+        order_js = """[...document.querySelectorAll('#customers tr[data-customer]')].map(tr =>
+            [tr.dataset.customer, tr.querySelector('td[data-field="state"]').dataset.state])"""
+        page.evaluate("document.querySelector('th[data-sort=\"state\"]').click()")
+        # Problems first: the failing one (the worst here), then any other problem, then ok.
+        order = page.wait_for(f"""(() => {{ const o = {order_js};
+            const th = document.querySelector('th[data-sort="state"]');
+            const ok = o.map(x => x[1] === 'ok');
+            return th.getAttribute('aria-sort') === 'ascending' && o.length === {len(CUSTOMERS)}
+              && o[0][0] === '{FAILING}' && ok.every((x, i) => i === 0 || !ok[i - 1] || x) && o; }})()""",
+                              POLL_WAIT_S, "rows by state, problems first")
+        tap.result(bool(shown), f"by state: {json.dumps(order)}")
+    except CDPError as e:
+        tap.result(False, f"{e}; now {json.dumps(page.evaluate(state_js))}")
 
     # 13. filter
     tap.check("filter narrows")

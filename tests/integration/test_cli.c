@@ -670,14 +670,19 @@ static void carrier_set_and_list(void **state)
 
 /* Observed in `stats --watch`: per minute for a spaced customer; for a batch customer the
  * requests of the last complete tick against its allowance (issue: a 5 s tick's 12 read as
- * 144/min). Attempts are written directly at chosen times around the tick boundaries. */
+ * 144/min); for a customer younger than a minute, per minute of its time (issue: 120/min read
+ * as the count of a partial minute), marked with that time. Attempts are written directly at
+ * chosen times around the tick boundaries. */
 static void stats_watch_shows_batch_customers_per_tick(void **state)
 {
     tl_db *db = *state;
     make_customer(db, "acme");
     make_customer(db, "bulk");
+    make_customer(db, "young");
     tl_exec(db->conn, "UPDATE pgpace.customer SET mode = 'batch', rate_per_minute = 12 "
                       "WHERE name = 'bulk'");
+    /* Older than the minute (their attempts are written before now), but young: 20 s. */
+    tl_exec(db->conn, "UPDATE pgpace.customer SET created_at = now() - interval '1 hour'");
     tl_exec(db->conn,
             "INSERT INTO pgpace.leader_config (batch_tick_ms, instance) VALUES (5000, 't')");
     /* The last complete tick as the statement computes it, and its neighbours: 3 sends in it
@@ -703,16 +708,27 @@ static void stats_watch_shows_batch_customers_per_tick(void **state)
             "started_at, duration_ms, http_status, outcome) SELECT 100 + g, id, 1, now() - "
             "g * interval '1 s', 1, 200, 'success' FROM pgpace.customer, "
             "generate_series(1, 4) g WHERE name = 'acme'");
+    /* young: created 20 s ago, one success every 500 ms since (40), and one before (not its
+     * own: a request cannot precede the customer, nor be counted against its time). */
+    tl_exec(db->conn, "UPDATE pgpace.customer SET created_at = now() - interval '20 s' "
+                      "WHERE name = 'young'");
+    tl_exec(db->conn,
+            "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, "
+            "started_at, duration_ms, http_status, outcome) SELECT 200 + g, id, 1, now() - "
+            "g * interval '500 ms', 1, 200, 'success' FROM pgpace.customer, "
+            "generate_series(0, 40) g WHERE name = 'young'");
     PGresult *res =
         PQexecParams(db->conn, sql_q_stats_watch, 1, NULL, (const char *[]){NULL}, NULL, NULL, 0);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
-    assert_int_equal(PQntuples(res), 2);
+    assert_int_equal(PQntuples(res), 3);
     int observed = PQfnumber(res, "observed");
     assert_true(observed >= 0);
     assert_string_equal(PQgetvalue(res, 0, 0), "acme");
     assert_string_equal(PQgetvalue(res, 0, observed), "4/min");
     assert_string_equal(PQgetvalue(res, 1, 0), "bulk");
     assert_string_equal(PQgetvalue(res, 1, observed), "3 of 12/tick");
+    assert_string_equal(PQgetvalue(res, 2, 0), "young");
+    assert_string_equal(PQgetvalue(res, 2, observed), "120/min (20 s)");
     PQclear(res);
     tl_exec(db->conn, "COMMIT");
 }

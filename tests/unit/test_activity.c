@@ -1,5 +1,6 @@
 /* test_activity.c - a customer's recent requests for the status page (activity.h): the gap ring,
- * the per-minute rate from 5-second buckets, the per-tick counts and the latest error.
+ * the per-minute rate from 5-second buckets and over the window observed, the per-tick counts
+ * and the latest error.
  *
  * Expected values are worked out from the contract in activity.h, not read back from the code.
  */
@@ -249,6 +250,147 @@ static void only_the_last_minute_counts(void **state)
     assert_float_equal(activity_per_minute(&a, T0 + 351 * SEC), 13 * 60.0 / 56.0, 1e-9);
 }
 
+/* --- the window observed ---------------------------------------------------------------------- */
+
+/* The issue's case: a customer at 120/min, sending every 500 ms, 27 s after the dispatcher began
+ * watching at since = T0 + 3 s (within bucket 200). Its requests at T0 + 3.2 s, 3.7 s, ...,
+ * 29.7 s: 54 of them by now = T0 + 30 s. The window is the 27 s observed, partial, and the rate
+ * 54 * 60 / 27 = 120; over the buckets' 55 s it would read 54 * 60 / 55, 58.9. */
+static void partial_minute_reads_the_rate(void **state)
+{
+    (void)state;
+    activity a;
+    activity_init(&a);
+    int64_t since = T0 + 3 * SEC, now = T0 + 30 * SEC;
+    for (int64_t t = since + 200 * MS; t <= now; t += 500 * MS)
+        activity_note(&a, t, -1);
+    activity_window w = activity_window_at(&a, now, since);
+    assert_int_equal(w.count, 54);
+    assert_int_equal(w.us, 27 * SEC);
+    assert_true(w.partial);
+    assert_float_equal(activity_window_rate(&w), 120.0, 1e-9);
+    assert_float_equal(activity_per_minute(&a, now), 54 * 60.0 / 55.0, 1e-9);
+}
+
+/* A steady 120/min from the start of the watch, at any phase and at any moment of the first
+ * minute from 5 s on: the rate is within one request's worth (60 / window) of 120, never the
+ * count of a partial minute. After the minute the window is the buckets' own (not partial). */
+static void steady_from_the_start_never_reads_low(void **state)
+{
+    (void)state;
+    const int64_t phases[] = {0, 1, 250 * MS, 499 * MS};
+    const int64_t sinces[] = {T0, T0 + 1, T0 + 2500 * MS, T0 + 5 * SEC - 1};
+    for (size_t p = 0; p < sizeof phases / sizeof *phases; p++) {
+        for (size_t k = 0; k < sizeof sinces / sizeof *sinces; k++) {
+            activity a;
+            activity_init(&a);
+            int64_t since = sinces[k], next = since + phases[p];
+            for (int64_t now = since + 5 * SEC; now <= since + 90 * SEC; now += 700 * MS) {
+                for (; next <= now; next += 500 * MS)
+                    activity_note(&a, next, -1);
+                activity_window w = activity_window_at(&a, now, since);
+                double r = activity_window_rate(&w), window_s = (double)w.us / 1e6;
+                if (fabs(r - 120.0) > 60.0 / window_s + 1e-9)
+                    fail_msg("since %lld, phase %lld, %.1f s in: %.3f/min over %.3f s (%llu)",
+                             (long long)since, (long long)phases[p], (double)(now - since) / 1e6, r,
+                             window_s, (unsigned long long)w.count);
+                bool partial = now - since < 55 * SEC;
+                if (partial) {
+                    assert_true(w.partial);
+                    assert_int_equal(w.us, now - since);
+                } else if (now - since >= 60 * SEC) {
+                    assert_false(w.partial);
+                    assert_true(w.us >= 55 * SEC && w.us <= 60 * SEC);
+                }
+            }
+        }
+    }
+}
+
+/* Without a bound (since 0, or one older than the buckets) the window is the buckets' span, as
+ * activity_per_minute reads it. */
+static void old_since_is_the_full_window(void **state)
+{
+    (void)state;
+    activity a;
+    activity_init(&a);
+    for (int k = 0; k < 600; k++)
+        activity_note(&a, T0 + k * 500 * MS, -1);
+    int64_t now = T0 + 332500 * MS;
+    activity_window w0 = activity_window_at(&a, now, 0);
+    activity_window w1 = activity_window_at(&a, now, T0);
+    assert_int_equal(w0.count, 50);
+    assert_int_equal(w0.us, 57500 * MS);
+    assert_false(w0.partial);
+    assert_true(w1.count == w0.count && w1.us == w0.us && !w1.partial);
+    assert_float_equal(activity_window_rate(&w0), activity_per_minute(&a, now), 1e-9);
+}
+
+/* Buckets that ended before since are not in the window: requests counted before the watch
+ * began (another leadership of this instance) are not this one's. A request at since counts. */
+static void before_since_left_out(void **state)
+{
+    (void)state;
+    activity a;
+    activity_init(&a);
+    for (int i = 0; i < 7; i++)
+        activity_note(&a, T0 + 1 * SEC, -1); /* bucket 200 */
+    int64_t since = T0 + 10 * SEC;           /* bucket 202 starts here */
+    activity_note(&a, since, -1);
+    activity_note(&a, since + 4 * SEC, -1);
+    activity_window w = activity_window_at(&a, since + 20 * SEC, since);
+    assert_int_equal(w.count, 2);
+    assert_int_equal(w.us, 20 * SEC);
+    assert_float_equal(activity_window_rate(&w), 6.0, 1e-9);
+}
+
+/* Under ACTIVITY_MIN_WINDOW_US there is no rate (NAN), though the count is there; a since after
+ * now is an empty window. Nothing noted: a count of 0 over the window, a rate of 0. */
+static void short_and_empty_windows(void **state)
+{
+    (void)state;
+    activity a;
+    activity_init(&a);
+    int64_t since = T0 + 200 * MS;
+    for (int i = 0; i < 5; i++)
+        activity_note(&a, since + 100 * MS, -1);
+    activity_window w = activity_window_at(&a, since + 999 * MS, since);
+    assert_int_equal(w.count, 5);
+    assert_int_equal(w.us, 999 * MS);
+    assert_true(isnan(activity_window_rate(&w)));
+    w = activity_window_at(&a, since + 1 * SEC, since);
+    assert_float_equal(activity_window_rate(&w), 300.0, 1e-9);
+    w = activity_window_at(&a, since - 1 * SEC, since);
+    assert_int_equal(w.us, 0);
+    assert_true(w.partial);
+    assert_true(isnan(activity_window_rate(&w)));
+
+    activity none;
+    activity_init(&none);
+    w = activity_window_at(&none, T0 + 30 * SEC, T0 + 10 * SEC);
+    assert_int_equal(w.count, 0);
+    assert_int_equal(w.us, 20 * SEC);
+    assert_true(w.partial);
+    assert_true(activity_window_rate(&w) == 0.0);
+}
+
+/* Forgetting the count empties the minute, and keeps the gaps; later requests count again. */
+static void forget_count_keeps_the_gaps(void **state)
+{
+    (void)state;
+    activity a;
+    activity_init(&a);
+    activity_note(&a, T0, -1);
+    activity_note(&a, T0 + 300 * MS, -1);
+    activity_forget_count(&a);
+    assert_true(activity_per_minute(&a, T0 + 1 * SEC) == 0.0);
+    expect_gaps(&a, (const uint32_t[]){300}, 1);
+    activity_note(&a, T0 + 800 * MS, -1);
+    expect_gaps(&a, (const uint32_t[]){300, 500}, 2);
+    activity_window w = activity_window_at(&a, T0 + 2 * SEC, T0 + 500 * MS);
+    assert_int_equal(w.count, 1);
+}
+
 /* --- batch ticks ----------------------------------------------------------------------------- */
 
 /* Requests per tick, oldest first, starting at the first tick noted; skipped ticks read 0, and
@@ -457,6 +599,12 @@ int main(void)
         cmocka_unit_test(zero_after_a_silent_minute),
         cmocka_unit_test(burst_then_silence),
         cmocka_unit_test(only_the_last_minute_counts),
+        cmocka_unit_test(partial_minute_reads_the_rate),
+        cmocka_unit_test(steady_from_the_start_never_reads_low),
+        cmocka_unit_test(old_since_is_the_full_window),
+        cmocka_unit_test(before_since_left_out),
+        cmocka_unit_test(short_and_empty_windows),
+        cmocka_unit_test(forget_count_keeps_the_gaps),
         cmocka_unit_test(ticks_counts_oldest_first),
         cmocka_unit_test(ticks_none_before_the_first),
         cmocka_unit_test(ticks_far_ahead_read_zero),

@@ -247,6 +247,10 @@ static void standby_answer(void **state)
     fx_customer(f, "slowed", TL_ARGV("--mode", "spaced", "--rate", "60"));
     tl_exec(f->db->conn, "INSERT INTO pgpace.frontier (customer_id, effective_rate) "
                          "SELECT id, 24 FROM pgpace.customer WHERE name = 'slowed'");
+    /* And its failing streak recorded a minute ago (health_note's row). */
+    tl_exec(f->db->conn, "INSERT INTO pgpace.customer_health (customer_id, failing_since) "
+                         "SELECT id, now() - interval '1 minute' FROM pgpace.customer "
+                         "WHERE name = 'slowed'");
     /* Refused once (its later items go through), and refused for good (one attempt). */
     receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/sp", .status = 500, .times = 1});
     receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/bad", .status = 500});
@@ -291,21 +295,48 @@ static void standby_answer(void **state)
     assert_string_equal(sc_str(json_array_get(sc_arr(j, "instances"), 0), "instance"), "alpha");
     json_t *totals = sc_get(j, "totals");
     assert_true(sc_num(totals, "customers") == 4 && sc_num(totals, "matched") == 4);
-    static const char *const leaders_totals[] = {"in_flight", "due", "dead_letters", "totals_at",
-                                                 "throttled"};
+    static const char *const leaders_totals[] = {"in_flight", "due",       "dead_letters",
+                                                 "totals_at", "throttled", "failing"};
     for (size_t k = 0; k < PGP_ARRAY_LEN(leaders_totals); k++)
         sc_null(totals, leaders_totals[k]);
     /* What only the leader knows is null; the rates are the database's. */
-    static const char *const leaders[] = {
-        "observed_per_minute", "gaps_ms",  "tick_counts", "in_flight", "due", "delayed", "dead",
-        "oldest_due_s",        "counts_at"};
+    static const char *const leaders[] = {"observed_per_minute",
+                                          "observed_count",
+                                          "observed_window_s",
+                                          "observed_partial",
+                                          "gaps_ms",
+                                          "tick_counts",
+                                          "in_flight",
+                                          "due",
+                                          "delayed",
+                                          "dead",
+                                          "oldest_due_s",
+                                          "counts_at"};
     json_t *c;
     size_t i;
     json_array_foreach(sc_arr(j, "customers"), i, c)
     {
         for (size_t k = 0; k < PGP_ARRAY_LEN(leaders); k++)
             sc_null(c, leaders[k]);
+        /* Health from the database: slowed's recorded streak, no other (bad failed once); the
+         * count, the estimate and recovery are the leader's. */
         const char *name = sc_str(c, "name");
+        json_t *h = sc_get(c, "health");
+        if (strcmp(name, "slowed") == 0) {
+            assert_string_equal(sc_str(h, "state"), "failing");
+            char *since = tl_query_str(f->db->conn, "SELECT extract(epoch FROM failing_since) FROM "
+                                                    "pgpace.customer_health");
+            if (fabs(sc_iso_seconds(sc_str(h, "failing_since")) - strtod(since, NULL)) > 0.0015)
+                fail_msg("slowed: failing_since %s, the database's %s", sc_str(h, "failing_since"),
+                         since);
+            free(since);
+        } else {
+            assert_string_equal(sc_str(h, "state"), "ok");
+            sc_null(h, "failing_since");
+        }
+        sc_null(h, "failures_in_a_row");
+        sc_null(h, "expected_disable_at");
+        sc_null(h, "recovered_at");
         if (strcmp(name, "slowed") != 0) {
             assert_true(sc_num(c, "effective_rate") == sc_num(c, "rate"));
             assert_true(sc_num(c, "effective_rate") == stored_effective(f, name));
