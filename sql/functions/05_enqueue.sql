@@ -201,7 +201,7 @@ BEGIN
     IF trace_error IS NOT NULL THEN
         RAISE EXCEPTION 'pgpace.enqueue: %', trace_error
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'see https://www.w3.org/TR/trace-context/ (leave both out for none)';
+                  HINT = 'traceparent and tracestate as W3C Trace Context (level 1) defines them; leave both out for none';
     END IF;
     -- -32768 is the recovery lane's (items sent again by `pgpace recover`), below all live
     -- traffic; producers get the symmetric range.
