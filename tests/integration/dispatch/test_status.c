@@ -999,7 +999,9 @@ static void failing_customer_health(void **state)
     json_t *c = sc_customer(j, "removed"), *h = sc_get(c, "health");
     double since = sc_iso_seconds(sc_str(h, "failing_since"));
     double generated = sc_iso_seconds(sc_str(j, "generated_at"));
-    print_message("# removed: %s\n", sc_dump(h));
+    char *shown = sc_dump(h);
+    print_message("# removed: %s\n", shown);
+    free(shown);
     if (since < started - 1 || since > generated)
         fail_msg("removed: failing since %.3f, the case started at %.3f, answered at %.3f", since,
                  started, generated);
@@ -1045,7 +1047,9 @@ static void failing_customer_health(void **state)
     fx_enqueue_many(f, "removed", 2);
     j = sc_wait_status(port, NULL, removed_recovered, NULL, 30000, "removed ok again");
     h = sc_get(sc_customer(j, "removed"), "health");
-    print_message("# removed: %s\n", sc_dump(h));
+    shown = sc_dump(h);
+    print_message("# removed: %s\n", shown);
+    free(shown);
     sc_null(h, "failing_since");
     sc_null(h, "expected_disable_at");
     sc_null(h, "disabled_at");
