@@ -192,7 +192,8 @@ static void check_spacing(fx *f, const int64_t *at, size_t n, const char *what)
     if (min_gap < 170 * MS)
         fail_msg("%s: a gap of %.1f ms at the receiver, under the 200 ms period", what,
                  (double)min_gap / MS);
-    if (max_gap > 1500 * MS)
+    /* A stall from a step shows as the step's 30 s; a busy machine delays a send by far less. */
+    if (max_gap > 10000 * MS)
         fail_msg("%s: a gap of %.1f ms: stalled", what, (double)max_gap / MS);
 }
 
@@ -367,10 +368,11 @@ static void breaker_cooldown_keeps_its_length(void **state)
         snprintf(row + strlen(row), sizeof row - strlen(row), " %.0f",
                  (double)(at[i] - at[i - 1]) / MS);
     print_message("# breaker: gaps between attempts (ms):%s\n", row);
-    /* Attempts 1 and 2 open it; every later gap is one cooldown. */
+    /* Attempts 1 and 2 open it; every later gap is one cooldown: never shorter, and not the
+     * 30 s of the step longer (a busy machine's lateness is far below that). */
     for (size_t i = 2; i < n; i++) {
         int64_t g = at[i] - at[i - 1];
-        if (g < 1950 * MS || g > 3000 * MS)
+        if (g < 1950 * MS || g > 10000 * MS)
             fail_msg("breaker: gap %zu of %.0f ms, cooldown 2000 ms (gaps:%s)", i, (double)g / MS,
                      row);
     }
@@ -412,15 +414,17 @@ static void host_clock_off_by(fx *f, const char *offset)
     int64_t *dl = arrivals(f, "/c/dl", &n);
     double dl_s = (double)(dl[0] - enq) / SEC;
     print_message("# host clock %s: the item due in 3 s came after %.3f s\n", offset, dl_s);
-    if (dl_s < 2.95 || dl_s > 3.6)
+    /* The offset's error would be 5 s either way; lateness on a busy machine is not, so the
+     * late bound sits halfway. */
+    if (dl_s < 2.95 || dl_s > 5.5)
         fail_msg("host clock %s: an item due in 3 s came after %.3f s", offset, dl_s);
     free(dl);
     int64_t *ra = arrivals(f, "/c/ra", &n);
     double ra_s = (double)(ra[1] - ra[0]) / SEC;
     print_message("# host clock %s: Retry-After 2 s: retried after %.3f s\n", offset, ra_s);
-    if (ra_s < 1.95 || ra_s > 2.6)
+    if (ra_s < 1.95 || ra_s > 4.5)
         fail_msg("host clock %s: Retry-After of 2 s, retried after %.3f s", offset, ra_s);
-    assert_true(ra[0] - ra_enq < 2 * SEC);
+    assert_true(ra[0] - ra_enq < 2500 * MS);
     free(ra);
     int64_t *sp = arrivals(f, "/c/sp", &n);
     check_spacing(f, sp, n, offset);

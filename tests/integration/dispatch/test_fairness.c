@@ -116,8 +116,12 @@ static void spaced_keeps_its_rate_beside_a_flood_on_a_slow_host(void **state)
         if (s[i] - s[i - 1] >= 200000)
             print_message("# spaced gap of %.3f s at +%.3f s\n", (double)(s[i] - s[i - 1]) / 1e6,
                           (double)(s[i - 1] - first) / 1e6);
-    assert_true(first - started < 1000000);
-    assert_true(rate >= 0.95 * 600);
+    /* Starving it (the bug this guards) shows as a first send after the unlimited backlogs
+     * and a rate near zero; a busy machine sends at each slot a little late and loses some of
+     * the rate (GCRA does not catch up), so the test holds half of it and a first send within
+     * 5 s; the figures on a quiet machine are bench/'s (fairness). */
+    assert_true(first - started < 5000000);
+    assert_true(rate >= 0.5 * 600);
     /* Not a starving work-queue tenant either (the issue saw 92 beside 1,100). */
     for (int i = 0; i < 3; i++)
         assert_true(u[i] > 0 && (double)u[i] >= 0.5 * sum / 3);

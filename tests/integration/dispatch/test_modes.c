@@ -254,14 +254,15 @@ static int windows_complete(void *arg)
  *   sends closer than T less the event loop's 1 ms timer resolution (a send whose slot is under
  *   1 ms away goes out at once), and the receiver counts at most W/T + 2
  *   arrivals in the window of W = 15 s from each customer's first arrival;
- * - the rate is kept: the receiver counts at least 95 % of W/T + 1 in that window, and the
- *   median gap it sees is within 5 ms of T.
+ * - the rate is kept: the median gap the receiver sees is within 5 ms of T (a wrong period
+ *   fails this), and it counts at least 80 % of W/T + 1 in that window (a stall fails this).
  * Arrival times at the receiver also carry the loopback request and the receiver thread's
  * wake-up, so single receiver-side gaps are reported (p50/p99/min) rather than held to T: on
  * a loaded 2-core machine one late wake-up of the receiver shortens the next gap by as much.
  * For burst 1 a late send also moves every later slot (GCRA's tat = max(tat, t) + T with t the
- * actual send), so lateness costs rate; 5 % is the allowance for a noisy machine, and a
- * wrong period (a rate off by more than 5 %) still fails. */
+ * actual send), so lateness costs rate: how much depends on how busy the machine is, so the
+ * count's floor is only there to catch a stall, and the rate on a quiet machine is bench/'s
+ * (pacing: every configured send delivered). */
 static void spaced_rates_are_kept(void **state)
 {
     fixture *fx = *state;
@@ -294,7 +295,7 @@ static void spaced_rates_are_kept(void **state)
         for (size_t k = 0; k < n && at[k] <= first + SPACED_WINDOW_US + period / 2; k++)
             in_window++;
         long long want = SPACED_WINDOW_US / period + 1;
-        long long at_least = (long long)floor(0.95 * (double)want);
+        long long at_least = (long long)floor(0.80 * (double)want);
         int64_t *gap = calloc(in_window, sizeof *gap);
         int64_t *err = calloc(in_window, sizeof *err);
         assert_non_null(gap);
@@ -350,7 +351,7 @@ static void spaced_burst_allows_back_to_back(void **state)
     customer(fx, "b", "spaced", "60", 5);
     enqueue_n(fx, "b", NULL, 10);
     start_service(fx, NULL);
-    assert_int_equal(receiver_wait(fx->rcv, "/c/b/", 10, 12000), 10);
+    assert_int_equal(receiver_wait(fx->rcv, "/c/b/", 10, 30000), 10);
     stop_service(fx);
 
     int64_t *at;
@@ -359,24 +360,24 @@ static void spaced_burst_allows_back_to_back(void **state)
     for (size_t k = 1; k < n; k++)
         print_message("# burst arrival %zu at +%.1f ms (gap %.1f ms)\n", k + 1,
                       (double)(at[k] - at[0]) / 1000, (double)(at[k] - at[k - 1]) / 1000);
-    /* The burst: five within 300 ms. */
-    assert_true(at[4] - at[0] <= 300000);
+    /* The burst: five within less than one period (without it they would take four). */
+    assert_true(at[4] - at[0] < 900000);
     /* GCRA after a burst of 5 from idle: tat = t0 + 5T and item k (from 0, k >= 5) conforms at
      * tat - 4T + (k - 5)T = t0 + (k - 4)T. The schedule is anchored to t0: a late wake-up is
      * absorbed by the tolerance (tau = 4T), so one gap may be shorter than T after a late
      * arrival; what must hold is the anchored schedule, never early and never far behind. */
     /* Never early by more than 50 ms (t0 is the first *arrival*, which also carries the new
      * connection's set-up and the receiver's wake-up; a wrong period or a longer burst is off
-     * by a whole second); late by at most a generous bound (sanitizer builds on a busy 2-core
-     * machine stall for tens of ms): the test is about the burst, not about latency. */
+     * by a whole second); late by less than a period (a busy 2-core machine stalls a sanitizer
+     * build for tens of ms, sometimes hundreds): the test is about the burst, not about latency. */
     bool ok = true;
     for (size_t k = 5; k < n; k++) {
         int64_t off = at[k] - at[0] - (int64_t)(k - 4) * 1000000;
         print_message("# burst arrival %zu is %+.1f ms off t0 + %zu s\n", k + 1, (double)off / 1000,
                       k - 4);
-        if (off < -50000 || off > 250000) {
+        if (off < -50000 || off > 900000) {
             print_message("# FAIL arrival %zu is %.1f ms off its GCRA time t0 + %zu s (want -50 "
-                          ".. +250 ms)\n",
+                          ".. +900 ms)\n",
                           k + 1, (double)off / 1000, k - 4);
             ok = false;
         }
