@@ -1199,8 +1199,9 @@ static void receiver_chaos_many_customers(void **state)
     /* The good customer keeps its spacing beside the chaos:
      * - never faster: pgpace's record shows no two sends closer than 100 ms less the event
      *   loop's 1 ms timer resolution;
-     * - its rate holds: the 200 arrivals span at most 10 % more than 199 periods, and the
-     *   median gap is within 5 ms of 100 ms; nine gaps in ten within 50 ms (half a period).
+     * - its rate holds: the 200 arrivals span at most 50 % more than 199 periods, the median
+     *   gap is within 50 ms of 100 ms and nine in ten within 250 ms: a blocked loop costs
+     *   seconds, a busy machine milliseconds.
      * Single receiver-side gaps also carry the loopback request and the receiver thread's
      * wake-up (quiet machine: p99 ~1-7 ms; a loaded 2-core machine has shown stalls of tens of
      * ms), so the tail is reported above rather than held to a bound. A spaced customer is
@@ -1208,14 +1209,17 @@ static void receiver_chaos_many_customers(void **state)
      * so a claim round slower than that sends late: the claim-duration figures above show it. */
     CHECK(min_send_gap >= 99000, "two of the good customer's sends %.1f ms apart",
           min_send_gap / 1000.0);
-    CHECK(span <= 199LL * 110000, "the good customer's 200 webhooks took %.2f s, over 21.9 s",
+    /* A loop blocked by a bad peer costs a whole request timeout (seconds) per block; a busy
+     * machine's lateness costs milliseconds per send (not caught up at burst 1): the bounds
+     * sit between the two, the figures on a quiet machine are the ones printed above. */
+    CHECK(span <= 199LL * 150000, "the good customer's 200 webhooks took %.2f s, over 29.9 s",
           span / 1e6);
-    CHECK(p50 < 5000, "good customer's gap p50 error %.1f ms", p50 / 1000.0);
-    CHECK(p90 < 50000, "good customer's gap p90 error %.1f ms", p90 / 1000.0);
+    CHECK(p50 < 50000, "good customer's gap p50 error %.1f ms", p50 / 1000.0);
+    CHECK(p90 < 250000, "good customer's gap p90 error %.1f ms", p90 / 1000.0);
     CHECK(mp.polls >= 50, "only %d /metrics polls", mp.polls);
     CHECK(mp.failures == 0, "%d of %d /metrics polls failed", mp.failures, mp.polls);
-    /* 500 ms: far above a healthy answer (~1 ms); a blocked event loop shows as seconds. */
-    CHECK(mp.worst_us < 500000, "a /metrics poll took %.1f ms", mp.worst_us / 1000.0);
+    /* 900 ms: far above a healthy answer (~1 ms); a blocked event loop shows as seconds. */
+    CHECK(mp.worst_us < 900000, "a /metrics poll took %.1f ms", mp.worst_us / 1000.0);
     CHECK(breaker_opened > 0, "no breaker opened despite failing endpoints");
     CHECK(paused > 0, "the 410 customer was not paused");
 

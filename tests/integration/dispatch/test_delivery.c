@@ -231,11 +231,11 @@ static void bad_receivers_do_not_disturb_others(void **state)
                   n, (double)p50 / 1000.0, (double)p90 / 1000.0, (double)worst / 1000.0);
     /* The loop stayed responsive. A loop blocked by a bad peer shows as a gap off by that
      * peer's request timeout (1 s); arrivals also carry the receiver thread's wake-up, which
-     * a loaded 2-core machine can delay by tens of ms, so the tail has a wider bound than the
-     * bulk (quiet machine: worst ~2-5 ms). */
-    assert_true(p50 < 5000);
-    assert_true(p90 < 25000);
-    assert_true(worst < 250000);
+     * a loaded 2-core machine can delay by tens of ms, sometimes more, so each bound sits at
+     * most halfway to that second (quiet machine: worst ~2-5 ms). */
+    assert_true(p50 < 50000);
+    assert_true(p90 < 250000);
+    assert_true(worst < 500000);
 
     /* Each bad receiver's items ended the right way, with a clear error class. */
     struct {

@@ -190,7 +190,9 @@ static void spaced_keeps_its_rate_beside_more_tenants_than_connections(void **st
     print_message("# spaced beside 6 unlimited tenants on 4 connections: %zu requests in 6 s "
                   "(configured 60); unlimited %zu\n",
                   sent, n_u);
-    assert_true(sent >= 54);
+    /* Starved (the bug), it would send next to nothing; a busy machine sends a little late at
+     * each slot and loses some of the 60: half is held, the figure is bench/'s. */
+    assert_true(sent >= 30);
     assert_true(n_u > 100);
 }
 
