@@ -28,8 +28,13 @@ static const char recover_usage[] =
     "                    letters are removed, as dlq replay does\n"
     "  --all             every item of the window that is not queued now: delivered and\n"
     "                    dead-lettered ones\n"
-    "  --rate R          one becomes due every 60/R seconds, oldest first (default: all at\n"
-    "                    once, and the dispatcher sends them at the customer's own rate)\n"
+    "  --rate R          never faster than R per minute: no two recovered items of the\n"
+    "                    customer are sent less than 60/R seconds apart, nor faster than its\n"
+    "                    own rate, and its live items still go first (so they may go slower);\n"
+    "                    one becomes due every 60/R seconds, oldest first. The pace covers\n"
+    "                    all its recovered items still queued (a later --rate replaces it;\n"
+    "                    without --rate it stays while they are queued). Default: all due at\n"
+    "                    once, sent at the customer's own rate behind its live traffic\n"
     "  --dry-run         count what would be sent, change nothing\n"
     "\n"
     "Items still queued are skipped and counted. Days of the window whose items are no longer\n"
@@ -37,6 +42,31 @@ static const char recover_usage[] =
     "letters still know of them. Attempts start again at 0.\n";
 
 enum { OPT_CUSTOMER = 1, OPT_SINCE, OPT_UNTIL, OPT_FAILED, OPT_ALL, OPT_RATE, OPT_DRY_RUN };
+
+/* Prints the pace the customer's recovered items are sent at, as the database has it now
+ * (pgpace.recovery_pace; rate NULL when there is none). Returns CLI_OK or CLI_FAILED. */
+static int print_pace(cli_ctx *ctx, const char *customer, const char *lead)
+{
+    const char *params[SQL_RECOVER_PACE_NPARAMS] = {[SQL_RECOVER_PACE_P_CUSTOMER] = customer};
+    PGresult *res = PQexecParams(ctx->conn, sql_q_recover_pace, SQL_RECOVER_PACE_NPARAMS, NULL,
+                                 params, NULL, NULL, 0);
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+        pgp_error err;
+        db_result_error(res, ctx->conn, &err);
+        PQclear(res);
+        return cli_fail(ctx, CLI_FAILED, "%s", err.msg);
+    }
+    if (PQntuples(res) == 0) {
+        printf("%s at the customer's own rate, behind its live traffic\n", lead);
+    } else {
+        double rate = strtod(PQgetvalue(res, 0, SQL_RECOVER_PACE_C_RATE_PER_MINUTE), NULL);
+        printf("%s never faster than %.6g/min (at least %.3f s between two recovered sends), nor "
+               "faster than the customer's own rate, behind its live traffic\n",
+               lead, rate, 60.0 / rate);
+    }
+    PQclear(res);
+    return CLI_OK;
+}
 
 /* Reads one timestamp flag the way the server will; a value that does not parse is a usage
  * error naming the flag. Returns CLI_OK, CLI_USAGE or CLI_FAILED (printed). */
@@ -187,13 +217,20 @@ int cli_recover(cli_ctx *ctx, int argc, char **argv)
     const char *what = all ? "item(s)" : "dead-lettered item(s)";
     const char *n_send = PQgetvalue(res, 0, SQL_RECOVER_C_ITEMS);
     const char *n_queued = PQgetvalue(res, 1, SQL_RECOVER_C_ITEMS);
-    if (dry_run)
+    if (dry_run) {
         printf("dry run: %s %s to send; nothing was changed\n", n_send, what);
-    else if (rate)
-        printf("recovered %s %s, one becoming due every %.3g s, behind live traffic\n", n_send,
-               what, 60.0 / strtod(rate, NULL));
-    else
-        printf("recovered %s %s, sent at the customer's rate behind live traffic\n", n_send, what);
+    } else {
+        printf("recovered %s %s", n_send, what);
+        if (rate)
+            printf(", one becoming due every %.3g s", 60.0 / strtod(rate, NULL));
+        putchar('\n');
+        /* What the dispatcher will hold them to: the pace the run left (a rate given now, or
+         * one an earlier recovery set that still covers queued items), else the customer's. */
+        if ((status = print_pace(ctx, customer, "sent:")) != CLI_OK) {
+            PQclear(res);
+            return status;
+        }
+    }
     printf("still queued (skipped, they are sent anyway): %s\n", n_queued);
     printf("past their own deadline (expires_at; skipped, never sent late): %s\n",
            PQgetvalue(res, 2, SQL_RECOVER_C_ITEMS));

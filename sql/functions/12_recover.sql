@@ -14,7 +14,9 @@
 -- reserved for this lane (producers cannot enqueue it): the claim takes a customer's items by
 -- priority first (sql/queries/run_claim.sql, within a carrier and across a customer's carriers),
 -- so every live item of the customer goes before the recovered ones, which fill the rest of the
--- customer's rate. Attempts start again at 0 with the customer's max_attempts, as after
+-- customer's rate. With a rate, that rate limits their sends, not only their due times: it is
+-- the customer's recovery pace (pgpace.recovery_pace, migration 0017), a GCRA cell that the
+-- claim reads and advances (sql/queries/run_claim.sql). Attempts start again at 0 with the customer's max_attempts, as after
 -- `dlq replay`; the attempt log keeps the earlier attempts, so one item may have two rows with
 -- the same attempt number there (delivery_attempt has no unique key on it; started_at orders
 -- them).
@@ -50,11 +52,39 @@ AS $$
        AND NOT EXISTS (SELECT 1 FROM pgpace.queue q WHERE q.item_id = i.id)
 $$;
 
+-- Whether the customer has recovered items queued (the lane, priority -32768): a loose scan of
+-- its carriers in the claim index, then one probe of the lane each, so a customer with a deep
+-- live backlog costs a few probes, not a read of it.
+CREATE OR REPLACE FUNCTION pgpace.recovery_lane_busy(cust_id bigint)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+    WITH RECURSIVE k AS (
+        (SELECT q.carrier FROM pgpace.queue q
+          WHERE q.customer_id = $1 AND q.next_action_at IS NOT NULL
+          ORDER BY q.carrier LIMIT 1)
+        UNION ALL
+        SELECT (SELECT q.carrier FROM pgpace.queue q
+                 WHERE q.customer_id = $1 AND q.carrier > k.carrier AND q.next_action_at IS NOT NULL
+                 ORDER BY q.carrier LIMIT 1)
+          FROM k WHERE k.carrier IS NOT NULL
+    )
+    SELECT EXISTS (SELECT 1 FROM k
+                    WHERE EXISTS (SELECT 1 FROM pgpace.queue q
+                                   WHERE q.customer_id = $1 AND q.carrier = k.carrier
+                                     AND q.priority = -32768 AND q.next_action_at IS NOT NULL))
+$$;
+
 -- Sends the items of customer created in [since, until) again (until NULL: now()): the dead
 -- letters (failed_only, the default) or every item not queued now. rate_per_minute NULL makes
 -- them all due at once and the dispatcher paces them at the customer's own rate; a rate R makes
--- one due every 60/R seconds, oldest first, as `dlq replay --rate` does. dry_run changes
--- nothing and returns the same counts. Rows:
+-- one due every 60/R seconds, oldest first, and sets the customer's recovery pace to R: the
+-- dispatcher then never sends two of its recovered items less than 60/R seconds apart (nor
+-- faster than the customer's own rate, and live items first), whatever their due times. The
+-- pace covers every recovered item of the customer still queued, so a later recovery with
+-- another rate replaces it for them all, and one without a rate keeps it while recovered items
+-- are queued (an earlier paced recovery is never made faster) and drops it otherwise. dry_run
+-- changes nothing and returns the same counts. Rows:
 --   ('recovered' or, in a dry run, 'to_send', NULL, items sent again / that would be)
 --   ('still_queued', NULL, items of the window queued now: skipped, they are sent anyway)
 --   ('past_deadline', NULL, items whose own expires_at has passed: never sent late, skipped;
@@ -96,6 +126,7 @@ DECLARE
     n_late    bigint;
     legacy_to date;
     rate      double precision := recover.rate_per_minute;
+    lane_busy boolean;
 BEGIN
     IF recover.customer IS NULL OR recover.since IS NULL OR recover.failed_only IS NULL
        OR recover.dry_run IS NULL THEN
@@ -163,6 +194,8 @@ BEGIN
                   FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
                                                  recover.failed_only) c) x;
     ELSE
+        -- Recovered items of an earlier run still queued (read before this run adds any).
+        lane_busy := pgpace.recovery_lane_busy(cust_id);
         WITH cand AS MATERIALIZED (
             SELECT x.*, coalesce(x.expires_at <= now(), false) AS late
               FROM pgpace.recover_candidates(cust_id, recover.since, win_end, lo, hi,
@@ -200,6 +233,19 @@ BEGIN
         )
         SELECT (SELECT count(*) FROM queued), (SELECT count(*) FROM cand WHERE cand.late)
           INTO n_send, n_late FROM woken;
+
+        IF rate IS NOT NULL THEN
+            -- The latest recovered send was one old period before tat: the next may go one new
+            -- period after it (periods in whole microseconds, rounded up, as the claim uses).
+            INSERT INTO pgpace.recovery_pace AS rp (customer_id, rate_per_minute)
+            VALUES (cust_id, rate)
+            ON CONFLICT (customer_id) DO UPDATE
+               SET rate_per_minute = EXCLUDED.rate_per_minute, set_at = now(),
+                   tat = rp.tat - ceil(60000000 / rp.rate_per_minute) * interval '1 microsecond'
+                         + ceil(60000000 / EXCLUDED.rate_per_minute) * interval '1 microsecond';
+        ELSIF NOT lane_busy THEN
+            DELETE FROM pgpace.recovery_pace rp WHERE rp.customer_id = cust_id;
+        END IF;
     END IF;
 
     RETURN QUERY SELECT CASE WHEN recover.dry_run THEN 'to_send' ELSE 'recovered' END, NULL::date, n_send;
@@ -243,5 +289,6 @@ $$;
 -- executable by PUBLIC by default).
 REVOKE EXECUTE ON FUNCTION
     pgpace.recover_candidates(bigint, timestamptz, timestamptz, bigint, bigint, boolean),
+    pgpace.recovery_lane_busy(bigint),
     pgpace.recover(text, timestamptz, timestamptz, boolean, double precision, boolean)
     FROM PUBLIC;

@@ -9,18 +9,24 @@
 -- Rows: kind 'i' per claimed item; kind 'd' per pair that had fewer due rows than its limit,
 -- with the pair's next future next_action_at (NULL: nothing queued) so the caller can sleep.
 -- The columns are run_claim.sql's, in the same places (one parser reads both).
+-- Recovery pace (pgpace.recovery_pace): this statement does not keep its cell, so it takes no
+-- recovered item (priority -32768) of a customer that has one. Its rows name the pace
+-- (rec_period_us) and a 'd' row says when recovered items are held back (rec_at: now), so the
+-- dispatcher claims that customer with run_claim.sql from then on.
 -- @params: pair_customer pair_limit lease_s token claimed_by
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
--- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate
+-- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate rec_at
+-- @columns: rec_period_us
 WITH pair AS (
     -- (SELECT $n) hides the arrays' lengths from the planner, as a generic plan does not know
     -- them either: both plans then cost the same, so the plan cache keeps the generic one and
     -- the statement is not planned again every round (0.5 ms of a 1,000-item claim).
-    SELECT p.customer_id, p.n
+    SELECT p.customer_id, p.n, ceil(60000000 / rp.rate_per_minute)::bigint AS rec_period
       FROM unnest((SELECT $1::bigint[]), (SELECT $2::integer[])) AS p(customer_id, n)
+      LEFT JOIN pgpace.recovery_pace rp ON rp.customer_id = p.customer_id
 ), cand AS (
     SELECT q.item_id, q.customer_id, q.priority, q.next_action_at, q.attempt, q.max_attempts,
-           q.claim_token, q.expires_at
+           q.claim_token, q.expires_at, p.rec_period
       FROM pair p
      CROSS JOIN LATERAL (
           SELECT q.item_id, q.customer_id, q.priority, q.next_action_at, q.attempt,
@@ -30,6 +36,8 @@ WITH pair AS (
              AND q.next_action_at <= now()
              -- Past its deadline: never sent; the leader's sweep dead-letters it (run_expire.sql).
              AND (q.expires_at IS NULL OR q.expires_at > now())
+             -- Not the recovery lane of a customer with a recovery pace (an index bound).
+             AND q.priority >= CASE WHEN p.rec_period IS NOT NULL THEN -32767 ELSE -32768 END
            ORDER BY q.priority DESC, q.next_action_at
            LIMIT p.n
              FOR NO KEY UPDATE SKIP LOCKED) q
@@ -56,7 +64,7 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, '' AS carrier, c.attempt + 1 AS at
             THEN greatest((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 1)
        END AS expires_in_us,
        -- W3C Trace Context given at enqueue (NULL: none), sent as headers of the same names.
-       i.traceparent, i.tracestate
+       i.traceparent, i.tracestate, NULL::bigint AS rec_at, c.rec_period AS rec_period_us
   FROM cand c
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
  CROSS JOIN LATERAL (SELECT it.payload, it.created_at, it.traceparent, it.tracestate
@@ -69,7 +77,14 @@ SELECT 'd', NULL, p.customer_id, '', NULL, NULL, NULL, NULL, NULL,
          WHERE q.customer_id = p.customer_id AND q.carrier = ''
            AND q.next_action_at > now()
          ORDER BY q.priority DESC, q.next_action_at LIMIT 1),
-       NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL,
+       CASE WHEN p.rec_period IS NOT NULL
+                 AND EXISTS (SELECT 1 FROM pgpace.queue q
+                              WHERE q.customer_id = p.customer_id AND q.carrier = ''
+                                AND q.priority = -32768 AND q.next_action_at <= now()
+                                AND (q.expires_at IS NULL OR q.expires_at > now()))
+            THEN (extract(epoch FROM now()) * 1000000)::bigint END,
+       p.rec_period
   FROM pair p
   LEFT JOIN (SELECT c.customer_id, count(*) AS k FROM cand c GROUP BY c.customer_id) pp
          ON pp.customer_id = p.customer_id

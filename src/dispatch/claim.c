@@ -299,6 +299,9 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
     r->allowed[r->n] = allowed;
     r->got[r->n] = 0;
     r->late[r->n] = 0;
+    r->rec_held[r->n] = false;
+    if (c->rec_period_us > 0)
+        r->recovery_paced = true; /* its recovered items need run_claim.sql's recovery cell */
     r->asked_total += n;
     r->n++;
 }
@@ -372,21 +375,26 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         params[arrays[i]] = strbuf_str(sb);
         ok = ok && params[arrays[i]];
     }
-    char default_budget[16], lease[16], token[24], tick[24];
+    char default_budget[16], lease[16], token[24], tick[24], rec_ahead[24];
     snprintf(default_budget, sizeof default_budget, "%d", d->cfg.carrier_max_per_round);
     snprintf(lease, sizeof lease, "%d", d->cfg.lease_seconds);
     snprintf(token, sizeof token, "%" PRId64, r->token);
     snprintf(tick, sizeof tick, "%" PRId64, r->tick);
+    /* Recovered items are claimed as far ahead of their recovery slot as spaced items of
+     * theirs (a round may take a customer COALESCE_US before it is due): the dispatcher holds
+     * them until the slot. */
+    snprintf(rec_ahead, sizeof rec_ahead, "%d", LOOKAHEAD_US + COALESCE_US);
     params[SQL_RUN_CLAIM_P_DEFAULT_CARRIER_BUDGET] = default_budget;
     params[SQL_RUN_CLAIM_P_LEASE_S] = lease;
     params[SQL_RUN_CLAIM_P_TOKEN] = token;
     params[SQL_RUN_CLAIM_P_CLAIMED_BY] = d->instance;
     params[SQL_RUN_CLAIM_P_TICK] = r->tick >= 0 ? tick : NULL; /* NULL: not a batch tick */
+    params[SQL_RUN_CLAIM_P_REC_AHEAD_US] = rec_ahead;
     if (!ok)
         LOG_ERROR("out_of_memory", LOG_S("where", "claim parameters"));
     r->sent_ns = uv_hrtime();
     claim_stmt st; /* run_claim.sql, or its lean form for a round of unlimited customers */
-    claim_statement(params, &st);
+    claim_statement(params, r->recovery_paced, &st);
     if (ok &&
         pgconn_query_prepared(d->db, st.sql, st.nparams, st.params, on_claim_result, r) == 0) {
         if (d->n_claims > 0)
@@ -464,6 +472,7 @@ static round_build *round_begin(dispatcher *d, int64_t tick)
     r->asked_total = 0;
     r->holds = NULL;
     r->n_holds = 0;
+    r->recovery_paced = false;
     /* Tokens are unguessable so that no other writer can finalise an item it did not claim;
      * without the CSPRNG there is no round (its customers wait for the next). */
     uint64_t token;
@@ -748,16 +757,32 @@ void tick_arm(dispatcher *d, int64_t after)
                    next_ms > now_ms ? (uint64_t)(next_ms - now_ms) : 0, 0);
 }
 
-/* A pair that returned fewer items than asked: sleep until its next item, or drop it. */
+/* A pair that returned fewer items than asked: sleep until its next item, or until its
+ * recovery pace lets its held-back recovered items go (claimed as spaced items are, their
+ * lookahead before), or drop it. */
 static void note_drained(customer *c, const claim_row *row)
 {
-    if (!row->has_next) {
+    int64_t next = row->has_next ? row->next_us : PAIR_IDLE;
+    if (row->rec_at > 0 && row->rec_at - LOOKAHEAD_US < next)
+        next = row->rec_at - LOOKAHEAD_US;
+    if (next == PAIR_IDLE) {
         pair_drop(c, row->carrier);
         return;
     }
     pair *p = pair_find(c, row->carrier);
     if (p)
-        p->next_us = row->next_us;
+        p->next_us = next;
+    else
+        pair_note(c, row->carrier, next);
+}
+
+/* The customer's index in the round, or -1. */
+static int round_slot_of(const claim_round *r, const customer *c, int64_t customer_id)
+{
+    return c && c->round_slot >= 0 && (size_t)c->round_slot < r->n &&
+                   r->ids[c->round_slot] == customer_id
+               ? c->round_slot
+               : -1;
 }
 
 /* One claimed item: count it, and start its delivery (at its GCRA slot for spaced customers:
@@ -773,10 +798,7 @@ static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_ro
         if (served)
             served->served_us = now;
     }
-    int slot = c && c->round_slot >= 0 && (size_t)c->round_slot < r->n &&
-                       r->ids[c->round_slot] == row->customer_id
-                   ? c->round_slot
-                   : -1;
+    int slot = round_slot_of(r, c, row->customer_id);
     if (slot >= 0)
         r->got[slot]++;
     /* A stop began, or a Retry-After came while the claim was out: given straight back (a
@@ -802,6 +824,9 @@ static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_ro
         if (now - due > r->late[slot])
             r->late[slot] = now - due;
     }
+    /* A recovered item under its customer's recovery pace: not before its slot there. */
+    if (row->rec_at > send_at)
+        send_at = row->rec_at;
     delivery_start(d, row, r->token, send_at, cr);
 }
 
@@ -829,9 +854,10 @@ static void settle_customers(dispatcher *d, const claim_round *r, int64_t now)
             c->owed -= r->got[k];
         }
         /* Whatever held items back (no room, a full host, a carrier's cap), the rest of the
-         * allowance is owed while some pair still has due items; a drained customer (every
-         * pair answered with its next future time) is owed nothing. */
-        if (c->mode == MODE_BATCH && (c->owed < 0 || !has_due_pair(c, now)))
+         * allowance is owed while some pair still has due items, or recovered items its
+         * recovery pace holds back (claimed at its slots, within this tick); a drained
+         * customer (every pair answered with its next future time) is owed nothing. */
+        if (c->mode == MODE_BATCH && (c->owed < 0 || (!has_due_pair(c, now) && !r->rec_held[k])))
             c->owed = 0;
     }
 }
@@ -852,9 +878,15 @@ static void take_rows(dispatcher *d, claim_round *r, claim_result *cr, int64_t n
         /* The lease, likewise from the send: it ran from the statement's start. */
         row.lease_end_us = sent_us + (int64_t)d->cfg.lease_seconds * 1000000;
         customer *c = customer_get(d, row.customer_id);
+        if (c)
+            c->rec_period_us = row.rec_period_us; /* every row of a customer names its pace */
         if (!row.is_item) {
-            if (c)
+            if (c) {
                 note_drained(c, &row);
+                int slot = round_slot_of(r, c, row.customer_id);
+                if (slot >= 0 && row.rec_at > 0)
+                    r->rec_held[slot] = true;
+            }
             continue;
         }
         claimed++;

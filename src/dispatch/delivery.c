@@ -396,15 +396,52 @@ static void on_delivery_done(const http_result *r, void *arg)
     delivery_finish(d, dl, c, again_us);
 }
 
+/* A recovered item under its customer's recovery pace (`pgpace recover --rate`) goes neither
+ * before its slot there nor less than the pace's period after the customer's previous recovered
+ * send actually went out (a late send moves the next, as below). 0 for any other delivery. */
+static int64_t recovery_earliest(const customer *c, const delivery *dl)
+{
+    if (dl->rec_period_us <= 0)
+        return 0;
+    int64_t min = dl->rec_at;
+    if (c && c->rec_last_sent_us > 0 && c->rec_last_sent_us + dl->rec_period_us > min)
+        min = c->rec_last_sent_us + dl->rec_period_us;
+    return min;
+}
+
 /* Spaced customers without burst: a send never goes out less than one period after the
  * previous one actually did. Claims plan slots ahead; if a send went out late (a busy loop),
- * the next planned slot moves with it, as GCRA's tat = max(tat, t) + T says. */
-static int64_t earliest_send(const customer *c, int64_t planned)
+ * the next planned slot moves with it, as GCRA's tat = max(tat, t) + T says. Recovered items
+ * also keep their recovery pace (recovery_earliest). */
+static int64_t earliest_send(const customer *c, const delivery *dl, int64_t planned)
 {
+    int64_t rec = recovery_earliest(c, dl);
+    if (rec > planned)
+        planned = rec;
     if (!c || c->mode != MODE_SPACED || c->burst > 1 || !c->last_sent_us)
         return planned;
     int64_t min = c->last_sent_us + c->period_us;
     return planned > min ? planned : min;
+}
+
+/* Puts a delivery (from a window, or sent too soon) in the slot heap until `at`, booking its
+ * host's connection as a spaced slot does. false: no memory for the heap. */
+static bool defer_until(dispatcher *d, delivery *dl, int64_t at)
+{
+    unqueue(d, dl);
+    dl->stage = STAGE_SLOT;
+    dl->due_us = at;
+    if (!slot_push(d, dl)) {
+        dl->stage = STAGE_WIRE;
+        return false;
+    }
+    if (dl->host) {
+        dl->host->booked++;
+        dl->host_booked = true;
+    }
+    if (d->slots[0] == dl)
+        slots_arm(d);
+    return true;
 }
 
 /* The deadline passed before the request started: dead-lettered as expired, nothing sent, the
@@ -463,6 +500,15 @@ void delivery_send(dispatcher *d, delivery *dl)
         delivery_give_back(d, dl);
         return;
     }
+    /* The recovery pace is a bound on sends: a recovered item never goes out before it allows,
+     * however it got here (a window, a timer up to a millisecond early). It waits in the slot
+     * heap until a millisecond past that time, or goes back if there is no room to wait. */
+    int64_t rec_min = recovery_earliest(c, dl);
+    if (rec_min > 0 && now_us() < rec_min) {
+        if (!defer_until(d, dl, rec_min + 1000))
+            delivery_give_back(d, dl);
+        return;
+    }
     unqueue(d, dl);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
@@ -486,6 +532,8 @@ void delivery_send(dispatcher *d, delivery *dl)
         if (c->burst == 1 && dl->started_us + c->period_us > c->tat)
             c->tat = dl->started_us + c->period_us;
     }
+    if (c && dl->rec_period_us > 0)
+        c->rec_last_sent_us = dl->started_us;
     transmit(d, dl);
 }
 
@@ -630,7 +678,7 @@ static void slot_due(dispatcher *d, delivery *dl, int64_t now)
         delivery_give_back(d, dl);
         return;
     }
-    int64_t at = earliest_send(c, 0);
+    int64_t at = earliest_send(c, dl, 0);
     if (c && c->pace.hold_until_us > at)
         at = c->pace.hold_until_us;
     if (at - now >= 1000) {
@@ -685,6 +733,10 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
                                              : now_us() + (int64_t)d->cfg.lease_seconds * 1000000;
     dl->traceparent = row->traceparent;
     dl->tracestate = row->tracestate;
+    if (row->rec_at > 0 && row->rec_period_us > 0) {
+        dl->rec_at = row->rec_at;
+        dl->rec_period_us = row->rec_period_us;
+    }
     customer *c = customer_get(d, dl->customer_id);
 
     /* Count it in flight before sending: a synchronous failure path still decrements once. */
@@ -703,7 +755,7 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
         }
     }
 
-    send_at = earliest_send(c, send_at);
+    send_at = earliest_send(c, dl, send_at);
     if (c && c->mode == MODE_SPACED)
         dl->planned_us = send_at;
     int64_t now = now_us();

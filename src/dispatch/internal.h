@@ -267,6 +267,10 @@ typedef struct customer {
     int round_slot;       /* index in the latest claim round it is in while in flight, or -1
 (only an unlimited customer is ever in two rounds at once) */
     int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
+    /* Its recovery pace (`pgpace recover --rate`, pgpace.recovery_pace) as the latest claim
+     * rows of it said (0: none), and when its latest recovered item went out under it. */
+    int64_t rec_period_us;
+    int64_t rec_last_sent_us;
     pace pace;
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
     /* Its latest requests, for the status page (status.c): made at its first request, so an
@@ -381,6 +385,9 @@ typedef struct delivery {
     int64_t expires_us;   /* its deadline (epoch us): no request starts at or after it; 0: none */
     int64_t lease_end_us; /* when its claim's lease runs out (taken when claimed) */
     const char *traceparent, *tracestate; /* W3C Trace Context headers (in cr); NULL: none */
+    /* A recovered item under its customer's recovery pace: not sent before rec_at, nor less
+     * than rec_period_us after the customer's previous such send; 0 otherwise. */
+    int64_t rec_at, rec_period_us;
     host_state *host;  /* its receiver host (the customer's URL may change meanwhile) */
     bool host_counted; /* sent, so counted in host->in_flight */
     bool host_booked;  /* waiting for its slot, so counted in host->booked */
@@ -443,6 +450,9 @@ typedef struct claim_round {
      * compared with its slot (a cold start sends after the claim's round trip). */
     int got[ROUND_MAX_CUSTOMERS];
     int64_t late[ROUND_MAX_CUSTOMERS];
+    /* A pair of the customer has due recovered items its recovery pace held back. */
+    bool rec_held[ROUND_MAX_CUSTOMERS];
+    bool recovery_paced; /* a customer of the round is known to have a recovery pace */
 } claim_round;
 
 /* ---- share.c ------------------------------------------------------------------------------- */
@@ -499,6 +509,10 @@ typedef struct claim_row {
     bool has_next;                        /* drained pair: its next future item's time */
     int64_t next_us;
     int64_t lease_end_us; /* when its lease runs out, on this host's clock (take_rows) */
+    /* Recovery pace (`pgpace recover --rate`): an item's slot under it (not sent before), or
+     * for a drained pair when its recovered items held back by it may be claimed; 0: none. */
+    int64_t rec_at;
+    int64_t rec_period_us; /* the customer's recovery pace's period; 0: it has none */
 } claim_row;
 
 typedef struct customer_row {
@@ -565,11 +579,12 @@ typedef struct claim_stmt {
 } claim_stmt;
 
 /* run_claim_unlimited.sql, with its parameters taken from `full`, when the round uses none of
- * run_claim.sql's frontier, tick or carriers and lists one pair per customer with the
- * customer's limit (a round of unlimited customers); run_claim.sql with `full` otherwise. Both
- * return the same columns, which claim_row_parse reads. out->params points at `full` or into
- * `out`. Pure. */
-void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], claim_stmt *out);
+ * run_claim.sql's frontier, tick, carriers or recovery pace (recovery_paced: a customer of the
+ * round is known to have one) and lists one pair per customer with the customer's limit (a
+ * round of unlimited customers); run_claim.sql with `full` otherwise. Both return the same
+ * columns, which claim_row_parse reads. out->params points at `full` or into `out`. Pure. */
+void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], bool recovery_paced,
+                     claim_stmt *out);
 void claim_row_parse(const PGresult *res, int r, claim_row *out);
 void customer_row_parse(const PGresult *res, int r, customer_row *out);
 void frontier_row_parse(const PGresult *res, int r, frontier_row *out);

@@ -68,7 +68,7 @@ _Static_assert((int)SQL_RUN_CLAIM_NCOLS == (int)SQL_RUN_CLAIM_UNLIMITED_NCOLS &&
                    SAME_COLUMN(CARRIER) && SAME_COLUMN(ATTEMPT) && SAME_COLUMN(MAX_ATTEMPTS) &&
                    SAME_COLUMN(STALE) && SAME_COLUMN(PAYLOAD) && SAME_COLUMN(CREATED_US) &&
                    SAME_COLUMN(NEXT_US) && SAME_COLUMN(EXPIRES_IN_US) && SAME_COLUMN(TRACEPARENT) &&
-                   SAME_COLUMN(TRACESTATE),
+                   SAME_COLUMN(TRACESTATE) && SAME_COLUMN(REC_AT) && SAME_COLUMN(REC_PERIOD_US),
                "run_claim_unlimited.sql must return run_claim.sql's columns in the same places");
 #undef SAME_COLUMN
 
@@ -95,12 +95,16 @@ static bool only_empty_strings(const char *a)
     }
 }
 
-void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], claim_stmt *out)
+void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], bool recovery_paced,
+                     claim_stmt *out)
 {
-    /* No tick, no frontier row (no spaced customer), no carrier among the pairs, and the pairs
-     * are the customers with their limits: then run_claim.sql's customer join, tick guard,
-     * carrier rankings and turns and frontier upsert all change nothing. */
-    bool lean = !full[SQL_RUN_CLAIM_P_TICK] && same_text(full[SQL_RUN_CLAIM_P_FR_CUSTOMER], "{}") &&
+    /* No tick, no frontier row (no spaced customer), no carrier among the pairs, no recovery
+     * pace, and the pairs are the customers with their limits: then run_claim.sql's customer
+     * join, tick guard, carrier rankings and turns, frontier upsert and recovery cell all change
+     * nothing. (The lean statement takes no recovered item of a customer with a recovery pace,
+     * and its rows say it has one: the next round is then this one.) */
+    bool lean = !recovery_paced && !full[SQL_RUN_CLAIM_P_TICK] &&
+                same_text(full[SQL_RUN_CLAIM_P_FR_CUSTOMER], "{}") &&
                 same_text(full[SQL_RUN_CLAIM_P_CARRIER], "{}") &&
                 only_empty_strings(full[SQL_RUN_CLAIM_P_PAIR_CARRIER]) &&
                 same_text(full[SQL_RUN_CLAIM_P_PAIR_CUSTOMER], full[SQL_RUN_CLAIM_P_CUSTOMER]) &&
@@ -125,6 +129,10 @@ void claim_row_parse(const PGresult *res, int r, claim_row *out)
     *out = (claim_row){.customer_id = row_i64(res, r, SQL_RUN_CLAIM_C_CUSTOMER_ID),
                        .carrier = PQgetvalue(res, r, SQL_RUN_CLAIM_C_CARRIER)};
     out->is_item = PQgetvalue(res, r, SQL_RUN_CLAIM_C_KIND)[0] == 'i';
+    if (!row_null(res, r, SQL_RUN_CLAIM_C_REC_AT))
+        out->rec_at = row_i64(res, r, SQL_RUN_CLAIM_C_REC_AT);
+    if (!row_null(res, r, SQL_RUN_CLAIM_C_REC_PERIOD_US))
+        out->rec_period_us = row_i64(res, r, SQL_RUN_CLAIM_C_REC_PERIOD_US);
     if (!out->is_item) {
         out->has_next = !row_null(res, r, SQL_RUN_CLAIM_C_NEXT_US);
         if (out->has_next)

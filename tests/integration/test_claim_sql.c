@@ -6,6 +6,9 @@
  *   came back short.
  * - both claim statements skip rows past their deadline, return each claimed item's deadline
  *   and clear its supersede_key.
+ * - a customer's recovery pace (pgpace.recovery_pace): run_claim.sql takes its recovered items
+ *   after its live ones and only as the pace's cell allows, which it advances; the lean
+ *   statement takes none of them and says when they are held back.
  * - run_finalize_success.sql deletes the items still held under their token, logs one attempt
  *   each with its own fields, and reports (and leaves alone) the others. */
 #include "testlib.h"
@@ -62,7 +65,7 @@ static void lean_statement_only_for_plain_rounds(void **state)
     claim_stmt st;
 
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim_unlimited);
     assert_int_equal(st.nparams, SQL_RUN_CLAIM_UNLIMITED_NPARAMS);
     assert_string_equal(st.params[SQL_RUN_CLAIM_UNLIMITED_P_PAIR_CUSTOMER], "{1,2,3}");
@@ -74,34 +77,129 @@ static void lean_statement_only_for_plain_rounds(void **state)
     /* Each of these uses a part of run_claim.sql the lean statement does not have. */
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
     p[SQL_RUN_CLAIM_P_TICK] = "17"; /* a batch tick */
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim);
     assert_int_equal(st.nparams, SQL_RUN_CLAIM_NPARAMS);
     assert_ptr_equal(st.params, p);
 
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
     p[SQL_RUN_CLAIM_P_FR_CUSTOMER] = "{2}"; /* a spaced customer */
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim);
 
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
     p[SQL_RUN_CLAIM_P_CARRIER] = "{\"sms\"}"; /* a carrier's budget */
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim);
 
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"sms\",\"\"}", p); /* a pair names a carrier */
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim);
 
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
     p[SQL_RUN_CLAIM_P_PAIR_LIMIT] = "{3,4,2}"; /* a pair below its customer's limit */
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim);
 
     plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
     p[SQL_RUN_CLAIM_P_PAIR_CUSTOMER] = "{1,1,3}"; /* two pairs of one customer */
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim);
+
+    plain_round("{1,2,3}", "{3,5,2}", "{\"\",\"\",\"\"}", p);
+    claim_statement(p, true, &st); /* a customer with a recovery pace */
+    assert_ptr_equal(st.sql, sql_q_run_claim);
+}
+
+/* Runs a claim statement; returns its rows as "kind:item:rec_at:rec_period" lines. */
+static char *claim_rec_rows(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("claim failed: %s", PQresultErrorMessage(res));
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    out[0] = '\0';
+    for (int r = 0; r < PQntuples(res); r++) {
+        const int cols[] = {SQL_RUN_CLAIM_C_KIND, SQL_RUN_CLAIM_C_ITEM_ID, SQL_RUN_CLAIM_C_REC_AT,
+                            SQL_RUN_CLAIM_C_REC_PERIOD_US};
+        for (size_t c = 0; c < PGP_ARRAY_LEN(cols); c++)
+            len +=
+                (size_t)snprintf(out + len, cap - len, "%s%s", c ? ":" : "",
+                                 PQgetisnull(res, r, cols[c]) ? "-" : PQgetvalue(res, r, cols[c]));
+        len += (size_t)snprintf(out + len, cap - len, "\n");
+        assert_true(len < cap);
+    }
+    PQclear(res);
+    return out;
+}
+
+static void recovery_pace_limits_recovered_claims(void **state)
+{
+    tl_db *db = *state;
+    PGconn *conn = db->conn;
+    tl_exec(conn, "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, "
+                  "signing_secrets) VALUES ('a', 'unlimited', 1, 'http://127.0.0.1:9/a', "
+                  "ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'])");
+    /* Two live items and three recovered ones (the lane, -32768), all due; the recovered ones
+     * older. A recovery pace of 120/min that has sent nothing yet. */
+    tl_exec(conn, "SELECT pgpace.enqueue('a', jsonb_build_object('g', g), run_at => now() - "
+                  "interval '1 hour' + g * interval '1 second') FROM generate_series(1, 5) g");
+    tl_exec(conn, "UPDATE pgpace.queue q SET priority = -32768 FROM pgpace.item i WHERE i.id = "
+                  "q.item_id AND (i.payload ->> 'g')::int <= 3");
+    tl_exec(conn, "INSERT INTO pgpace.recovery_pace (customer_id, rate_per_minute) SELECT id, 120 "
+                  "FROM pgpace.customer WHERE name = 'a'");
+    long long a = tl_query_int(conn, "SELECT id FROM pgpace.customer WHERE name = 'a'");
+    long long rec1 = tl_query_int(conn, "SELECT id FROM pgpace.item WHERE payload ->> 'g' = '1'");
+    char ids[32];
+    snprintf(ids, sizeof ids, "{%lld}", a);
+    const char *p[SQL_RUN_CLAIM_NPARAMS];
+    plain_round(ids, "{5}", "{\"\"}", p);
+    p[SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT] = "{0}";
+
+    /* run_claim.sql: both live items, then the oldest recovered one at the cell's slot (now:
+     * none sent yet); the cell moves a period on. Again at the same instant: nothing, and the
+     * pair says when its held-back recovered items may go. */
+    tl_exec(conn, "BEGIN");
+    long long now = tl_query_int(conn, "SELECT (extract(epoch FROM now()) * 1000000)::bigint");
+    char *rows = claim_rec_rows(conn, sql_q_run_claim, SQL_RUN_CLAIM_NPARAMS, p);
+    char want[256];
+    snprintf(want, sizeof want, "i:%lld:%lld:500000\n", rec1, now);
+    tl_assert_contains(rows, want);
+    size_t before = 0; /* rows before it: the two live items */
+    for (const char *c = rows; c < strstr(rows, want); c++)
+        before += *c == '\n';
+    assert_int_equal(before, 2);
+    assert_null(strstr(rows, "d:"));
+    free(rows);
+    assert_int_equal(tl_query_int(conn, "SELECT (extract(epoch FROM tat) * 1000000)::bigint FROM "
+                                        "pgpace.recovery_pace"),
+                     now + 500000);
+    rows = claim_rec_rows(conn, sql_q_run_claim, SQL_RUN_CLAIM_NPARAMS, p);
+    snprintf(want, sizeof want, "d:-:%lld:500000\n", now + 500000);
+    assert_string_equal(rows, want);
+    free(rows);
+    tl_exec(conn, "ROLLBACK");
+
+    /* The lean statement: the live items only, and the pair held back (at once: run_claim.sql
+     * then takes the customer, its rows having named the pace). */
+    claim_stmt st;
+    claim_statement(p, false, &st);
+    assert_ptr_equal(st.sql, sql_q_run_claim_unlimited);
+    tl_exec(conn, "BEGIN");
+    now = tl_query_int(conn, "SELECT (extract(epoch FROM now()) * 1000000)::bigint");
+    rows = claim_rec_rows(conn, st.sql, st.nparams, st.params);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue WHERE claim_token = "
+                                        "4242 AND priority = -32768"),
+                     0);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue WHERE claim_token = "
+                                        "4242"),
+                     2);
+    snprintf(want, sizeof want, "d:-:%lld:500000\n", now);
+    tl_assert_contains(rows, want);
+    free(rows);
+    tl_exec(conn, "ROLLBACK");
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -193,7 +291,7 @@ static void lean_statement_claims_as_run_claim(void **state)
     const char *p[SQL_RUN_CLAIM_NPARAMS];
     plain_round(ids, "{3,5,2}", "{\"\",\"\",\"\"}", p);
     claim_stmt st;
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim_unlimited);
 
     int full_items, lean_items;
@@ -255,7 +353,7 @@ static void claims_skip_expired_and_clear_supersede_keys(void **state)
     plain_round(ids, "{10}", "{\"\"}", p);
     p[SQL_RUN_CLAIM_P_PAIR_IN_FLIGHT] = "{0}";
     claim_stmt st;
-    claim_statement(p, &st);
+    claim_statement(p, false, &st);
     assert_ptr_equal(st.sql, sql_q_run_claim_unlimited);
     const struct {
         const char *sql;
@@ -390,6 +488,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lean_statement_only_for_plain_rounds),
         cmocka_unit_test_setup_teardown(lean_statement_claims_as_run_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(recovery_pace_limits_recovered_claims, setup, teardown),
         cmocka_unit_test_setup_teardown(claims_skip_expired_and_clear_supersede_keys, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(success_deletes_what_it_owns_and_reports_the_rest, setup,

@@ -395,8 +395,9 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 42); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
-                                        (mtls), customer_set_proxy, customer_set_oauth2, shard_of */
+    assert_int_equal(functions, 43); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+                                        (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
+                                        recovery_lane_busy */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
