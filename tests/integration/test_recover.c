@@ -56,10 +56,6 @@ static void make_scene(fx *f, scene *s, const char *rate)
     keep_yesterday(f);
     fx_customer(f, "acme", TL_ARGV("--mode", "spaced", "--rate", rate));
     fx_customer(f, "beta", TL_ARGV("--mode", "spaced", "--rate", rate));
-    /* The window's first day is kept even when it is yesterday (UTC), as in any database that
-     * ran then: otherwise a run in the first two hours of a day reports it as not kept. */
-    tl_exec(f->db->conn, "SELECT pgpace.create_item_partition(((" SINCE_SQL ") AT TIME ZONE "
-                         "'UTC')::date)");
     item(f, "acme", "3 hours", "delivered");
     item(f, "acme", "3 hours", "delivered");
     s->old_dead = item(f, "acme", "3 hours", "dead");
