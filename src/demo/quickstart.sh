@@ -109,16 +109,20 @@ done
 echo "== status page: ${page:-(not found in the log)}  (live per-customer view; open it in a browser)"
 
 # Per customer from the receiver's log ("<unix_ms> <path> <webhook-id> <bytes>"): deliveries,
-# observed rate over the last 10 s, webhooks of the last complete batch tick (ticks are aligned
-# to multiples of batch_tick_ms, as the dispatcher's), and the last 3 gaps.
+# observed rate over the last 10 s (over the time since the first webhook while that is
+# shorter, so that a customer on pace never reads low in the first seconds), webhooks of the
+# last complete batch tick (ticks are aligned to multiples of batch_tick_ms, as the
+# dispatcher's), and the last 3 gaps.
 view() {
     local now_ms=$1
     awk -v now="$now_ms" -v tick="$tick_ms" '
         BEGIN { tick_end = int(now / tick) * tick; tick_start = tick_end - tick }
-        { split($2, p, "/"); c = p[3]; n[c]++; if (last[c]) { g3[c] = g2[c]; g2[c] = g1[c]; g1[c] = $1 - last[c] }
+        { if (first == "" || $1 < first) first = $1
+          split($2, p, "/"); c = p[3]; n[c]++; if (last[c]) { g3[c] = g2[c]; g2[c] = g1[c]; g1[c] = $1 - last[c] }
           last[c] = $1; if ($1 > now - 10000) recent[c]++
           if ($1 >= tick_start && $1 < tick_end) in_tick[c]++ }
-        END { for (c in n) printf "%s %d %.1f %d %s %s %s\n", c, n[c], recent[c] * 6, in_tick[c], g3[c], g2[c], g1[c] }' \
+        END { w = now - first; if (w > 10000) w = 10000; if (w < 1000) w = 1000
+              for (c in n) printf "%s %d %.1f %d %s %s %s\n", c, n[c], recent[c] * 60000 / w, in_tick[c], g3[c], g2[c], g1[c] }' \
         "$work/received.log" | sort >"$work/view"
     psql -X -At -F' ' -c "SELECT customer, mode, rate_per_minute, due, in_flight, delayed, breaker || CASE WHEN paused THEN '/paused' ELSE '' END FROM pgpace.customer_stats ORDER BY customer" >"$work/stats"
     printf '%-8s %-9s %9s %-16s %9s %-22s %7s %9s %s\n' customer mode "rate" "observed" delivered "last gaps (ms)" queued in_flight breaker
@@ -147,7 +151,7 @@ while [ "$stop_requested" = 0 ] && [ $(($(date +%s) - start)) -lt "$seconds" ]; 
     kill -0 "$dispatcher_pid" 2>/dev/null || { echo "the dispatcher exited; its log:"; cat "$work/pgpace.log"; exit 1; }
     out=$(view "$(date +%s%3N)")
     [ -t 1 ] && printf '\033[H\033[2J'
-    echo "pgpace quickstart: $(($(date +%s) - start))s of ${seconds}s (Ctrl-C stops); observed = webhooks/min over the last 10 s (batch: in the last 5 s tick)"
+    echo "pgpace quickstart: $(($(date +%s) - start))s of ${seconds}s (Ctrl-C stops); observed = webhooks/min over the last 10 s, or since the first webhook (batch: in the last 5 s tick)"
     echo "status page: ${page:-none} (from this machine; elsewhere: ssh -L ${admin_port:-PORT}:127.0.0.1:${admin_port:-PORT} HOST)"
     echo "$out"
     echo
