@@ -5,8 +5,8 @@
  *   for the round that takes it (pgpace_claim_wait_rounds), the backstop scan finding them in
  *   several slices;
  * - customers waiting for a full host are served in turn: the order in which a one-connection-
- *   short host serves them is the order they became due, within a few places (when a freed
- *   connection woke every customer waiting, any of them could take it);
+ *   short host's customers are sent is the order they became due, within a few places (when a
+ *   freed connection woke every customer waiting, any of them could take it);
  * - a change to many customers at once (one UPDATE, a NOTIFY each) is read back in batches, a
  *   deleted one removed, and the new settings apply;
  * - with more customers than [http] metrics_customers, the per-customer gauges of the rest are
@@ -135,7 +135,11 @@ static void more_due_than_a_round_takes(void **state)
 
 /* 300 customers due at once on a host of two connections: they wait for it, and it serves them
  * in the order they became due (customer id: the backstop notes them all at once, and ties go to
- * the lower id), none later than a few places behind its turn. */
+ * the lower id), none later than a few places behind its turn. The order is the one the
+ * dispatcher sent them in (each customer's first delivery_attempt.started_at): the order they
+ * reach the receiver also depends on how long each request takes on its connection, and on a
+ * busy machine one slow request lets the other connection serve several customers meanwhile
+ * (10 places, seen once in three runs beside stress-ng), which says nothing of the turns. */
 static void a_full_host_serves_its_waiting_customers_in_turn(void **state)
 {
     fx *f = *state;
@@ -146,14 +150,22 @@ static void a_full_host_serves_its_waiting_customers_in_turn(void **state)
     size_t got = receiver_wait(f->recv, "/c/t", N, 120000);
     if (got < N)
         fail_msg("%zu of %d customers delivered in 120 s", got, N);
-    /* The rank each customer was served at, against its own (its id order). */
-    int late_max = 0, early_max = 0, worst = 0;
-    for (size_t i = 0; i < got; i++) {
-        receiver_request q;
-        assert_int_equal(receiver_get(f->recv, i, &q), 0);
-        int id = atoi(q.path + strlen("/c/t"));
-        free(q.body);
-        int late = (int)i + 1 - id; /* served after this many that became due after it */
+    /* Their attempts are recorded once their answers are read. */
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, N, 60000,
+                                            "SELECT count(DISTINCT customer_id) FROM "
+                                            "pgpace.delivery_attempt"),
+                     N);
+    char *order =
+        tl_query_str(f->db->conn, "SELECT string_agg(substr(c.name, 2), ',' ORDER BY a.first, c.id)"
+                                  "  FROM (SELECT customer_id, min(started_at) AS first"
+                                  "          FROM pgpace.delivery_attempt GROUP BY customer_id) a"
+                                  "  JOIN pgpace.customer c ON c.id = a.customer_id");
+    /* The rank each customer was sent at, against its own (its id order). */
+    int late_max = 0, early_max = 0, worst = 0, rank = 0;
+    for (const char *p = order; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+        int id = atoi(p);
+        rank++;
+        int late = rank - id; /* sent after this many that became due after it */
         if (late > late_max) {
             late_max = late;
             worst = id;
@@ -161,9 +173,14 @@ static void a_full_host_serves_its_waiting_customers_in_turn(void **state)
         if (-late > early_max)
             early_max = -late;
     }
-    print_message("# served at most %d places late (customer t%d), at most %d early\n", late_max,
-                  worst, early_max);
-    assert_true(late_max <= 8);
+    free(order);
+    print_message("# %d sent, at most %d places late (customer t%d), at most %d early\n", rank,
+                  late_max, worst, early_max);
+    assert_int_equal(rank, N);
+    /* A few places: claims are pipelined two rounds deep (measured under load: at most 6).
+     * Waking every waiting customer at each freed connection, the failure this guards, puts
+     * customers tens to hundreds of places out of turn. */
+    assert_true(late_max <= 20);
 }
 
 /* One UPDATE changes 1,500 customers (a NOTIFY each) and one is deleted: they are read back in
