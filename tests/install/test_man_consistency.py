@@ -18,25 +18,9 @@ import re
 import subprocess
 import sys
 
+from tap import Tap  # beside this file: the script's folder is on sys.path
+
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def check(self, cond, what, *details):
-        self.n += 1
-        if cond:
-            print(f"ok {self.n} - {what}")
-        else:
-            self.failed += 1
-            print(f"not ok {self.n} - {what}")
-            for d in details:
-                for line in str(d).splitlines():
-                    print(f"#   {line}")
-        return cond
 
 
 def norm(text):

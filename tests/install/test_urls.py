@@ -44,6 +44,8 @@ import re
 import subprocess
 import sys
 
+from tap import Tap  # beside this file: the script's folder is on sys.path
+
 # A scheme, "://", then what follows up to white space. The scheme must not continue a word.
 SCHEME_URL = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*)://([^\s\"'<>`]*)")
 # Optional user info, then the host: a bracketed IPv6 literal or a name up to ":", "/", ...
@@ -54,24 +56,6 @@ MD_INLINE = re.compile(r"\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 MD_REFERENCE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*(\S+)", re.M)
 PLACEHOLDER_DOMAINS = ("example.com", "example.net", "example.org")
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
-
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def check(self, cond, what, *details):
-        self.n += 1
-        if cond:
-            print(f"ok {self.n} - {what}")
-        else:
-            self.failed += 1
-            print(f"not ok {self.n} - {what}")
-            for d in details:
-                for line in str(d).splitlines():
-                    print(f"#   {line}")
-        return cond
 
 
 def man_pages(root):
