@@ -73,6 +73,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     pgp_list_init(&d->spare);
     hmap_init(&d->customers);
     hmap_init(&d->carriers);
+    hmap_init(&d->gates);
     hmap_init(&d->hosts);
     sched_heap_init(&d->heap);
     prng_seed(&d->rng);

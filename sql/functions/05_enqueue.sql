@@ -211,13 +211,17 @@ BEGIN
                   HINT = '-32768 is reserved for items sent again by pgpace recover';
     END IF;
 
+    -- Endpoints ("<customer>/<endpoint>", migration 0018) are not enqueued to: their customer
+    -- is, and its subscriptions route the event.
     SELECT c.id, c.max_attempts, c.max_age INTO cust_id, cust_max, cust_age
-      FROM pgpace.customer c WHERE c.name = enqueue_item.customer
+      FROM pgpace.customer c WHERE c.name = enqueue_item.customer AND c.parent_id IS NULL
        FOR KEY SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pgpace.enqueue: unknown customer %', quote_literal(left(enqueue_item.customer, 140))
             USING ERRCODE = 'foreign_key_violation',
-                  HINT = 'create it first: pgpace customer set <name> --rate ... --url ...';
+                  HINT = CASE WHEN position('/' IN enqueue_item.customer) > 0
+                              THEN 'enqueue to the customer (the part before /): its endpoints'' subscriptions route the event'
+                              ELSE 'create it first: pgpace customer set <name> --rate ... --url ...' END;
     END IF;
 
     SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
@@ -263,6 +267,19 @@ BEGIN
             RETURN;
         END IF;
         id := NULL;
+    END IF;
+
+    -- A customer with endpoints (or with a subscription or filter on its own receiver, or none):
+    -- one event, a delivery per matching endpoint (16_endpoints.sql). new_id is the event's.
+    IF pgpace.fans_out(cust_id) THEN
+        SELECT f.result, f.expired INTO result, expired
+          FROM pgpace.enqueue_fanout(cust_id, new_id, enqueue_item.payload, enqueue_item.carrier,
+                                     enqueue_item.kind, enqueue_item.run_at,
+                                     enqueue_item.idempotency_key, enqueue_item.priority,
+                                     enqueue_item.expires_at, enqueue_item.supersede_key,
+                                     enqueue_item.traceparent, enqueue_item.tracestate) AS f;
+        id := new_id;
+        RETURN;
     END IF;
 
     deadline := least(enqueue_item.expires_at,

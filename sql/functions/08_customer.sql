@@ -2,6 +2,13 @@
 -- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
 -- "Migrations, functions and views"), so it must stay safe to run any number of times.
 
+-- A new signing secret: 256 bits from two v4 UUIDs (244 random bits), as Standard Webhooks
+-- spells it. Used when the caller brings no secret.
+CREATE OR REPLACE FUNCTION pgpace.new_signing_secret() RETURNS text
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+RETURN 'whsec_' || encode(decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'), 'base64');
+
 -- Creates or updates a customer; NULL arguments leave the current value (or the default on
 -- creation). Returns true when the customer was created. Used by `pgpace customer set` and
 -- usable from SQL directly; the dispatcher picks changes up through the notify trigger on
@@ -23,7 +30,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF customer_set.name IS NULL OR NOT pgpace.valid_name(customer_set.name) THEN
+    -- An endpoint's receiver settings are changed here too, by its full name
+    -- "<customer>/<endpoint>" (it is created by pgpace.endpoint_add).
+    IF customer_set.name IS NULL OR NOT (pgpace.valid_name(customer_set.name) OR EXISTS (
+           SELECT 1 FROM pgpace.customer e WHERE e.name = customer_set.name AND e.parent_id IS NOT NULL)) THEN
         RAISE EXCEPTION 'invalid customer name %', coalesce(quote_literal(left(customer_set.name, 140)), 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'names are 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit';
@@ -34,7 +44,10 @@ BEGIN
         rate_per_minute = coalesce(customer_set.rate_per_minute, c.rate_per_minute),
         burst = coalesce(customer_set.burst, c.burst),
         webhook_url = coalesce(customer_set.webhook_url, c.webhook_url),
-        signing_secrets = coalesce(customer_set.signing_secrets, c.signing_secrets),
+        -- A customer without a receiver of its own gets a secret with its first URL.
+        signing_secrets = coalesce(customer_set.signing_secrets, c.signing_secrets,
+                                   CASE WHEN customer_set.webhook_url IS NOT NULL
+                                        THEN ARRAY[pgpace.new_signing_secret()] END),
         max_in_flight = CASE WHEN customer_set.clear_max_in_flight THEN NULL
                              ELSE coalesce(customer_set.max_in_flight, c.max_in_flight) END,
         max_attempts = coalesce(customer_set.max_attempts, c.max_attempts),
@@ -44,18 +57,30 @@ BEGIN
     IF FOUND THEN
         RETURN false;
     END IF;
-    IF customer_set.rate_per_minute IS NULL OR customer_set.webhook_url IS NULL THEN
-        RAISE EXCEPTION 'customer % does not exist; creating it needs a rate and a webhook URL',
+    -- A customer may be created without a receiver of its own (its endpoints are added with
+    -- pgpace.endpoint_add); then its rate, the limit over all of its endpoints, is optional.
+    IF customer_set.webhook_url IS NOT NULL AND customer_set.rate_per_minute IS NULL THEN
+        RAISE EXCEPTION 'customer % does not exist; creating it with a webhook URL needs a rate',
                         quote_literal(customer_set.name)
             USING ERRCODE = 'no_data_found';
+    END IF;
+    IF customer_set.webhook_url IS NULL AND customer_set.signing_secrets IS NOT NULL THEN
+        RAISE EXCEPTION 'secret: customer % has no webhook URL to sign for (its endpoints have their own secrets)',
+                        quote_literal(customer_set.name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF position('/' IN customer_set.name) > 0 THEN
+        RAISE EXCEPTION 'unknown endpoint %', quote_literal(customer_set.name)
+            USING ERRCODE = 'no_data_found',
+                  HINT = 'add endpoints with pgpace endpoint add <customer> <endpoint> --url ... --rate ...';
     END IF;
     INSERT INTO pgpace.customer (name, mode, rate_per_minute, burst, webhook_url, signing_secrets,
                                  max_in_flight, max_attempts, paused)
     VALUES (customer_set.name, coalesce(customer_set.mode, 'spaced'), customer_set.rate_per_minute,
             coalesce(customer_set.burst, 1), customer_set.webhook_url,
-            -- 256 bits from two v4 UUIDs (244 random bits) when the caller brings no secret.
             coalesce(customer_set.signing_secrets,
-                     ARRAY['whsec_' || encode(decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'), 'base64')]),
+                     CASE WHEN customer_set.webhook_url IS NOT NULL
+                          THEN ARRAY[pgpace.new_signing_secret()] END),
             CASE WHEN customer_set.clear_max_in_flight THEN NULL ELSE customer_set.max_in_flight END,
             coalesce(customer_set.max_attempts, 12), coalesce(customer_set.paused, false));
     RETURN true;
@@ -575,33 +600,45 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cust_id bigint;
+    ids     bigint[];
     pending bigint;
     removed bigint;
 BEGIN
     -- FOR UPDATE waits for enqueuers holding KEY SHARE on the row, so none can slip in after.
-    SELECT c.id INTO cust_id FROM pgpace.customer c WHERE c.name = customer_delete.name FOR UPDATE;
-    IF NOT FOUND THEN
+    SELECT c.id INTO cust_id FROM pgpace.customer c
+     WHERE c.name = customer_delete.name AND c.parent_id IS NULL FOR UPDATE;
+    IF NOT FOUND AND position('/' IN customer_delete.name) > 0 THEN
+        RAISE EXCEPTION 'unknown customer %', quote_literal(left(customer_delete.name, 140))
+            USING ERRCODE = 'no_data_found',
+                  HINT = 'delete an endpoint with pgpace endpoint delete <customer> <endpoint>';
+    ELSIF NOT FOUND THEN
         RAISE EXCEPTION 'unknown customer %', quote_literal(left(customer_delete.name, 140))
             USING ERRCODE = 'no_data_found';
     END IF;
-    SELECT count(*) INTO pending FROM pgpace.queue q WHERE q.customer_id = cust_id;
+    -- The customer and its endpoints go together.
+    ids := ARRAY(SELECT c.id FROM pgpace.customer c WHERE c.parent_id = cust_id ORDER BY c.id FOR UPDATE)
+           || cust_id;
+    SELECT count(*) INTO pending FROM pgpace.queue q WHERE q.customer_id = ANY (ids);
     IF pending > 0 AND NOT force THEN
         RAISE EXCEPTION 'customer % has % pending item(s); nothing was deleted',
                         quote_literal(customer_delete.name), pending
             USING ERRCODE = 'dependent_objects_still_exist',
                   HINT = 'wait for them to drain, or delete with --force to drop them too';
     END IF;
-    DELETE FROM pgpace.queue q WHERE q.customer_id = cust_id;
-    DELETE FROM pgpace.dead_letter d WHERE d.customer_id = cust_id;
-    DELETE FROM pgpace.item i WHERE i.customer_id = cust_id;
+    DELETE FROM pgpace.queue q WHERE q.customer_id = ANY (ids);
+    DELETE FROM pgpace.dead_letter d WHERE d.customer_id = ANY (ids);
+    DELETE FROM pgpace.item i WHERE i.customer_id = ANY (ids);
     GET DIAGNOSTICS removed = ROW_COUNT;
-    DELETE FROM pgpace.item_key k WHERE k.customer_id = cust_id;
+    DELETE FROM pgpace.item_key k WHERE k.customer_id = ANY (ids);
+    DELETE FROM pgpace.tenant_frontier t WHERE t.customer_id = cust_id;
+    DELETE FROM pgpace.customer c WHERE c.parent_id = cust_id;
     DELETE FROM pgpace.customer c WHERE c.id = cust_id;
     RETURN removed;
 END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
+    pgpace.new_signing_secret(),
     pgpace.customer_set(text, text, double precision, integer, text, text[], integer, integer,
                         boolean, boolean),
     pgpace.customer_set_timeouts(text, integer, integer),

@@ -7,8 +7,24 @@ CREATE OR REPLACE FUNCTION pgpace.notify_customer_change() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    r record;
 BEGIN
-    PERFORM pg_notify('pgpace_customer', CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END::text);
+    IF TG_OP = 'DELETE' THEN
+        r := OLD;
+    ELSE
+        r := NEW;
+    END IF;
+    PERFORM pg_notify('pgpace_customer', r.id::text);
+    -- Endpoints (0018) share their customer's limit: an endpoint added or removed changes
+    -- whether the customer's own receiver shares it, and a change to the customer (its rate)
+    -- changes every endpoint's. pg_notify folds repeats within a transaction.
+    IF r.parent_id IS NOT NULL AND TG_OP <> 'UPDATE' THEN
+        PERFORM pg_notify('pgpace_customer', r.parent_id::text);
+    ELSIF r.parent_id IS NULL AND TG_OP = 'UPDATE' THEN
+        PERFORM pg_notify('pgpace_customer', e.id::text)
+           FROM pgpace.customer e WHERE e.parent_id = r.id;
+    END IF;
     RETURN NULL;
 END
 $$;

@@ -10,6 +10,8 @@
 --  $16 bigint batch tick number (NULL when the round is not a batch tick)
 --  $17 int[] pair items in flight (turns it already had when the customer's carriers take turns)
 --  $18 bigint how far ahead of its slot a recovered item may be claimed, us (NULL: 0)
+--  $19 bigint[] customer whose endpoints share its limit (tenant.c), $20 bigint[] its cell's tat
+--  once this round's slots are handed out (an upper bound, epoch us): stored for a new leader
 -- Recovered items (priority -32768, `pgpace recover`) of a customer with a recovery pace
 -- (pgpace.recovery_pace) are claimed only as its GCRA cell allows (no burst: one per period,
 -- slots up to $18 ahead), after the customer's live items, and the cell advances in this
@@ -23,10 +25,10 @@
 -- pace's period, on every row of a customer that has one (NULL: none).
 -- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
--- @params: fr_period fr_credit tick pair_in_flight rec_ahead_us
+-- @params: fr_period fr_credit tick pair_in_flight rec_ahead_us gate_customer gate_tat
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
 -- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate rec_at
--- @columns: rec_period_us
+-- @columns: rec_period_us msg_id
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
     SELECT p.customer_id, p.carrier, p.n, p.ord, p.in_flight
@@ -162,6 +164,13 @@ WITH pair AS (
            batch_credit = CASE WHEN EXCLUDED.last_tick IS NOT NULL THEN EXCLUDED.batch_credit ELSE f.batch_credit END,
            last_tick = coalesce(EXCLUDED.last_tick, f.last_tick)
     RETURNING f.customer_id
+), gate_new AS (
+    -- Never moved back: a round answered after a later one must not undo it.
+    INSERT INTO pgpace.tenant_frontier AS t (customer_id, tat)
+    SELECT g.customer_id, 'epoch'::timestamptz + g.tat_us * interval '1 microsecond'
+      FROM unnest($19::bigint[], $20::bigint[]) AS g(customer_id, tat_us)
+    ON CONFLICT (customer_id) DO UPDATE SET tat = greatest(t.tat, EXCLUDED.tat)
+    RETURNING t.customer_id
 )
 SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attempts,
        ch.old_token IS NOT NULL AS stale, i.payload::text AS payload,
@@ -174,11 +183,18 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
             THEN greatest((extract(epoch FROM c.expires_at - now()) * 1000000)::bigint, 1)
        END AS expires_in_us,
        -- W3C Trace Context given at enqueue (NULL: none), sent as headers of the same names.
-       i.traceparent, i.tracestate, ch.rec_at, ch.rec_period AS rec_period_us
+       i.traceparent, i.tracestate, ch.rec_at, ch.rec_period AS rec_period_us,
+       -- webhook-id: msg_<msg_id>, the event's id on every delivery of one event.
+       i.msg_id
   FROM claimed c
   JOIN chosen ch ON ch.item_id = c.item_id
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
- CROSS JOIN LATERAL (SELECT it.payload, it.created_at, it.traceparent, it.tracestate
+ CROSS JOIN LATERAL (SELECT coalesce(it.payload,
+                               -- A delivery made by fan-out: its event's payload (0018).
+                               (SELECT ev.payload FROM pgpace.item ev
+                                 WHERE ev.id = it.event_id LIMIT 1)) AS payload,
+                            it.created_at, it.traceparent, it.tracestate,
+                            coalesce(it.event_id, it.id) AS msg_id
                        FROM pgpace.item it
                       WHERE it.id = c.item_id LIMIT 1) i
 UNION ALL
@@ -196,7 +212,7 @@ SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
                                 AND q.priority = -32768 AND q.next_action_at <= now()
                                 AND (q.expires_at IS NULL OR q.expires_at > now()))
             THEN coalesce(rn.tat_us, cust.rec_base) END,
-       cust.rec_period
+       cust.rec_period, NULL
   FROM pair p
   JOIN cust ON cust.customer_id = p.customer_id
   LEFT JOIN per_pair pp ON pp.customer_id = p.customer_id AND pp.carrier = p.carrier

@@ -16,15 +16,20 @@
 -- are NULL for the other schemes; the client secret is a secret like the headers.
 -- `client_cert` and `client_key` are the PEM certificate (chain) and key for mutual TLS, NULL
 -- when none; secrets too.
+-- Endpoints (0018): `tenant_id` is the customer an endpoint belongs to (a customer's own receiver:
+-- its own id); `tenant_rate` and `tenant_burst` are that customer's limit over all of its
+-- endpoints, NULL when it has none to share: no endpoints, no rate, or mode unlimited. A customer
+-- without a receiver of its own (no webhook URL) is no row: nothing is ever sent to it.
 -- @params: customer_ids after_id page
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
 -- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
--- @columns: oauth_scope client_cert client_key proxy disabled_at_us
+-- @columns: oauth_scope client_cert client_key proxy disabled_at_us tenant_id tenant_rate
+-- @columns: tenant_burst
 WITH ids AS MATERIALIZED (
     (SELECT cu.id FROM pgpace.customer cu
-      WHERE $1::bigint[] IS NULL AND cu.id > $2::bigint
+      WHERE $1::bigint[] IS NULL AND cu.id > $2::bigint AND cu.webhook_url IS NOT NULL
       ORDER BY cu.id LIMIT $3::int)
     UNION ALL
     SELECT DISTINCT u.id FROM unnest($1::bigint[]) AS u(id)
@@ -56,7 +61,9 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        c.oauth_scope,
        c.client_cert, c.client_key,
        c.proxy,
-       (extract(epoch FROM c.disabled_at) * 1000000)::bigint AS disabled_at_us
+       (extract(epoch FROM c.disabled_at) * 1000000)::bigint AS disabled_at_us,
+       coalesce(c.parent_id, c.id) AS tenant_id,
+       t.rate_per_minute AS tenant_rate, t.burst AS tenant_burst
   FROM ids
  -- OFFSET 0 keeps each join a probe by key (not a merge over the whole table).
  CROSS JOIN LATERAL (SELECT cc.* FROM pgpace.customer cc WHERE cc.id = ids.id OFFSET 0) c
@@ -64,4 +71,10 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
          ON true
   LEFT JOIN LATERAL (SELECT hh.* FROM pgpace.customer_health hh WHERE hh.customer_id = c.id
                       OFFSET 0) h ON true
+  LEFT JOIN LATERAL (SELECT tt.rate_per_minute, tt.burst FROM pgpace.customer tt
+                      WHERE tt.id = coalesce(c.parent_id, c.id)
+                        AND tt.rate_per_minute IS NOT NULL AND tt.mode <> 'unlimited'
+                        AND EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = tt.id)
+                     OFFSET 0) t ON true
+ WHERE c.webhook_url IS NOT NULL
  ORDER BY c.id

@@ -300,6 +300,12 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
     r->got[r->n] = 0;
     r->late[r->n] = 0;
     r->rec_held[r->n] = false;
+    r->gate_of[r->n] = 0;
+    if (c->gate) {
+        c->gate->reserved += n; /* its slots are handed out when the claim returns */
+        r->gate_of[r->n] = c->gate->id;
+        r->gated = true;
+    }
     if (c->rec_period_us > 0)
         r->recovery_paced = true; /* its recovered items need run_claim.sql's recovery cell */
     r->asked_total += n;
@@ -334,6 +340,22 @@ static void round_free(claim_round *r)
 {
     free(r->holds);
     free(r);
+}
+
+/* The slots the round's endpoints asked of their tenants' limits: handed out once its result
+ * is in, or free again when it failed or was never sent. By the gate's id: an endpoint may have
+ * moved or gone meanwhile. */
+static void round_gates_release(dispatcher *d, claim_round *r)
+{
+    for (size_t k = 0; r->gated && k < r->n; k++) {
+        tenant_gate *g =
+            r->gate_of[k] ? hmap_get(&d->gates, &r->gate_of[k], sizeof r->gate_of[k]) : NULL;
+        if (g) {
+            g->reserved -= r->asked[k];
+            if (g->reserved < 0)
+                g->reserved = 0;
+        }
+    }
 }
 
 /* Sends the round's statement. On failure the round is freed and the customers rescheduled. */
@@ -390,11 +412,32 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
     params[SQL_RUN_CLAIM_P_CLAIMED_BY] = d->instance;
     params[SQL_RUN_CLAIM_P_TICK] = r->tick >= 0 ? tick : NULL; /* NULL: not a batch tick */
     params[SQL_RUN_CLAIM_P_REC_AHEAD_US] = rec_ahead;
+    /* Each tenant limit of the round, once: its cell as it will be when the round's slots are
+     * handed out, for a new leader (pgpace.tenant_frontier). */
+    int64_t gate_now = now_us();
+    for (size_t k = 0; r->gated && k < r->n; k++) {
+        tenant_gate *g =
+            r->gate_of[k] ? hmap_get(&d->gates, &r->gate_of[k], sizeof r->gate_of[k]) : NULL;
+        if (!g || g->listed_in == r->token)
+            continue;
+        g->listed_in = r->token;
+        strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_GATE_CUSTOMER), g->id);
+        int64_t base = g->tat == INT64_MIN || g->tat < gate_now ? gate_now : g->tat;
+        strbuf_put_i64(arr(p, SQL_RUN_CLAIM_P_GATE_TAT),
+                       base + LOOKAHEAD_US + COALESCE_US + (int64_t)g->reserved * g->period_us);
+    }
+    static const int gate_arrays[] = {SQL_RUN_CLAIM_P_GATE_CUSTOMER, SQL_RUN_CLAIM_P_GATE_TAT};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(gate_arrays); i++) {
+        strbuf *sb = &p->a[gate_arrays[i]];
+        strbuf_puts(sb, sb->len ? "}" : "{}");
+        params[gate_arrays[i]] = strbuf_str(sb);
+        ok = ok && params[gate_arrays[i]];
+    }
     if (!ok)
         LOG_ERROR("out_of_memory", LOG_S("where", "claim parameters"));
     r->sent_ns = uv_hrtime();
     claim_stmt st; /* run_claim.sql, or its lean form for a round of unlimited customers */
-    claim_statement(params, r->recovery_paced, &st);
+    claim_statement(params, r->recovery_paced || r->gated, &st);
     if (ok &&
         pgconn_query_prepared(d->db, st.sql, st.nparams, st.params, on_claim_result, r) == 0) {
         if (d->n_claims > 0)
@@ -412,6 +455,7 @@ static void send_claim(dispatcher *d, claim_round *r, claim_params *p, hmap *tou
         }
         return;
     }
+    round_gates_release(d, r);
     for (size_t k = 0; k < r->n; k++) {
         customer *c = customer_get(d, r->ids[k]);
         if (c) {
@@ -473,6 +517,7 @@ static round_build *round_begin(dispatcher *d, int64_t tick)
     r->holds = NULL;
     r->n_holds = 0;
     r->recovery_paced = false;
+    r->gated = false;
     /* Tokens are unguessable so that no other writer can finalise an item it did not claim;
      * without the CSPRNG there is no round (its customers wait for the next). */
     uint64_t token;
@@ -501,6 +546,9 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
         }
         pool = c->host->pool_slot;
     }
+    /* What it asks is kept from the tenant's other endpoints considered after it. */
+    if (c->gate)
+        c->gate->considering += demand;
     b->cand[b->n] = (candidate){.c = c, .base = base, .credit = credit, .allowed = allowed};
     b->cl[b->n] = (share_claimant){.demand = demand,
                                    .use = c->in_flight + c->claiming,
@@ -508,6 +556,42 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
                                    .pool = pool,
                                    .open_only = c->mode != MODE_SPACED};
     b->n++;
+}
+
+/* Fairness is hierarchical: what customers share (a host's connections, the round's room) is
+ * divided among customers first, then among a customer's endpoints. Each claimant's weight is
+ * divided by the number of its tenant's endpoints contending in the same pool, so a customer
+ * with 50 endpoints on a host weighs what one endpoint of another customer weighs there. */
+static void tenant_weights(round_build *b)
+{
+    bool endpoints = false;
+    for (size_t k = 0; k < b->n && !endpoints; k++)
+        endpoints = b->cand[k].c->tenant_id != b->cand[k].c->id;
+    if (!endpoints)
+        return; /* every claimant is a customer of its own */
+    hmap groups;
+    hmap_init(&groups);
+    struct {
+        int64_t tenant;
+        int64_t pool;
+    } key;
+    memset(&key, 0, sizeof key);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < b->n; k++) {
+            if (b->cl[k].demand <= 0)
+                continue;
+            key.tenant = b->cand[k].c->tenant_id;
+            key.pool = b->cl[k].pool;
+            uintptr_t n = (uintptr_t)hmap_get(&groups, &key, sizeof key);
+            if (pass == 0) {
+                if (hmap_put(&groups, &key, sizeof key, (void *)(n + 1)) != 0)
+                    LOG_ERROR("out_of_memory", LOG_S("where", "tenant weights"));
+            } else if (n > 1) {
+                b->cl[k].weight /= (double)n;
+            }
+        }
+    }
+    hmap_free(&groups);
 }
 
 /* Divides the room among the customers considered and adds each to the round with its share.
@@ -524,7 +608,18 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
             b->pools[b->cl[k].pool].open_room++;
     for (size_t i = 0; i < b->n_pools; i++)
         b->before[i] = b->pools[i] = host_pool(d, b->pool_host[i], b->pools[i].open_room, now);
+    tenant_weights(b);
     share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
+    for (size_t k = 0; k < b->n; k++) {
+        customer *c = b->cand[k].c;
+        if (c->gate) {
+            c->gate->considering -= b->cl[k].demand;
+            if (c->gate->considering < 0)
+                c->gate->considering = 0;
+            if (b->cl[k].grant > 0)
+                c->gate_served_us = now; /* its tenant's other endpoints go first next time */
+        }
+    }
     d->rounds++;
     /* What the round holds of each host while in flight (send_claim applies it). */
     b->r->holds = b->n_pools ? malloc(b->n_pools * sizeof *b->r->holds) : NULL;
@@ -592,6 +687,15 @@ static void round_finish(dispatcher *d, round_build *b)
     claim_arm(d);
 }
 
+/* At most what the customer's tenant limit, shared with the tenant's other endpoints, lets a
+ * round ask for now (tenant.c): its slots within the lookahead and coalescing window. */
+static int gate_limit(const customer *c, int64_t now, int want)
+{
+    if (!c->gate)
+        return want;
+    return tenant_gate_allow(c->gate, now, now + LOOKAHEAD_US + COALESCE_US, want);
+}
+
 /* What a customer asks of a scheduled round before the division, within its own limits, its
  * carriers' budgets and its breaker; 0 when it asks nothing now (it is then rescheduled, or
  * waits for a carrier). */
@@ -613,7 +717,7 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
     /* Held by a Retry-After: a spaced customer may be claimed its lookahead before the end. */
     if (c->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0))
         return 0;
-    want = claim_limit(want, c);
+    want = gate_limit(c, now, claim_limit(want, c));
     carrier_state *held[16];
     size_t n_held = 0;
     int demand = want > 0 ? pairs_demand(d, c, want, now, held, &n_held, PGP_ARRAY_LEN(held)) : 0;
@@ -623,6 +727,42 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
         return -1;
     }
     return breaker_allowance(d, c, demand, now);
+}
+
+/* Considers a customer the scheduler heap gave a scheduled round, or puts it back. */
+static void round_take(dispatcher *d, round_build *b, customer *c, int64_t now, int64_t tick)
+{
+    if (c->paused || (c->mode == MODE_BATCH && batch_owed(c, tick) == 0))
+        return;
+    /* Spaced and batch customers are in one round at a time (their slots and allowance
+     * follow from its result, which reschedules them). */
+    if (c->rounds_in > 0 && c->mode != MODE_UNLIMITED)
+        return;
+    /* Only spaced customers are taken before they are due (COALESCE_US). */
+    int64_t due;
+    if (c->mode != MODE_SPACED && customer_due_at(c, tick, &due) && due > now) {
+        customer_schedule(d, c);
+        return;
+    }
+    int64_t base;
+    int demand = round_demand(d, c, now, tick, &base);
+    if (demand < 0)
+        return; /* waits for a carrier */
+    if (demand == 0) {
+        customer_schedule(d, c);
+        return;
+    }
+    consider(d, b, c, demand, base, 0, 0);
+}
+
+static int cmp_gate_served(const void *a, const void *b)
+{
+    int64_t x = (*(customer *const *)a)->gate_served_us,
+            y = (*(customer *const *)b)->gate_served_us;
+    if (x != y)
+        return x < y ? -1 : 1;
+    int64_t i = (*(customer *const *)a)->id, j = (*(customer *const *)b)->id;
+    return (i > j) - (i < j);
 }
 
 static void run_claim_round(dispatcher *d)
@@ -646,30 +786,21 @@ static void run_claim_round(dispatcher *d)
         }
         return;
     }
+    /* Endpoints that share a tenant limit come after the others, least recently served first:
+     * when the limit is the tighter one, the tenant's endpoints take turns at it. */
+    customer *gated[ROUND_MAX_CUSTOMERS];
+    size_t n_gated = 0;
     for (size_t i = 0; i < n_ids; i++) {
         customer *c = customer_get(d, ids[i]);
-        if (!c || c->paused || (c->mode == MODE_BATCH && batch_owed(c, tick) == 0))
-            continue;
-        /* Spaced and batch customers are in one round at a time (their slots and allowance
-         * follow from its result, which reschedules them). */
-        if (c->rounds_in > 0 && c->mode != MODE_UNLIMITED)
-            continue;
-        /* Only spaced customers are taken before they are due (COALESCE_US). */
-        int64_t due;
-        if (c->mode != MODE_SPACED && customer_due_at(c, tick, &due) && due > now) {
-            customer_schedule(d, c);
-            continue;
-        }
-        int64_t base;
-        int demand = round_demand(d, c, now, tick, &base);
-        if (demand < 0)
-            continue; /* waits for a carrier */
-        if (demand == 0) {
-            customer_schedule(d, c);
-            continue;
-        }
-        consider(d, b, c, demand, base, 0, 0);
+        if (c && c->gate)
+            gated[n_gated++] = c;
+        else if (c)
+            round_take(d, b, c, now, tick);
     }
+    if (n_gated > 1)
+        qsort(gated, n_gated, sizeof *gated, cmp_gate_served);
+    for (size_t i = 0; i < n_gated; i++)
+        round_take(d, b, gated[i], now, tick);
     divide(d, b, now);
     round_finish(d, b);
 }
@@ -720,8 +851,8 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         if (c->pace.hold_until_us <= now) {
             carrier_state *held[16];
             size_t n_held = 0;
-            demand = pairs_demand(d, c, claim_limit(allowed, c), now, held, &n_held,
-                                  PGP_ARRAY_LEN(held));
+            demand = pairs_demand(d, c, gate_limit(c, now, claim_limit(allowed, c)), now, held,
+                                  &n_held, PGP_ARRAY_LEN(held));
             demand = breaker_allowance(d, c, demand, now);
         }
         batch_refund(&credit, 0);
@@ -827,6 +958,9 @@ static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_ro
     /* A recovered item under its customer's recovery pace: not before its slot there. */
     if (row->rec_at > send_at)
         send_at = row->rec_at;
+    /* An endpoint sharing its tenant's limit: not before the tenant's next slot either. */
+    if (c && c->gate)
+        send_at = tenant_gate_slot(c->gate, send_at);
     delivery_start(d, row, r->token, send_at, cr);
 }
 
@@ -951,6 +1085,7 @@ static void on_claim_result(pgconn *conn, PGresult *res, void *arg)
         for (size_t i = 0; i < r->n_holds; i++)
             if (r->holds[i].host && r->holds[i].host->windowed > 0)
                 window_drain(d, r->holds[i].host);
+    round_gates_release(d, r);
     for (size_t k = 0; k < r->n; k++) {
         customer *c = customer_get(d, r->ids[k]);
         if (!c)

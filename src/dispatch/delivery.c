@@ -418,6 +418,10 @@ static int64_t earliest_send(const customer *c, const delivery *dl, int64_t plan
     int64_t rec = recovery_earliest(c, dl);
     if (rec > planned)
         planned = rec;
+    /* Its tenant's limit over the sends that went out (tenant.c). */
+    int64_t gate = c && c->gate ? tenant_gate_earliest(c->gate) : INT64_MIN;
+    if (gate > planned)
+        planned = gate;
     if (!c || c->mode != MODE_SPACED || c->burst > 1 || !c->last_sent_us)
         return planned;
     int64_t min = c->last_sent_us + c->period_us;
@@ -509,6 +513,14 @@ void delivery_send(dispatcher *d, delivery *dl)
             delivery_give_back(d, dl);
         return;
     }
+    /* The tenant's limit likewise (tenant.c): over the sends that actually went out, so one
+     * that went late does not let the next go early. */
+    int64_t gate_min = c && c->gate ? tenant_gate_earliest(c->gate) : INT64_MIN;
+    if (gate_min != INT64_MIN && now_us() < gate_min) {
+        if (!defer_until(d, dl, gate_min + 1000))
+            delivery_give_back(d, dl);
+        return;
+    }
     unqueue(d, dl);
     dl->started_us = now_us();
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
@@ -534,6 +546,8 @@ void delivery_send(dispatcher *d, delivery *dl)
     }
     if (c && dl->rec_period_us > 0)
         c->rec_last_sent_us = dl->started_us;
+    if (c && c->gate)
+        tenant_gate_sent(c->gate, dl->started_us);
     transmit(d, dl);
 }
 
@@ -551,7 +565,9 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
     int rc = -ENOENT;
     if (can_send) {
         char webhook_id[40];
-        snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64, dl->item_id);
+        /* The event's id: every endpoint a fan-out reached gets the same webhook-id. */
+        snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64,
+                 dl->msg_id > 0 ? dl->msg_id : dl->item_id);
         http_request req = {
             .url = c->url,
             .body = dl->body,
@@ -723,6 +739,7 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     dl->body_len = row->payload_len;
     dl->carrier = row->carrier;
     dl->item_id = row->item_id;
+    dl->msg_id = row->msg_id;
     dl->customer_id = row->customer_id;
     dl->attempt = row->attempt;
     dl->max_attempts = row->max_attempts;

@@ -204,6 +204,22 @@ typedef struct pace_policy {
     int64_t hold_base_us, hold_cap_us; /* unlimited without Retry-After */
 } pace_policy;
 
+/* A customer's limit over all of its endpoints (migration 0018): one GCRA cell that every
+ * endpoint of the customer (its own receiver included) takes its sends from, beside its own
+ * limit (tenant.c). Shared by the endpoints that point at it; freed with the last. */
+typedef struct tenant_gate {
+    int64_t id; /* the customer's row id */
+    double rate;
+    int burst;
+    int64_t period_us;
+    int64_t tat;      /* GCRA over the slots handed to claimed items (epoch us) */
+    int reserved;     /* items asked of the claims in flight: their slots are still to come */
+    int considering;  /* items asked by its endpoints in the round being built */
+    int64_t sent_tat; /* GCRA over the sends that actually went out: no send breaks it */
+    int refs;
+    int64_t listed_in; /* the token of the latest round that stores its cell (claim.c) */
+} tenant_gate;
+
 typedef struct customer {
     int64_t id;
     char *name;
@@ -290,6 +306,13 @@ typedef struct customer {
 
     pair *pairs;
     size_t n_pairs, cap_pairs;
+
+    /* Endpoints (migration 0018): the customer (tenant) this row belongs to, its own id for a
+     * customer's own receiver; the limit it shares with the tenant's other endpoints, or NULL
+     * (tenant.c); when a round last took it while that limit was the tighter one. */
+    int64_t tenant_id;
+    tenant_gate *gate;
+    int64_t gate_served_us;
 } customer;
 
 /* ---- outcome.c ----------------------------------------------------------------------------- */
@@ -376,6 +399,7 @@ typedef struct delivery {
     const char *body;
     size_t body_len;
     int64_t item_id, token, customer_id;
+    int64_t msg_id; /* webhook-id: msg_<msg_id> (the event's id for a delivery of a fan-out) */
     const char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
@@ -453,6 +477,8 @@ typedef struct claim_round {
     /* A pair of the customer has due recovered items its recovery pace held back. */
     bool rec_held[ROUND_MAX_CUSTOMERS];
     bool recovery_paced; /* a customer of the round is known to have a recovery pace */
+    bool gated;          /* a customer of the round shares a tenant limit (tenant.c) */
+    int64_t gate_of[ROUND_MAX_CUSTOMERS]; /* the tenant gate each customer asked of, or 0 */
 } claim_round;
 
 /* ---- share.c ------------------------------------------------------------------------------- */
@@ -477,6 +503,32 @@ typedef struct share_claimant {
  * as units are granted. heap is scratch space for n indices. Returns the units granted. Pure. */
 int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint64_t rotate,
                  uint32_t *heap);
+
+/* ---- tenant.c ------------------------------------------------------------------------------ */
+
+/* Points c at its tenant's gate (created when it is the first endpoint to share it, its rate
+ * and burst updated when they changed), or at none when rate <= 0. */
+void tenant_gate_attach(struct dispatcher *d, customer *c, int64_t tenant_id, double rate,
+                        int burst);
+/* Lets go of c's gate; the last endpoint to let go frees it. */
+void tenant_gate_detach(struct dispatcher *d, customer *c);
+/* Frees every gate (the dispatcher's end). */
+void tenant_gates_free(struct dispatcher *d);
+/* How many of `want` items the gate lets a round being built ask for now (its slots up to
+ * `horizon`, less those already asked by claims in flight and by this round). Pure. */
+int tenant_gate_allow(const tenant_gate *g, int64_t now, int64_t horizon, int want);
+/* The slot of one claimed item that its own limits would send at `at`: never before the
+ * gate's next slot; the gate's cell moves past it. */
+int64_t tenant_gate_slot(tenant_gate *g, int64_t at);
+/* When the gate lets a round ask again (for the scheduler), epoch us. Pure. */
+int64_t tenant_gate_eligible(const tenant_gate *g, int64_t now);
+/* The earliest a send may actually go out (INT64_MIN: any time), and the record of one that
+ * did: together a bound no send breaks, whatever delayed the sends before it. */
+int64_t tenant_gate_earliest(const tenant_gate *g);
+void tenant_gate_sent(tenant_gate *g, int64_t at);
+/* Resumes a gate's cell from what a previous leader left (the stored cell and the latest send
+ * of its endpoints it could find): never earlier than either allows. */
+void tenant_gate_resume(tenant_gate *g, int64_t stored_tat, int64_t last_send);
 
 /* ---- pace.c -------------------------------------------------------------------------------- */
 
@@ -513,6 +565,7 @@ typedef struct claim_row {
      * for a drained pair when its recovered items held back by it may be claimed; 0: none. */
     int64_t rec_at;
     int64_t rec_period_us; /* the customer's recovery pace's period; 0: it has none */
+    int64_t msg_id;        /* webhook-id msg_<msg_id>: the event's id, shared by its deliveries */
 } claim_row;
 
 typedef struct customer_row {
@@ -533,6 +586,9 @@ typedef struct customer_row {
     int64_t failing_since_us;                                    /* 0 when not failing */
     int64_t disabled_at_us;                                      /* 0 when not disabled */
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
+    int64_t tenant_id;  /* the customer an endpoint belongs to (its own id for a customer) */
+    double tenant_rate; /* that customer's limit over its endpoints; 0: none to share */
+    int tenant_burst;
 } customer_row;
 
 typedef struct frontier_row {
@@ -710,6 +766,7 @@ struct dispatcher {
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
     int reloads_out; /* reload statements out (state.c) */
+    hmap gates;      /* int64 tenant id -> tenant_gate* (tenant.c) */
     hmap carriers;   /* name -> carrier_state* */
     hmap hosts;      /* "scheme://authority" -> host_state* */
     sched_heap heap;

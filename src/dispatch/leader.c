@@ -221,10 +221,76 @@ static int64_t floor_horizon_us(const dispatcher *d, const customer *c)
     return h < FLOOR_HORIZON_MAX_US ? h : FLOOR_HORIZON_MAX_US;
 }
 
-static void frontier_loaded(dispatcher *d)
+static void on_tenant_frontier(pgconn *conn, PGresult *res, void *arg)
 {
+    dispatcher *d = arg;
+    (void)conn;
+    if (!res)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_TENANT_FRONTIER_NCOLS, "tenant frontier")) {
+        /* Leading without it could send a tenant's next webhook too soon after the last. */
+        retry_step(d, "tenant frontier", res);
+        return;
+    }
+    for (int r = 0; r < PQntuples(res); r++) {
+        int64_t id = row_i64(res, r, SQL_RUN_TENANT_FRONTIER_C_CUSTOMER_ID);
+        tenant_gate *g = hmap_get(&d->gates, &id, sizeof id);
+        if (!g)
+            continue;
+        int64_t stored = PQgetisnull(res, r, SQL_RUN_TENANT_FRONTIER_C_TAT_US)
+                             ? INT64_MIN
+                             : row_i64(res, r, SQL_RUN_TENANT_FRONTIER_C_TAT_US);
+        frontier_trace t = {0};
+        if ((t.has_attempt = !PQgetisnull(res, r, SQL_RUN_TENANT_FRONTIER_C_ATTEMPT_US)))
+            t.attempt_us = row_i64(res, r, SQL_RUN_TENANT_FRONTIER_C_ATTEMPT_US);
+        if ((t.has_claim = !PQgetisnull(res, r, SQL_RUN_TENANT_FRONTIER_C_CLAIM_US)))
+            t.claim_us = row_i64(res, r, SQL_RUN_TENANT_FRONTIER_C_CLAIM_US);
+        int64_t last = 0;
+        if (!frontier_last_send(&t, FLOOR_CLAIM_TO_SEND_US, &last))
+            last = 0;
+        tenant_gate_resume(g, stored, last);
+    }
+    LOG_INFO("tenant_limits_resumed", LOG_I("customers", PQntuples(res)));
     if (d->state == LEADER_FRONTIER)
         leader_enter(d, LEADER_LEADING);
+}
+
+/* The shared tenant limits (tenant.c) resume from the database before the leader claims. */
+static void frontier_loaded(dispatcher *d)
+{
+    if (d->state != LEADER_FRONTIER)
+        return;
+    strbuf ids = {0};
+    int n = 0;
+    int64_t horizon = 0;
+    size_t pos = 0;
+    tenant_gate *g;
+    while ((g = hmap_next(&d->gates, &pos)) != NULL) {
+        strbuf_puts(&ids, n++ ? "," : "{");
+        strbuf_put_i64(&ids, g->id);
+        int64_t h;
+        if (__builtin_mul_overflow(g->period_us, (int64_t)g->burst, &h) ||
+            __builtin_add_overflow(h, FLOOR_CLAIM_TO_SEND_US, &h) || h > FLOOR_HORIZON_MAX_US)
+            h = FLOOR_HORIZON_MAX_US;
+        if (h > horizon)
+            horizon = h;
+    }
+    if (n == 0) {
+        strbuf_free(&ids);
+        leader_enter(d, LEADER_LEADING);
+        return;
+    }
+    strbuf_puts(&ids, "}");
+    char hbuf[24];
+    snprintf(hbuf, sizeof hbuf, "%" PRId64, horizon);
+    const char *params[] = {[SQL_RUN_TENANT_FRONTIER_P_CUSTOMER] = strbuf_str(&ids),
+                            [SQL_RUN_TENANT_FRONTIER_P_HORIZON_US] = hbuf};
+    bool sent = params[0] && DSP_QUERY(d, run_tenant_frontier, params, on_tenant_frontier, d,
+                                       "tenant frontier") == 0;
+    strbuf_free(&ids);
+    if (!sent && d->stop == STOP_NONE) /* leading without it risks a tenant's burst */
+        uv_timer_start(&d->timers[TIMER_RETRY], on_retry_timer, ERROR_RETRY_MS, 0);
 }
 
 static void on_frontier_floor(pgconn *conn, PGresult *res, void *arg)

@@ -68,7 +68,8 @@ _Static_assert((int)SQL_RUN_CLAIM_NCOLS == (int)SQL_RUN_CLAIM_UNLIMITED_NCOLS &&
                    SAME_COLUMN(CARRIER) && SAME_COLUMN(ATTEMPT) && SAME_COLUMN(MAX_ATTEMPTS) &&
                    SAME_COLUMN(STALE) && SAME_COLUMN(PAYLOAD) && SAME_COLUMN(CREATED_US) &&
                    SAME_COLUMN(NEXT_US) && SAME_COLUMN(EXPIRES_IN_US) && SAME_COLUMN(TRACEPARENT) &&
-                   SAME_COLUMN(TRACESTATE) && SAME_COLUMN(REC_AT) && SAME_COLUMN(REC_PERIOD_US),
+                   SAME_COLUMN(TRACESTATE) && SAME_COLUMN(REC_AT) && SAME_COLUMN(REC_PERIOD_US) &&
+                   SAME_COLUMN(MSG_ID),
                "run_claim_unlimited.sql must return run_claim.sql's columns in the same places");
 #undef SAME_COLUMN
 
@@ -146,6 +147,7 @@ void claim_row_parse(const PGresult *res, int r, claim_row *out)
     out->payload = PQgetvalue(res, r, SQL_RUN_CLAIM_C_PAYLOAD);
     out->payload_len = (size_t)PQgetlength(res, r, SQL_RUN_CLAIM_C_PAYLOAD);
     out->created_us = row_i64(res, r, SQL_RUN_CLAIM_C_CREATED_US);
+    out->msg_id = row_i64(res, r, SQL_RUN_CLAIM_C_MSG_ID);
     if (!row_null(res, r, SQL_RUN_CLAIM_C_EXPIRES_IN_US))
         out->expires_in_us = row_i64(res, r, SQL_RUN_CLAIM_C_EXPIRES_IN_US);
     if (!row_null(res, r, SQL_RUN_CLAIM_C_TRACEPARENT))
@@ -204,6 +206,13 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .disabled_at_us = row_null(res, r, SQL_RUN_CUSTOMERS_C_DISABLED_AT_US)
                               ? 0
                               : row_i64(res, r, SQL_RUN_CUSTOMERS_C_DISABLED_AT_US),
+        .tenant_id = row_i64(res, r, SQL_RUN_CUSTOMERS_C_TENANT_ID),
+        .tenant_rate = row_null(res, r, SQL_RUN_CUSTOMERS_C_TENANT_RATE)
+                           ? 0
+                           : row_double(res, r, SQL_RUN_CUSTOMERS_C_TENANT_RATE),
+        .tenant_burst = row_null(res, r, SQL_RUN_CUSTOMERS_C_TENANT_BURST)
+                            ? 1
+                            : row_int(res, r, SQL_RUN_CUSTOMERS_C_TENANT_BURST),
     };
 }
 

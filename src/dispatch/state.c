@@ -284,6 +284,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     }
     c->connect_timeout_ms = row->connect_timeout_ms;
     c->request_timeout_ms = row->request_timeout_ms;
+    tenant_gate_attach(d, c, row->tenant_id, row->tenant_rate, row->tenant_burst);
     if (fresh) {
         /* A new leader resumes the breaker where the last one left it, except a probe: that
          * died with the old leader, so the breaker is open again and lets a new one through. */
@@ -440,6 +441,7 @@ void customer_remove(dispatcher *d, int64_t id)
         return;
     /* Out of its host's list first: the customer that moves into its place is looked up. */
     host_list_remove(d, gone->host, gone->mode, gone);
+    tenant_gate_detach(d, gone);
     hmap_del(&d->customers, &id, sizeof id);
     sched_heap_remove(&d->heap, gone->id);
     LOG_INFO("customer_removed", LOG_S("customer", gone->name));
@@ -750,6 +752,13 @@ bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
         if (eligible_at != INT64_MIN && eligible_at - LOOKAHEAD_US > at)
             at = eligible_at - LOOKAHEAD_US;
     }
+    /* Its tenant's limit, shared with the tenant's other endpoints (tenant.c): claimed its
+     * lookahead before the shared slot, as a spaced customer is before its own. */
+    if (c->gate) {
+        int64_t gate_at = tenant_gate_eligible(c->gate, now_us());
+        if (gate_at != INT64_MIN && gate_at - LOOKAHEAD_US > at)
+            at = gate_at - LOOKAHEAD_US;
+    }
     if (c->breaker.state == BREAKER_OPEN && c->breaker.open_until > at)
         at = c->breaker.open_until;
     *due = at;
@@ -786,6 +795,7 @@ void state_free(dispatcher *d)
     while ((c = hmap_next(&d->customers, &pos)) != NULL)
         customer_free(c);
     hmap_free(&d->customers);
+    tenant_gates_free(d);
     pos = 0;
     carrier_state *cs;
     while ((cs = hmap_next(&d->carriers, &pos)) != NULL) {

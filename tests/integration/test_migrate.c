@@ -395,9 +395,10 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 43); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 53); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
-                                        recovery_lane_busy */
+                                        recovery_lane_busy; +10 endpoints (16_endpoints.sql and
+                                        new_signing_secret) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -942,8 +943,9 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
 
     static const char *const snapshots[] = {
         /* Without the columns of later migrations (0010: deadlines, supersede keys; 0012:
-         * trace context). */
-        "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,traceparent,tracestate}'::text[])::"
+         * trace context; 0018: events). */
+        "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,traceparent,tracestate,event_id,"
+        "fanout}'::text[])::"
         "text, ',' ORDER BY t.id)) FROM pgpace.item t",
         "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,supersede_key}'::text[])::text, ',' "
         "ORDER BY t.item_id)) FROM pgpace.queue t",
@@ -1087,7 +1089,8 @@ static void upgrade_to_throttle_keeps_rows(void **state)
     static const char *const snapshots[] = {
         "SELECT md5(string_agg((to_jsonb(c) - '{throttle_decrease,throttle_increase,"
         "throttle_floor,disabled_at,disabled_reason,max_age,extra_headers,auth_scheme,"
-        "auth_username,auth_secret,client_cert,client_key,oauth_token_url,oauth_scope,proxy}'::"
+        "auth_username,auth_secret,client_cert,client_key,oauth_token_url,oauth_scope,proxy,"
+        "parent_id,endpoint_name,event_types,payload_filter}'::"
         "text[])"
         "::text, ',' ORDER BY "
         "c.id)) FROM pgpace.customer c",
