@@ -18,7 +18,9 @@
 -- when none; secrets too.
 -- Endpoints (0018): `tenant_id` is the customer an endpoint belongs to (a customer's own receiver:
 -- its own id); `tenant_rate` and `tenant_burst` are that customer's limit over all of its
--- endpoints, NULL when it has none to share: no endpoints, no rate, or mode unlimited. A customer
+-- endpoints, NULL when it has none to share: no endpoints, no rate, or mode unlimited; `grouped`:
+-- the row is one of several endpoints of its customer (fairness divides among customers first,
+-- then among their endpoints). A customer
 -- without a receiver of its own (no webhook URL) is no row: nothing is ever sent to it.
 -- @params: customer_ids after_id page
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
@@ -26,7 +28,7 @@
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
 -- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
 -- @columns: oauth_scope client_cert client_key proxy disabled_at_us tenant_id tenant_rate
--- @columns: tenant_burst
+-- @columns: tenant_burst grouped
 WITH ids AS MATERIALIZED (
     (SELECT cu.id FROM pgpace.customer cu
       WHERE $1::bigint[] IS NULL AND cu.id > $2::bigint AND cu.webhook_url IS NOT NULL
@@ -63,7 +65,9 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        c.proxy,
        (extract(epoch FROM c.disabled_at) * 1000000)::bigint AS disabled_at_us,
        coalesce(c.parent_id, c.id) AS tenant_id,
-       t.rate_per_minute AS tenant_rate, t.burst AS tenant_burst
+       t.rate_per_minute AS tenant_rate, t.burst AS tenant_burst,
+       c.parent_id IS NOT NULL
+           OR EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = c.id) AS grouped
   FROM ids
  -- OFFSET 0 keeps each join a probe by key (not a merge over the whole table).
  CROSS JOIN LATERAL (SELECT cc.* FROM pgpace.customer cc WHERE cc.id = ids.id OFFSET 0) c

@@ -488,7 +488,11 @@ typedef struct round_build {
     share_pool pools[ROUND_MAX_CUSTOMERS];
     share_pool before[ROUND_MAX_CUSTOMERS]; /* each pool before the division */
     host_state *pool_host[ROUND_MAX_CUSTOMERS];
-    uint32_t heap[ROUND_MAX_CUSTOMERS];
+    uint32_t heap[ROUND_MAX_CUSTOMERS + 1];
+    /* Hierarchical division (tenant_groups): each claimant's group, the groups, their members. */
+    uint32_t group[ROUND_MAX_CUSTOMERS];
+    share_claimant groups[ROUND_MAX_CUSTOMERS];
+    uint32_t members[ROUND_MAX_CUSTOMERS];
 } round_build;
 
 /* A round's scratch is large (its arrays hold ROUND_MAX_CUSTOMERS entries) and only the first
@@ -559,39 +563,46 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
 }
 
 /* Fairness is hierarchical: what customers share (a host's connections, the round's room) is
- * divided among customers first, then among a customer's endpoints. Each claimant's weight is
- * divided by the number of its tenant's endpoints contending in the same pool, so a customer
- * with 50 endpoints on a host weighs what one endpoint of another customer weighs there. */
-static void tenant_weights(round_build *b)
+ * divided among customers first, then among a customer's endpoints (share_divide_grouped).
+ * Groups the claimants by (customer, pool, open_only) into b->group; returns the number of
+ * groups, or 0 when every group would have one claimant (no customer has two endpoints in the
+ * round): then the plain division is the same and cheaper. */
+static size_t tenant_groups(round_build *b)
 {
     bool endpoints = false;
     for (size_t k = 0; k < b->n && !endpoints; k++)
         endpoints = b->cand[k].c->tenant_id != b->cand[k].c->id;
     if (!endpoints)
-        return; /* every claimant is a customer of its own */
+        return 0;
     hmap groups;
     hmap_init(&groups);
     struct {
         int64_t tenant;
-        int64_t pool;
+        int32_t pool;
+        int32_t open_only;
     } key;
     memset(&key, 0, sizeof key);
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t k = 0; k < b->n; k++) {
-            if (b->cl[k].demand <= 0)
-                continue;
-            key.tenant = b->cand[k].c->tenant_id;
-            key.pool = b->cl[k].pool;
-            uintptr_t n = (uintptr_t)hmap_get(&groups, &key, sizeof key);
-            if (pass == 0) {
-                if (hmap_put(&groups, &key, sizeof key, (void *)(n + 1)) != 0)
-                    LOG_ERROR("out_of_memory", LOG_S("where", "tenant weights"));
-            } else if (n > 1) {
-                b->cl[k].weight /= (double)n;
+    size_t n_groups = 0;
+    bool shared = false;
+    for (size_t k = 0; k < b->n; k++) {
+        key.tenant = b->cand[k].c->tenant_id;
+        key.pool = b->cl[k].pool;
+        key.open_only = b->cl[k].open_only;
+        uintptr_t g = (uintptr_t)hmap_get(&groups, &key, sizeof key);
+        if (g == 0) {
+            g = ++n_groups; /* stored one up: 0 is "absent" */
+            if (hmap_put(&groups, &key, sizeof key, (void *)g) != 0) {
+                LOG_ERROR("out_of_memory", LOG_S("where", "tenant groups"));
+                hmap_free(&groups);
+                return 0; /* divided flat: fair among endpoints, not customers */
             }
+        } else {
+            shared = true;
         }
+        b->group[k] = (uint32_t)(g - 1);
     }
     hmap_free(&groups);
+    return shared ? n_groups : 0;
 }
 
 /* Divides the room among the customers considered and adds each to the round with its share.
@@ -608,8 +619,12 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
             b->pools[b->cl[k].pool].open_room++;
     for (size_t i = 0; i < b->n_pools; i++)
         b->before[i] = b->pools[i] = host_pool(d, b->pool_host[i], b->pools[i].open_room, now);
-    tenant_weights(b);
-    share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
+    size_t n_groups = tenant_groups(b);
+    if (n_groups > 0) {
+        share_divide_grouped(b->cl, b->n, b->group, n_groups, b->groups, b->members, b->pools,
+                             b->room > 0 ? b->room : 0, d->rounds, b->heap);
+    } else
+        share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
     for (size_t k = 0; k < b->n; k++) {
         customer *c = b->cand[k].c;
         if (c->gate) {

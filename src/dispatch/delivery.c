@@ -196,6 +196,10 @@ static void delivery_unhold(dispatcher *d, delivery *dl, customer *c)
         dl->host->in_flight--;
         if (dl->spaced)
             dl->host->spaced_in_flight--;
+        if (dl->tenant_counted) {
+            host_tenant_out_add(dl->host, dl->tenant_counted, -1);
+            dl->tenant_counted = 0;
+        }
     }
     if (c) {
         c->in_flight--;
@@ -528,6 +532,10 @@ void delivery_send(dispatcher *d, delivery *dl)
     if (dl->host) {
         dl->host->in_flight++;
         dl->host_counted = true;
+        if (c && c->grouped) {
+            host_tenant_out_add(dl->host, c->tenant_id, +1);
+            dl->tenant_counted = c->tenant_id;
+        }
         if (c && c->mode == MODE_SPACED) {
             dl->host->spaced_in_flight++;
             dl->spaced = true;

@@ -166,6 +166,9 @@ typedef struct host_state {
     int spaced_active;
     double spaced_concurrency, spaced_weight;
     int64_t reserve_at_us;
+    /* Requests on the wire per customer (tenant) whose endpoints are grouped: int64 tenant id ->
+     * count (window.c), so the window's drain compares customers, not endpoints. */
+    hmap tenant_out;
 } host_state;
 
 typedef struct carrier_state {
@@ -313,6 +316,7 @@ typedef struct customer {
     int64_t tenant_id;
     tenant_gate *gate;
     int64_t gate_served_us;
+    bool grouped; /* one of several endpoints of its customer: shares divide among customers */
 } customer;
 
 /* ---- outcome.c ----------------------------------------------------------------------------- */
@@ -400,6 +404,7 @@ typedef struct delivery {
     size_t body_len;
     int64_t item_id, token, customer_id;
     int64_t msg_id; /* webhook-id: msg_<msg_id> (the event's id for a delivery of a fan-out) */
+    int64_t tenant_counted; /* on the wire, counted in host->tenant_out under this id; 0: not */
     const char *carrier;
     int attempt, max_attempts;
     int64_t started_us;
@@ -503,8 +508,19 @@ typedef struct share_claimant {
  * as units are granted. heap is scratch space for n indices. Returns the units granted. Pure. */
 int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint64_t rotate,
                  uint32_t *heap);
+/* The same, hierarchically: claimant i belongs to group[i] (0 .. n_groups - 1, n_groups <= n;
+ * a group's claimants share one pool and open_only). The groups are divided as claimants (each
+ * one's demand and use the sums of its members', its weight the largest of theirs), then each
+ * group's grant among its members. gv (n_groups entries), members (n) and heap (n + 1) are
+ * scratch space. Returns the units granted. Pure. */
+int share_divide_grouped(share_claimant *v, size_t n, const uint32_t *group, size_t n_groups,
+                         share_claimant *gv, uint32_t *members, share_pool *pools, int total,
+                         uint64_t rotate, uint32_t *heap);
 
 /* ---- tenant.c ------------------------------------------------------------------------------ */
+
+/* A request of a grouped endpoint went out (+1) or ended (-1) on host h (window.c). */
+void host_tenant_out_add(host_state *h, int64_t tenant, int delta);
 
 /* Points c at its tenant's gate (created when it is the first endpoint to share it, its rate
  * and burst updated when they changed), or at none when rate <= 0. */
@@ -589,6 +605,7 @@ typedef struct customer_row {
     int64_t tenant_id;  /* the customer an endpoint belongs to (its own id for a customer) */
     double tenant_rate; /* that customer's limit over its endpoints; 0: none to share */
     int tenant_burst;
+    bool grouped; /* one of several endpoints of its customer */
 } customer_row;
 
 typedef struct frontier_row {

@@ -210,6 +210,7 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .tenant_rate = row_null(res, r, SQL_RUN_CUSTOMERS_C_TENANT_RATE)
                            ? 0
                            : row_double(res, r, SQL_RUN_CUSTOMERS_C_TENANT_RATE),
+        .grouped = row_bool(res, r, SQL_RUN_CUSTOMERS_C_GROUPED),
         .tenant_burst = row_null(res, r, SQL_RUN_CUSTOMERS_C_TENANT_BURST)
                             ? 1
                             : row_int(res, r, SQL_RUN_CUSTOMERS_C_TENANT_BURST),

@@ -15,6 +15,11 @@
  * its slot, which the booking keeps free for it. Once a host's open room is gone, work-queue
  * claimants may also take its claim-ahead window's room (`ahead`): those items wait locally
  * for a connection (window.c), so a spaced claimant never takes it.
+ *
+ * Hierarchical division (share_divide_grouped): a customer's endpoints contending for the same
+ * pool form one group, divided as one claimant first (their demands and holdings summed), and
+ * the group's grant is then divided among them by the same rule. So a customer with 50
+ * endpoints on a host gets a customer's share of it, not 50.
  */
 #include "internal.h"
 
@@ -96,6 +101,71 @@ int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint
             }
         }
         sift_down(v, n, rotate, heap, len, 0);
+    }
+    return given;
+}
+
+/* Units of one group's grant to its members, one at a time to the member holding the least per
+ * unit of weight (ties in rotated order). Groups are small (a customer's endpoints on a host). */
+static void divide_within(share_claimant *v, const uint32_t *members, size_t n_members, int grant,
+                          uint64_t rotate)
+{
+    for (size_t m = 0; m < n_members; m++)
+        v[members[m]].grant = 0;
+    for (int unit = 0; unit < grant; unit++) {
+        share_claimant *best = NULL;
+        double best_level = 0;
+        for (size_t k = 0; k < n_members; k++) {
+            share_claimant *c = &v[members[(k + rotate) % n_members]];
+            if (c->grant >= c->demand)
+                continue;
+            double l = level(c);
+            if (!best || l < best_level) {
+                best = c;
+                best_level = l;
+            }
+        }
+        if (!best)
+            return;
+        best->grant++;
+    }
+}
+
+int share_divide_grouped(share_claimant *v, size_t n, const uint32_t *group, size_t n_groups,
+                         share_claimant *gv, uint32_t *members, share_pool *pools, int total,
+                         uint64_t rotate, uint32_t *heap)
+{
+    for (size_t g = 0; g < n_groups; g++)
+        gv[g] = (share_claimant){.pool = -1};
+    for (size_t i = 0; i < n; i++) {
+        share_claimant *c = &v[i], *g = &gv[group[i]];
+        if (!(c->weight > 0))
+            c->weight = 1;
+        c->grant = 0;
+        g->pool = c->pool;
+        g->open_only = c->open_only;
+        if (c->demand > 0)
+            g->demand += c->demand;
+        g->use += c->use;
+        if (c->weight > g->weight)
+            g->weight = c->weight;
+    }
+    int given = share_divide(gv, n_groups, pools, total, rotate, heap);
+    /* Members of each group in claimant order: a counting sort by group. */
+    uint32_t *start = heap; /* free again: n_groups + 1 <= n + 1 entries are needed */
+    for (size_t g = 0; g <= n_groups; g++)
+        start[g] = 0;
+    for (size_t i = 0; i < n; i++)
+        start[group[i] + 1]++;
+    for (size_t g = 0; g < n_groups; g++)
+        start[g + 1] += start[g];
+    for (size_t i = 0; i < n; i++)
+        members[start[group[i]]++] = (uint32_t)i;
+    size_t at = 0;
+    for (size_t g = 0; g < n_groups; g++) {
+        size_t end = start[g]; /* after the fill, start[g] is where group g ends */
+        divide_within(v, members + at, end - at, gv[g].grant, rotate);
+        at = end;
     }
     return given;
 }

@@ -285,6 +285,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->connect_timeout_ms = row->connect_timeout_ms;
     c->request_timeout_ms = row->request_timeout_ms;
     tenant_gate_attach(d, c, row->tenant_id, row->tenant_rate, row->tenant_burst);
+    c->grouped = row->grouped;
     if (fresh) {
         /* A new leader resumes the breaker where the last one left it, except a probe: that
          * died with the old leader, so the breaker is open again and lets a new one through. */
@@ -513,6 +514,7 @@ host_state *host_for_url(dispatcher *d, const char *url)
     }
     h->pool_slot = -1;
     h->waiting.host = h;
+    hmap_init(&h->tenant_out);
     return h;
 }
 
@@ -571,10 +573,17 @@ void wake(dispatcher *d, waiters *w)
     }
     size_t woken = 0, popped = 0;
     int64_t now = now_us(), tick = batch_tick_at(&d->cfg, now);
+    /* The customers (tenants) woken so far: another endpoint of one of them comes along without
+     * using room, since the round divides room among customers first (share.c). */
+    int64_t tenants[64];
+    size_t n_tenants = 0;
     while (w->n > 0) {
         customer *c = customer_get(d, w->ids[w->head]);
         bool live = c && c->waiting;
-        if (live && woken > 0 && conns <= 0 && (c->mode == MODE_SPACED || ahead <= 0))
+        bool sibling = false;
+        for (size_t t = 0; live && t < n_tenants && !sibling; t++)
+            sibling = tenants[t] == c->tenant_id;
+        if (live && !sibling && woken > 0 && conns <= 0 && (c->mode == MODE_SPACED || ahead <= 0))
             break; /* the room left cannot serve the next: it keeps its place */
         w->head = (w->head + 1) % w->cap;
         w->n--;
@@ -584,12 +593,14 @@ void wake(dispatcher *d, waiters *w)
         c->waiting = false;
         c->woken = true;
         int64_t due;
-        if (customer_due_at(c, tick, &due) && due <= now + COALESCE_US) {
+        if (customer_due_at(c, tick, &due) && due <= now + COALESCE_US && !sibling) {
             woken++;
             if (conns > 0)
                 conns--;
             else if (c->mode != MODE_SPACED && ahead > 0)
                 ahead--;
+            if (c->tenant_id != c->id && n_tenants < PGP_ARRAY_LEN(tenants))
+                tenants[n_tenants++] = c->tenant_id;
         }
         customer_schedule(d, c);
     }

@@ -177,14 +177,116 @@ static double workq_weight(dispatcher *d, host_state *h, int64_t now)
     if (!recount_due(now, h->workq_at_us, h->n_workq))
         return h->workq_weight;
     double w = 0;
+    /* A customer's endpoints count as one customer: the largest weight of them (share.c). */
+    hmap tenants;
+    hmap_init(&tenants);
+    bool flat = true;
     for (size_t i = 0; i < h->n_workq; i++) {
         customer *c = customer_get(d, h->workq_ids[i]);
-        if (c && customer_active(c, now))
-            w += claim_weight(c);
+        if (!c || !customer_active(c, now))
+            continue;
+        double cw = claim_weight(c);
+        if (c->tenant_id == c->id && !c->gate) {
+            w += cw; /* a customer of its own */
+            continue;
+        }
+        flat = false;
+        double *seen = hmap_get(&tenants, &c->tenant_id, sizeof c->tenant_id);
+        if (seen) {
+            if (cw > *seen) {
+                w += cw - *seen;
+                *seen = cw;
+            }
+            continue;
+        }
+        double *slot = malloc(sizeof *slot);
+        if (!slot || hmap_put(&tenants, &c->tenant_id, sizeof c->tenant_id, slot) != 0) {
+            free(slot);
+            w += cw;
+            continue;
+        }
+        *slot = cw;
+        w += cw;
     }
+    if (!flat) {
+        size_t pos = 0;
+        double *v;
+        while ((v = hmap_next(&tenants, &pos)) != NULL)
+            free(v);
+    }
+    hmap_free(&tenants);
     h->workq_weight = w;
     h->workq_at_us = now;
     return w;
+}
+
+/* A customer's endpoints on the host, as the drain sees them: what they have out, their weight
+ * (the largest of theirs) and the best of their queues. */
+typedef struct drain_group {
+    int64_t tenant;
+    int out;
+    double weight;
+    window_queue *best;
+    double best_level;
+} drain_group;
+
+/* The queue to send from next when some customer has several endpoints here: the customer with
+ * the fewest requests out per unit of weight (and under its weighted share of the connections)
+ * first, then its endpoint with the fewest. NULL: nobody may send now. eligible[k] says whether
+ * queue k may send at all and out[k] what its customer has out. */
+static window_queue *pick_grouped(dispatcher *d, host_state *h, const bool *eligible,
+                                  const int *out, double total_weight)
+{
+    size_t n = h->n_wq, n_groups = 0;
+    drain_group *g = calloc(n, sizeof *g);
+    if (!g)
+        return NULL;
+    for (size_t k = 0; k < n; k++) {
+        window_queue *q = &h->wq[(k + h->wq_rotate) % n];
+        customer *c = customer_get(d, q->customer_id);
+        if (!c)
+            continue;
+        size_t i = 0;
+        while (i < n_groups && g[i].tenant != c->tenant_id)
+            i++;
+        if (i == n_groups)
+            g[n_groups++] = (drain_group){.tenant = c->tenant_id};
+        size_t at = (k + h->wq_rotate) % n;
+        /* A grouped customer's requests out are all of its endpoints' here, also those with
+         * nothing left in the window. */
+        if (c->grouped)
+            g[i].out = (int)(intptr_t)hmap_get(&h->tenant_out, &c->tenant_id, sizeof c->tenant_id);
+        else
+            g[i].out += out[at];
+        double w = claim_weight(c);
+        if (w > g[i].weight)
+            g[i].weight = w;
+        if (!eligible[at])
+            continue;
+        double level = (double)out[at] / w;
+        if (!g[i].best || level < g[i].best_level) {
+            g[i].best = q;
+            g[i].best_level = level;
+        }
+    }
+    window_queue *best = NULL;
+    double best_level = 0;
+    for (size_t i = 0; i < n_groups; i++) {
+        if (!g[i].best)
+            continue;
+        double share = total_weight > g[i].weight
+                           ? ceil((double)d->cfg.max_host_connections * g[i].weight / total_weight)
+                           : d->cfg.max_host_connections;
+        if (g[i].out >= share)
+            continue;
+        double level = (double)g[i].out / g[i].weight;
+        if (!best || level < best_level) {
+            best = g[i].best;
+            best_level = level;
+        }
+    }
+    free(g);
+    return best;
 }
 
 void window_drain(dispatcher *d, host_state *h)
@@ -209,7 +311,25 @@ void window_drain(dispatcher *d, host_state *h)
         window_queue *best = NULL;
         double best_level = 0;
         size_t n = h->n_wq;
-        bool gave_back = false;
+        bool gave_back = false, grouped = false;
+        /* Per queue (by index): may it send, and what it has out; for pick_grouped. */
+        bool *eligible = NULL;
+        int *outs = NULL;
+        for (size_t k = 0; k < n && !grouped; k++) {
+            customer *c = customer_get(d, h->wq[k].customer_id);
+            grouped = c && (c->tenant_id != c->id || c->gate);
+        }
+        if (grouped) {
+            eligible = calloc(n, sizeof *eligible);
+            outs = calloc(n, sizeof *outs);
+            if (!eligible || !outs) {
+                free(eligible);
+                free(outs);
+                eligible = NULL;
+                outs = NULL;
+                grouped = false; /* divided flat: fair among endpoints, not customers */
+            }
+        }
         for (size_t k = 0; k < n && !gave_back; k++) {
             window_queue *q = &h->wq[(k + h->wq_rotate) % n];
             customer *c = customer_get(d, q->customer_id);
@@ -221,8 +341,14 @@ void window_drain(dispatcher *d, host_state *h)
                 continue;
             }
             int out = c->in_flight - q->n; /* its requests on the wire (or waiting for a slot) */
+            if (grouped)
+                outs[(k + h->wq_rotate) % n] = out;
             if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && out >= c->pace.cap)
                 continue; /* throttled to fewer requests at once: its items wait (or expire) */
+            if (grouped) {
+                eligible[(k + h->wq_rotate) % n] = true;
+                continue;
+            }
             double weight = claim_weight(c);
             double share = total_weight > weight
                                ? ceil((double)d->cfg.max_host_connections * weight / total_weight)
@@ -235,6 +361,10 @@ void window_drain(dispatcher *d, host_state *h)
                 best_level = level;
             }
         }
+        if (grouped && !gave_back)
+            best = pick_grouped(d, h, eligible, outs, total_weight);
+        free(eligible);
+        free(outs);
         if (gave_back)
             continue;
         if (!best)
@@ -284,8 +414,20 @@ void window_on_timer(uv_timer_t *t)
     window_arm(d);
 }
 
+void host_tenant_out_add(host_state *h, int64_t tenant, int delta)
+{
+    intptr_t n = (intptr_t)hmap_get(&h->tenant_out, &tenant, sizeof tenant) + delta;
+    if (n <= 0) {
+        hmap_del(&h->tenant_out, &tenant, sizeof tenant);
+        return;
+    }
+    if (hmap_put(&h->tenant_out, &tenant, sizeof tenant, (void *)n) != 0)
+        LOG_ERROR("out_of_memory", LOG_S("where", "tenant requests out"));
+}
+
 void window_free_host(host_state *h)
 {
+    hmap_free(&h->tenant_out);
     free(h->wq);
     h->wq = NULL;
     h->n_wq = h->cap_wq = 0;
