@@ -72,8 +72,9 @@ BEGIN
 END
 $$;
 
--- The expected send time of an item enqueued now for `customer` with `priority`, or NULL when
--- the customer sends nothing now (paused or disabled). From the customer's mode and rate, its effective rate
+-- The expected send time of an item enqueued now for one receiver (a customer's own, or an
+-- endpoint: the row `cust_id`) with `priority`, by its own limits alone, or NULL when
+-- it sends nothing now (paused or disabled). From the customer's mode and rate, its effective rate
 -- (pgpace.frontier.effective_rate, lowered while its receiver throttles; NULL = the configured
 -- rate), burst, GCRA state (frontier.tat: the slots already claimed, in flight included), the
 -- items ahead of it (pgpace.queue_ahead) and the schedule (an open breaker holds everything
@@ -87,13 +88,9 @@ $$;
 --   unlimited: start when nothing is ahead, else start + the items ahead / the customer's
 --              attempts per second over the last minute (from at most the last 1000 attempts;
 --              start when it sent nothing in that minute).
--- It reveals no payload and no other customer, so producers may call it (SECURITY DEFINER: they
--- cannot read the queue). Bad input: SQLSTATE 22004 (NULL customer), 22023 (priority out of
--- range), 23503 (unknown customer).
-CREATE OR REPLACE FUNCTION pgpace.estimate_send_time(customer text, priority integer DEFAULT 0)
+CREATE OR REPLACE FUNCTION pgpace.estimate_receiver(cust_id bigint, priority integer)
 RETURNS timestamptz
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -112,23 +109,9 @@ DECLARE
     oldest   timestamptz;
     per_s    double precision;
 BEGIN
-    IF estimate_send_time.customer IS NULL THEN
-        RAISE EXCEPTION 'pgpace.estimate_send_time: customer must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF estimate_send_time.priority IS NULL OR estimate_send_time.priority NOT BETWEEN -32768 AND 32767 THEN
-        RAISE EXCEPTION 'pgpace.estimate_send_time: priority must be between -32768 and 32767, got %',
-                        estimate_send_time.priority
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     SELECT cu.id, cu.mode, cu.rate_per_minute, cu.burst,
            cu.paused OR cu.disabled_at IS NOT NULL AS held INTO c
-      FROM pgpace.customer cu WHERE cu.name = estimate_send_time.customer;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'pgpace.estimate_send_time: unknown customer %',
-                        quote_literal(left(estimate_send_time.customer, 140))
-            USING ERRCODE = 'foreign_key_violation';
-    END IF;
+      FROM pgpace.customer cu WHERE cu.id = estimate_receiver.cust_id;
     -- A customer that sends nothing until an operator acts (paused, or disabled by health) has
     -- no send time.
     IF c.held THEN
@@ -141,7 +124,7 @@ BEGIN
       FROM pgpace.breaker b WHERE b.customer_id = c.id AND b.state = 'open';
     start := greatest(now(), open_end);
     rate := least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute);
-    ahead := pgpace.queue_ahead(c.id, estimate_send_time.priority, 10000);
+    ahead := pgpace.queue_ahead(c.id, estimate_receiver.priority, 10000);
 
     IF c.mode = 'spaced' THEN
         period := 60.0 / rate;
@@ -174,7 +157,103 @@ BEGIN
 END
 $$;
 
+-- The expected send time of an item enqueued now for `customer` with `priority`, or NULL when
+-- it would not be sent now (paused or disabled). For a customer that is its own only receiver,
+-- pgpace.estimate_receiver. For a customer with endpoints (migration 0018): with `endpoint`,
+-- when that endpoint would get its delivery; without, when every endpoint would have it (the
+-- latest of them, as if the event matched every endpoint that is not held). Both limits count:
+-- each endpoint's own (estimate_receiver) and the customer's over all of its endpoints, whose
+-- GCRA cell (pgpace.tenant_frontier) gives every delivery queued for any of its endpoints ahead
+-- of this one a period, and this event's deliveries one each:
+--   max(now, max(tat, now) + (ahead + n - 1) * T - tau), T = 60 s / the customer's rate.
+-- It reveals no payload and no other customer, so producers may call it (SECURITY DEFINER: they
+-- cannot read the queue). Bad input: SQLSTATE 22004 (NULL customer), 22023 (priority out of
+-- range), 23503 (unknown customer), P0002 (unknown endpoint).
+CREATE OR REPLACE FUNCTION pgpace.estimate_send_time(customer text, priority integer,
+                                                     endpoint text)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cu       record;
+    ep       bigint;
+    eps      bigint[];
+    e        timestamptz;
+    latest   timestamptz;
+    held     integer := 0;
+    ahead    bigint := 0;
+    tat      timestamptz;
+    period   double precision;
+BEGIN
+    IF estimate_send_time.customer IS NULL THEN
+        RAISE EXCEPTION 'pgpace.estimate_send_time: customer must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF estimate_send_time.priority IS NULL OR estimate_send_time.priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'pgpace.estimate_send_time: priority must be between -32768 and 32767, got %',
+                        estimate_send_time.priority
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT c.id, c.mode, c.rate_per_minute, c.burst, c.webhook_url IS NOT NULL AS receives INTO cu
+      FROM pgpace.customer c
+     WHERE c.name = estimate_send_time.customer AND c.parent_id IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgpace.estimate_send_time: unknown customer %',
+                        quote_literal(left(estimate_send_time.customer, 140))
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF estimate_send_time.endpoint IS NULL AND NOT pgpace.fans_out(cu.id) THEN
+        RETURN pgpace.estimate_receiver(cu.id, estimate_send_time.priority);
+    END IF;
+    IF estimate_send_time.endpoint IS NOT NULL THEN
+        eps := ARRAY[pgpace.endpoint_row(estimate_send_time.customer, estimate_send_time.endpoint)];
+    ELSE
+        eps := ARRAY(SELECT c.id FROM pgpace.customer c
+                      WHERE c.parent_id = cu.id OR (c.id = cu.id AND cu.receives) ORDER BY c.id);
+    END IF;
+    FOREACH ep IN ARRAY eps LOOP
+        e := pgpace.estimate_receiver(ep, estimate_send_time.priority);
+        IF e IS NULL THEN
+            held := held + 1;
+        ELSIF latest IS NULL OR e > latest THEN
+            latest := e;
+        END IF;
+    END LOOP;
+    -- Nothing that would be sent now (a held endpoint asked for, or every endpoint held).
+    IF latest IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The customer's limit over all of its endpoints (the dispatcher's tenant gate).
+    IF cu.rate_per_minute IS NOT NULL AND cu.mode <> 'unlimited'
+       AND EXISTS (SELECT 1 FROM pgpace.customer c WHERE c.parent_id = cu.id) THEN
+        SELECT coalesce(sum(pgpace.queue_ahead(c.id, estimate_send_time.priority, 10000)), 0)
+          INTO ahead
+          FROM pgpace.customer c WHERE c.parent_id = cu.id OR (c.id = cu.id AND cu.receives);
+        SELECT t.tat INTO tat FROM pgpace.tenant_frontier t WHERE t.customer_id = cu.id;
+        period := 60.0 / cu.rate_per_minute;
+        latest := greatest(latest, now(),
+                           greatest(coalesce(tat, now()), now())
+                           + ((ahead + cardinality(eps) - held - 1) * period
+                              - (cu.burst - 1) * period) * interval '1 second');
+    END IF;
+    RETURN latest;
+END
+$$;
+
+-- The form before 0018: every endpoint of the customer (or its own receiver).
+CREATE OR REPLACE FUNCTION pgpace.estimate_send_time(customer text, priority integer DEFAULT 0)
+RETURNS timestamptz
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN pgpace.estimate_send_time(customer, priority, NULL::text);
+
 REVOKE EXECUTE ON FUNCTION pgpace.queue_ahead(bigint, integer, integer),
-    pgpace.estimate_send_time(text, integer) FROM PUBLIC;
+    pgpace.estimate_receiver(bigint, integer),
+    pgpace.estimate_send_time(text, integer, text), pgpace.estimate_send_time(text, integer)
+    FROM PUBLIC;
 -- It reveals no payload: producers may ask when their item will go.
-GRANT EXECUTE ON FUNCTION pgpace.estimate_send_time(text, integer) TO pgpace_producer;
+GRANT EXECUTE ON FUNCTION pgpace.estimate_send_time(text, integer, text),
+    pgpace.estimate_send_time(text, integer) TO pgpace_producer;

@@ -143,6 +143,45 @@ static void schedule_and_modes(void **state)
                      31);
 }
 
+/* A customer with endpoints (0018): an endpoint's estimate counts its own limit and the
+ * customer's over all of its endpoints; without an endpoint, the latest of them. */
+static void endpoints_count_both_limits(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    char url[256];
+    receiver_url(f->recv, "/c/acme/e", url, sizeof url);
+    tl_exec(c, "SELECT pgpace.customer_set('acme', rate_per_minute => 60)");
+    for (int i = 1; i <= 3; i++)
+        tl_exec(c, "SELECT pgpace.endpoint_add('acme', 'e%d', '%s%d', 60)", i, url, i);
+    /* 20 events: 20 deliveries queued for each endpoint, 60 for the customer's limit. */
+    for (int i = 0; i < 20; i++)
+        tl_exec(c, "SELECT pgpace.enqueue('acme', '{}', run_at => now() - interval '1 s')");
+    /* e1 alone would send its 21st item in 20 s; the customer's 60/min over the 60 deliveries
+     * ahead makes it 60 s. */
+    long long one = tl_query_int(c, "SELECT round(extract(epoch FROM "
+                                    "pgpace.estimate_send_time('acme', 0, 'e1') - now()))::int");
+    /* A new event's three deliveries: the last of them 62 s away. */
+    long long all = tl_query_int(c, "SELECT round(extract(epoch FROM "
+                                    "pgpace.estimate_send_time('acme') - now()))::int");
+    print_message("# 60/min customer, three 60/min endpoints, 20 events queued: one endpoint "
+                  "%lld s, a new event at all endpoints %lld s\n",
+                  one, all);
+    assert_int_equal(one, 60);
+    assert_int_equal(all, 62);
+    /* A looser customer limit leaves the endpoint's own: 20 s. */
+    tl_exec(c, "SELECT pgpace.customer_set('acme', rate_per_minute => 6000)");
+    assert_int_equal(tl_query_int(c, "SELECT round(extract(epoch FROM "
+                                     "pgpace.estimate_send_time('acme', 0, 'e2') - now()))::int"),
+                     20);
+    /* A held endpoint has no send time; an unknown one is an error. */
+    tl_exec(c, "UPDATE pgpace.customer SET paused = true WHERE name = 'acme/e3'");
+    assert_int_equal(
+        tl_query_int(c, "SELECT (pgpace.estimate_send_time('acme', 0, 'e3') IS NULL)::int"), 1);
+    tl_expect_sql_error(c, "SELECT pgpace.estimate_send_time('acme', 0, 'nope')", "P0002",
+                        "customer 'acme' has no endpoint 'nope'", NULL);
+}
+
 /* Bad input: a SQLSTATE naming the field; producers may ask (it reveals no payload). */
 static void bad_input_and_producers(void **state)
 {
@@ -182,6 +221,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(batch_estimate_counts_ticks, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(schedule_and_modes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(bad_input_and_producers, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(endpoints_count_both_limits, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
