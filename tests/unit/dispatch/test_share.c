@@ -174,6 +174,42 @@ static void random_divisions_stay_within_bounds(void **state)
     }
 }
 
+/* Grouped (a customer's endpoints): the groups divide as claimants, then each group's grant is
+ * divided among its members. 50 endpoints of one customer beside one of another on 8
+ * connections: 4 and 4, not 8/51 each. */
+static void grouped_divides_customers_first(void **state)
+{
+    (void)state;
+    enum { N = 51 };
+    share_claimant v[N], gv[N];
+    uint32_t group[N], members[N], heap[N + 1];
+    for (int i = 0; i < N; i++) {
+        v[i] = claimant(100, 0, 1, 0, true);
+        group[i] = i < 50 ? 0 : 1;
+    }
+    share_pool pool = {.room = 8, .open_room = 8};
+    assert_int_equal(share_divide_grouped(v, N, group, 2, gv, members, &pool, 1000, 0, heap), 8);
+    int many = 0;
+    for (int i = 0; i < 50; i++) {
+        assert_true(v[i].grant <= 1); /* spread over the customer's endpoints */
+        many += v[i].grant;
+    }
+    assert_int_equal(many, 4);
+    assert_int_equal(v[50].grant, 4);
+    /* What a group holds counts as one customer's: endpoints with requests out get less. */
+    for (int i = 0; i < N; i++)
+        v[i] = claimant(100, i < 4 ? 1 : 0, 1, 0, true);
+    pool = (share_pool){.room = 8, .open_room = 8};
+    share_divide_grouped(v, N, group, 2, gv, members, &pool, 1000, 0, heap);
+    many = 0;
+    for (int i = 0; i < 50; i++)
+        many += v[i].grant;
+    assert_int_equal(many, 2);        /* 4 out + 2 = 6 */
+    assert_int_equal(v[50].grant, 6); /* 0 out + 6 = 6 */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(v[i].grant, 0); /* the ones with requests out wait */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +221,7 @@ int main(void)
         cmocka_unit_test(pools_and_total_bound_the_grants),
         cmocka_unit_test(ties_rotate),
         cmocka_unit_test(random_divisions_stay_within_bounds),
+        cmocka_unit_test(grouped_divides_customers_first),
     };
     return TL_RUN(tests, NULL, NULL);
 }
