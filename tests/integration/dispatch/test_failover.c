@@ -920,6 +920,52 @@ static void standby_instance_takes_over_an_empty_frontier(void **state)
     assert_int_equal(tl_service_signal(&f->svc[1], SIGTERM, 1, 10000), 0);
 }
 
+/* A customer's limit shared by its endpoints (migration 0018) across a takeover: the leader
+ * sends, the stored cell of that limit (pgpace.tenant_frontier) and the frontier are emptied, the
+ * leader dies, the standby takes over. It must find the customer's latest send in the attempt
+ * log and the leased claims: no two of the customer's webhooks, to either endpoint, closer than
+ * its period, although each endpoint alone could send 50 times as often. */
+static void standby_instance_keeps_a_customers_shared_limit(void **state)
+{
+    fx *f = *state;
+    char url[256];
+    receiver_url(f->rx, "/c/shared/e", url, sizeof url);
+    tl_exec(f->db->conn, "SELECT pgpace.customer_set('shared', rate_per_minute => 12)");
+    tl_exec(f->db->conn, "SELECT pgpace.endpoint_add('shared', 'e1', '%s1', 600)", url);
+    tl_exec(f->db->conn, "SELECT pgpace.endpoint_add('shared', 'e2', '%s2', 600)", url);
+    start_takeover_instance(f, 0, "a");
+    CHECK(wait_log(&f->svc[0], "event=leader_elected", 15000), "a did not lead");
+    start_takeover_instance(f, 1, "b");
+    CHECK(wait_log(&f->svc[1], "event=standby", 15000), "b did not stand by");
+    tl_exec(f->db->conn, "SELECT pgpace.enqueue('shared', jsonb_build_object('n', g)) "
+                         "FROM generate_series(1, 8) g");
+    CHECK(rx_wait(f, "shared/", 2, 20000) >= 2, "shared: its first two webhooks did not arrive");
+    tl_exec(f->db->conn, "TRUNCATE pgpace.tenant_frontier, pgpace.frontier");
+    int64_t kill_us = now_us();
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGKILL, 1, 5000), 128 + SIGKILL);
+    CHECK(wait_log(&f->svc[1], "event=leader_elected", 10000), "b did not take over");
+    CHECK(rx_wait(f, "shared/", 4, 30000) >= 4, "shared: fewer than 4 webhooks");
+    int64_t at[64];
+    size_t n = arrivals(f->rx, "shared/", at, 64);
+    spacing sp = gcra_check(at, n, 5000000, 1);
+    int64_t before = INT64_MIN, after = INT64_MAX;
+    for (size_t k = 0; k < n; k++) {
+        if (at[k] <= kill_us)
+            before = at[k];
+        else if (at[k] < after)
+            after = at[k];
+    }
+    printf("# shared (12/min over two endpoints of 600/min): %zu arrivals, first after the "
+           "takeover %.3f s after the last before it, shortest gap %.3f s, %d not conforming\n",
+           n, (after - before) / 1e6, sp.min_gap_us / 1e6, sp.violations);
+    CHECK(sp.violations == 0,
+          "%d webhooks after the takeover broke the customer's limit (worst %.3f s early)",
+          sp.violations, sp.worst_early_us / 1e6);
+    CHECK(wait_log(&f->svc[1], "event=tenant_limits_resumed", 10000),
+          "b did not resume the customer's limit");
+    assert_int_equal(tl_service_signal(&f->svc[1], SIGTERM, 1, 10000), 0);
+}
+
 /* A listening socket on 127.0.0.1 that is dead in one of two ways: `drop`: its accept queue is
  * full, so the kernel drops new SYNs (a host that is gone); otherwise it takes connections and
  * never answers (a hung server). Returns the fd; *port gets its port. */
@@ -1006,6 +1052,8 @@ int main(int argc, char **argv)
     } else {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(standby_instance_takes_over_an_empty_frontier,
+                                            svc_setup, svc_teardown),
+            cmocka_unit_test_setup_teardown(standby_instance_keeps_a_customers_shared_limit,
                                             svc_setup, svc_teardown),
             cmocka_unit_test_setup_teardown(dead_first_host_is_passed_over, svc_setup,
                                             svc_teardown),
