@@ -1061,6 +1061,77 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
 
 /* ---- pacing that listens to the receiver (0008) ----------------------------------------- */
 
+/* A database at schema version 17 with customers, queued items (one in flight), a dead letter
+ * and keys: 0018 (endpoints) keeps every row; each customer becomes a customer whose only
+ * endpoint is itself, enqueued to as before (one item holding its payload, no event), and every
+ * item keeps its webhook-id (msg_<its id>). */
+static void upgrade_to_endpoints_keeps_everything(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    migrate_like_an_older_pgpace(c, 17);
+    tl_exec(c, "INSERT INTO pgpace.customer (name, rate_per_minute, webhook_url, signing_secrets) "
+               "SELECT n, 60, 'http://127.0.0.1:9/' || n, "
+               "ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'] FROM unnest(ARRAY['acme', "
+               "'beta']) n");
+    tl_exec(c, "INSERT INTO pgpace.item (customer_id, payload, kind, idempotency_key) SELECT "
+               "c.id, jsonb_build_object('n', g), 'order.created', 'k' || g FROM "
+               "pgpace.customer c, generate_series(1, 5) g");
+    tl_exec(c, "INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id) SELECT "
+               "customer_id, idempotency_key, id FROM pgpace.item");
+    tl_exec(c, "INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, "
+               "next_action_at, max_attempts) SELECT id, customer_id, '', 0, now(), 12 FROM "
+               "pgpace.item WHERE (payload->>'n')::int <= 4");
+    tl_exec(c, "UPDATE pgpace.queue SET claim_token = 7, claimed_by = 'old', claimed_at = now(), "
+               "attempt = 1 WHERE item_id = (SELECT min(item_id) FROM pgpace.queue)");
+    tl_exec(c, "INSERT INTO pgpace.dead_letter (item_id, customer_id, attempts, last_error) "
+               "SELECT id, customer_id, 3, 'http 500' FROM pgpace.item WHERE payload->>'n' = '5'");
+    static const char *const snapshots[] = {
+        "SELECT md5(string_agg((to_jsonb(c) - '{parent_id,endpoint_name,event_types,"
+        "payload_filter}'::text[])::text, ',' ORDER BY c.id)) FROM pgpace.customer c",
+        "SELECT md5(string_agg((to_jsonb(t) - '{event_id,fanout}'::text[])::text, ',' ORDER BY "
+        "t.id)) FROM pgpace.item t",
+        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.queue t",
+        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.dead_letter t",
+        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.item_key t",
+    };
+    enum { N_SNAP = sizeof snapshots / sizeof *snapshots };
+    char *before[N_SNAP];
+    for (int i = 0; i < N_SNAP; i++)
+        before[i] = tl_query_str(c, "%s", snapshots[i]);
+
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "applied 0018_endpoints\n");
+    tl_proc_free(&p);
+    for (int i = 0; i < N_SNAP; i++) {
+        char *after = tl_query_str(c, "%s", snapshots[i]);
+        assert_string_equal(after, before[i]);
+        free(after);
+        free(before[i]);
+    }
+    /* Each customer is its own only endpoint and is enqueued to as before. */
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.customer WHERE parent_id IS "
+                                     "NULL AND NOT pgpace.fans_out(id)"),
+                     2);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item WHERE event_id IS NOT NULL "
+                                     "OR fanout IS NOT NULL OR payload IS NULL"),
+                     0);
+    long long id = tl_query_int(c, "SELECT pgpace.enqueue('acme', '{\"n\": 6}')");
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item i JOIN pgpace.queue q ON "
+                                  "q.item_id = i.id WHERE i.id = %lld AND i.payload IS NOT NULL "
+                                  "AND i.event_id IS NULL AND i.fanout IS NULL",
+                                  id),
+                     1);
+    /* A repeated key of an old item still returns that item. */
+    long long old_k2 = tl_query_int(c, "SELECT i.id FROM pgpace.item i JOIN pgpace.customer cu "
+                                       "ON cu.id = i.customer_id WHERE cu.name = 'beta' AND "
+                                       "i.idempotency_key = 'k2'");
+    assert_int_equal(
+        tl_query_int(c, "SELECT pgpace.enqueue('beta', '{}', idempotency_key => 'k2')"), old_k2);
+}
+
 /* A database at schema version 7 with customers, scheduler state and attempts of several days:
  * 0008 keeps every row, the new settings start unset (the configured defaults), and the attempt
  * log takes 'throttled' in its old days too, without having been scanned (NOT VALID). */
@@ -1187,6 +1258,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(upgrade_to_item_partitions_keeps_everything, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(upgrade_to_throttle_keeps_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(upgrade_to_endpoints_keeps_everything, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
