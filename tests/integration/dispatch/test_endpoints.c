@@ -179,6 +179,38 @@ static void customer_limit_is_shared_by_its_endpoints(void **state)
     free(sends);
 }
 
+/* The customer's limit binds endpoints of every mode: a batch endpoint whose tick would send 50
+ * at once and an unlimited one, under a customer of 120/min, send 120/min between them, every
+ * gap at least half a second. */
+static void customer_limit_binds_batch_and_unlimited_endpoints(void **state)
+{
+    fx *f = *state;
+    tl_exec(f->db->conn, "SELECT pgpace.customer_set('mix', rate_per_minute => 120)");
+    endpoint(f, f->recv, "mix", "bulk", 3000, ", mode => 'batch'");
+    endpoint(f, f->recv, "mix", "queue", 60, ", mode => 'unlimited'");
+    for (int i = 0; i < 20; i++)
+        tl_exec(f->db->conn, "SELECT pgpace.enqueue('mix', '{\"n\": %d}')", i);
+    fx_run(f, NULL);
+    assert_int_equal(receiver_wait(f->recv, "/c/mix/", 12, 30000), 12);
+    assert_true(tl_wait_query_at_least(f->db->conn, 12, 10000,
+                                       "SELECT count(*) FROM pgpace.delivery_attempt") >= 12);
+    size_t n = 0;
+    int64_t *sends = customer_sends(f, "mix", &n);
+    int64_t min_gap = INT64_MAX;
+    for (size_t i = 1; i < n; i++)
+        if (sends[i] - sends[i - 1] < min_gap)
+            min_gap = sends[i] - sends[i - 1];
+    print_message("# batch and unlimited endpoints under 120/min: %zu sends, shortest gap %.3f s, "
+                  "most in any 5 s: %zu; batch %zu, unlimited %zu\n",
+                  n, (double)min_gap / 1e6, most_in_window(sends, n, 5000000),
+                  receiver_count(f->recv, "/c/mix/bulk"), receiver_count(f->recv, "/c/mix/queue"));
+    assert_true(min_gap >= 500000 - 1);
+    assert_true(most_in_window(sends, n, 5000000) <= 10);
+    assert_true(receiver_count(f->recv, "/c/mix/bulk") >= 2);
+    assert_true(receiver_count(f->recv, "/c/mix/queue") >= 2);
+    free(sends);
+}
+
 /* A looser customer limit leaves each endpoint at its own (the receiver's) limit. */
 static void endpoint_limit_holds_beneath_the_customer_limit(void **state)
 {
@@ -287,6 +319,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(customer_limit_is_shared_by_its_endpoints, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(customer_limit_binds_batch_and_unlimited_endpoints,
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(endpoint_limit_holds_beneath_the_customer_limit, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(failing_endpoint_does_not_hold_back_the_others, fx_setup,
