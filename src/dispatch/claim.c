@@ -571,7 +571,7 @@ static size_t tenant_groups(round_build *b)
 {
     bool endpoints = false;
     for (size_t k = 0; k < b->n && !endpoints; k++)
-        endpoints = b->cand[k].c->tenant_id != b->cand[k].c->id;
+        endpoints = b->cand[k].c->grouped;
     if (!endpoints)
         return 0;
     hmap groups;

@@ -599,7 +599,7 @@ void wake(dispatcher *d, waiters *w)
                 conns--;
             else if (c->mode != MODE_SPACED && ahead > 0)
                 ahead--;
-            if (c->tenant_id != c->id && n_tenants < PGP_ARRAY_LEN(tenants))
+            if (c->grouped && n_tenants < PGP_ARRAY_LEN(tenants))
                 tenants[n_tenants++] = c->tenant_id;
         }
         customer_schedule(d, c);

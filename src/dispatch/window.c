@@ -186,7 +186,7 @@ static double workq_weight(dispatcher *d, host_state *h, int64_t now)
         if (!c || !customer_active(c, now))
             continue;
         double cw = claim_weight(c);
-        if (c->tenant_id == c->id && !c->gate) {
+        if (!c->grouped) {
             w += cw; /* a customer of its own */
             continue;
         }
@@ -317,7 +317,7 @@ void window_drain(dispatcher *d, host_state *h)
         int *outs = NULL;
         for (size_t k = 0; k < n && !grouped; k++) {
             customer *c = customer_get(d, h->wq[k].customer_id);
-            grouped = c && (c->tenant_id != c->id || c->gate);
+            grouped = c && c->grouped;
         }
         if (grouped) {
             eligible = calloc(n, sizeof *eligible);
