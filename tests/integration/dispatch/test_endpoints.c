@@ -211,6 +211,41 @@ static void customer_limit_binds_batch_and_unlimited_endpoints(void **state)
     free(sends);
 }
 
+/* A customer made before endpoints (its own receiver, "default") that gains an endpoint: both
+ * get every event, and its rate is now the limit over the two. */
+static void own_receiver_shares_the_limit_with_a_new_endpoint(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "old", TL_ARGV("--rate", "120"));
+    long long before = tl_query_int(f->db->conn, "SELECT pgpace.enqueue('old', '{\"n\": 0}')");
+    assert_int_equal(tl_query_int(f->db->conn,
+                                  "SELECT count(*) FROM pgpace.item WHERE id = %lld AND payload "
+                                  "IS NOT NULL AND event_id IS NULL",
+                                  before),
+                     1);
+    endpoint(f, f->recv, "old", "new", 6000, "");
+    for (int i = 1; i <= 5; i++)
+        tl_exec(f->db->conn, "SELECT pgpace.enqueue('old', '{\"n\": %d}')", i);
+    fx_run(f, NULL);
+    /* The item from before plus five events to each of the two. */
+    assert_int_equal(receiver_wait(f->recv, "/c/old", 11, 30000), 11);
+    assert_int_equal(receiver_count(f->recv, "/c/old/new"), 5);
+    assert_true(tl_wait_query_at_least(f->db->conn, 11, 10000,
+                                       "SELECT count(*) FROM pgpace.delivery_attempt") >= 11);
+    size_t n = 0;
+    int64_t *sends = customer_sends(f, "old", &n);
+    int64_t min_gap = INT64_MAX;
+    for (size_t i = 1; i < n; i++)
+        if (sends[i] - sends[i - 1] < min_gap)
+            min_gap = sends[i] - sends[i - 1];
+    print_message("# own receiver and a new endpoint under 120/min: %zu sends, shortest gap %.3f "
+                  "s\n",
+                  n, (double)min_gap / 1e6);
+    assert_int_equal(n, 11);
+    assert_true(min_gap >= 500000 - 1);
+    free(sends);
+}
+
 /* A looser customer limit leaves each endpoint at its own (the receiver's) limit. */
 static void endpoint_limit_holds_beneath_the_customer_limit(void **state)
 {
@@ -323,6 +358,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(customer_limit_binds_batch_and_unlimited_endpoints,
                                         fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(own_receiver_shares_the_limit_with_a_new_endpoint, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(endpoint_limit_holds_beneath_the_customer_limit, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(failing_endpoint_does_not_hold_back_the_others, fx_setup,
