@@ -1,7 +1,8 @@
-/* cli_customer.c - `pgpace customer set|get|list|pause|resume|enable|delete`. */
+/* cli_customer.c - `pgpace customer set|get|list|pause|resume|enable|delete`. The receiver
+ * settings of `set` are the table of receiver_settings.c, read and written by cli_receiver.c
+ * (shared with `pgpace endpoint`). */
 #include "cli.h"
 #include "cli_receiver.h"
-#include "db.h"
 #include "receiver_settings.h"
 #include "sql_embed.h"
 #include "validate.h"
