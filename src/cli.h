@@ -62,6 +62,7 @@ void cli_print_table(PGresult *res);
 
 int cli_migrate(cli_ctx *ctx, int argc, char **argv);
 int cli_customer(cli_ctx *ctx, int argc, char **argv);
+int cli_endpoint(cli_ctx *ctx, int argc, char **argv);
 int cli_carrier(cli_ctx *ctx, int argc, char **argv);
 int cli_enqueue(cli_ctx *ctx, int argc, char **argv);
 int cli_stats(cli_ctx *ctx, int argc, char **argv);

@@ -19,6 +19,9 @@ static const char usage[] =
     "  migrate                 apply the schema migrations (safe to run twice)\n"
     "  customer set|get|list|pause|resume|enable|delete\n"
     "                          manage customers (tenants), their rates and webhooks\n"
+    "  endpoint add|set|get|list|pause|resume|enable|disable|delete\n"
+    "                          manage a customer's endpoints: its receivers, their limits and\n"
+    "                          subscriptions to event kinds\n"
     "  carrier set|list        manage per-carrier caps\n"
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
@@ -50,11 +53,11 @@ static const struct {
     const char *name;
     int (*run)(cli_ctx *, int, char **);
 } commands[] = {
-    {"migrate", cli_migrate}, {"customer", cli_customer}, {"carrier", cli_carrier},
-    {"enqueue", cli_enqueue}, {"stats", cli_stats},       {"setting", cli_setting},
-    {"version", cli_version}, {"run", cli_run},           {"status", cli_status},
-    {"dlq", cli_dlq},         {"events", cli_events},     {"recover", cli_recover},
-    {"shard", cli_shard},
+    {"migrate", cli_migrate}, {"customer", cli_customer}, {"endpoint", cli_endpoint},
+    {"carrier", cli_carrier}, {"enqueue", cli_enqueue},   {"stats", cli_stats},
+    {"setting", cli_setting}, {"version", cli_version},   {"run", cli_run},
+    {"status", cli_status},   {"dlq", cli_dlq},           {"events", cli_events},
+    {"recover", cli_recover}, {"shard", cli_shard},
 };
 
 int main(int argc, char **argv)

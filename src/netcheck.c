@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* Reasons are static strings: callers keep the pointer. */
 static const char R_LOOPBACK[] = "loopback address";
@@ -342,4 +343,71 @@ int netcheck_parse_allow(const char *list, netcheck_allow *out, pgp_error *err)
         out->n++;
     }
     return 0;
+}
+
+/* Whether the address a literal host of a URL names is allowed; `host` is len bytes. */
+static bool literal_allowed(const char *host, size_t len, const netcheck_allow *allow,
+                            const char **reason, bool *literal)
+{
+    char buf[64];
+    *literal = false;
+    if (len == 0 || len >= sizeof buf)
+        return true;
+    memcpy(buf, host, len);
+    buf[len] = '\0';
+    if (buf[0] == '[') {
+        if (len < 3 || buf[len - 1] != ']')
+            return true;
+        buf[len - 1] = '\0';
+        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+        if (inet_pton(AF_INET6, buf + 1, &in6.sin6_addr) != 1)
+            return true;
+        *literal = true;
+        return netcheck_allowed((const struct sockaddr *)&in6, sizeof in6, allow, reason);
+    }
+    /* inet_aton reads every form a resolver (and libcurl) takes as an IPv4 address: 127.1,
+     * 0x7f.0.0.1, 2130706433. A name is not one of them. */
+    struct sockaddr_in in = {.sin_family = AF_INET};
+    if (inet_aton(buf, &in.sin_addr) == 0)
+        return true;
+    *literal = true;
+    return netcheck_allowed((const struct sockaddr *)&in, sizeof in, allow, reason);
+}
+
+bool netcheck_url_allowed(const char *url, const netcheck_allow *allow, const char **reason)
+{
+    const char *p = url ? strstr(url, "://") : NULL;
+    if (!p)
+        return true;
+    p += 3;
+    size_t len = strcspn(p, "/?#");
+    if (memchr(p, '@', len)) { /* user info: validate_url refuses it; judge the host after it */
+        const char *at = memchr(p, '@', len);
+        len -= (size_t)(at + 1 - p);
+        p = at + 1;
+    }
+    /* Without the port: after the closing bracket of an IPv6 literal, else after the colon. */
+    const char *close = p[0] == '[' ? memchr(p, ']', len) : NULL;
+    if (close)
+        len = (size_t)(close + 1 - p);
+    else if (memchr(p, ':', len))
+        len = (size_t)((const char *)memchr(p, ':', len) - p);
+    if (len > 0 && p[len - 1] == '.')
+        len--;
+    bool literal;
+    bool ok = literal_allowed(p, len, allow, reason, &literal);
+    if (literal)
+        return ok;
+    /* localhost and the names under .localhost always resolve to a loopback address (RFC 6761,
+     * 6.3): allowed only when the allow-list opens 127.0.0.1 or ::1. */
+    static const char dot_localhost[] = ".localhost";
+    size_t dl = sizeof dot_localhost - 1;
+    if ((len == 9 && strncasecmp(p, "localhost", 9) == 0) ||
+        (len > dl && strncasecmp(p + len - dl, dot_localhost, dl) == 0)) {
+        struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+        return netcheck_allowed((const struct sockaddr *)&in, sizeof in, allow, reason) ||
+               netcheck_allowed((const struct sockaddr *)&in6, sizeof in6, allow, reason);
+    }
+    return true;
 }

@@ -38,4 +38,12 @@ int netcheck_parse_allow(const char *list, netcheck_allow *out, pgp_error *err) 
 bool netcheck_allowed(const struct sockaddr *sa, socklen_t len, const netcheck_allow *allow,
                       const char **reason);
 
+/* For a webhook URL validate_url accepted, what can be judged before any DNS lookup: when its
+ * host is an IP address literal (an IPv4 address in any form a resolver reads: 10.0.0.1, 127.1,
+ * 0x7f.0.0.1, 2130706433; or a bracketed IPv6 address) or localhost (or a name under .localhost,
+ * RFC 6761: always loopback), whether netcheck_allowed allows it. A DNS name is allowed here: the
+ * dispatcher judges the address it connects to, after the lookup. When refused, *reason (if not
+ * NULL) says why, as netcheck_allowed does. */
+bool netcheck_url_allowed(const char *url, const netcheck_allow *allow, const char **reason);
+
 #endif

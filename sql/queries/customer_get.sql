@@ -1,4 +1,10 @@
-SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url, c.paused,
+-- `pgpace customer get` (and `endpoint get`, by the endpoint's full name): every setting of the
+-- row. `endpoints` counts what `pgpace endpoint list` shows: the row's own receiver ('default',
+-- when it has a webhook URL) and its endpoints.
+SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
+       (SELECT count(*) FROM pgpace.customer e WHERE e.parent_id = c.id)
+         + (c.webhook_url IS NOT NULL)::integer AS endpoints,
+       c.paused,
        coalesce(to_char(c.disabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'no') AS disabled,
        coalesce(c.disabled_reason, '-') AS disabled_reason,
        coalesce(c.max_in_flight::text, 'unlimited') AS max_in_flight, c.max_attempts,

@@ -163,6 +163,25 @@ void fx_customer(fx *f, const char *name, const char *const *args)
     tl_proc_free(&p);
 }
 
+void fx_endpoint(fx *f, const char *customer, const char *name, const char *const *args)
+{
+    if (!f->config_path[0])
+        fx_write_config(f, NULL);
+    char url[256], path[200];
+    snprintf(path, sizeof path, "/e/%s/%s", customer, name);
+    receiver_url(f->recv, path, url, sizeof url);
+    const char *argv[48] = {"--config", f->config_path, "endpoint", "add",
+                            customer,   name,           "--url",    url};
+    size_t n = 8;
+    for (; args && *args && n < 47; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    tl_proc p = tl_pgpace(argv, NULL, NULL);
+    if (p.status != 0)
+        fail_msg("endpoint add %s %s failed: %s", customer, name, p.err);
+    tl_proc_free(&p);
+}
+
 long long fx_enqueue(fx *f, const char *customer, const char *carrier, int n)
 {
     long long first = 0;

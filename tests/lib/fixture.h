@@ -40,6 +40,10 @@ void fx_finish(fx *f);
 
 /* `pgpace customer set NAME --url <receiver>/c/NAME <args...>`; asserts success. */
 void fx_customer(fx *f, const char *name, const char *const *args);
+/* `pgpace endpoint add CUSTOMER NAME --url <receiver>/e/CUSTOMER/NAME <args...>` (args must
+ * hold --rate) with the fixture's configuration, which allows the loopback receiver (the
+ * command checks a literal address against the SSRF rules); asserts success. */
+void fx_endpoint(fx *f, const char *customer, const char *name, const char *const *args);
 /* Enqueues n items for a customer with payload {"n": i}; returns the first item id. */
 long long fx_enqueue(fx *f, const char *customer, const char *carrier, int n);
 /* The same for large n, in one statement (no carrier, nothing returned). */

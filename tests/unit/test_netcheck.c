@@ -375,6 +375,56 @@ static void reasons_are_static_and_refusal_consistent(void **state)
     assert_string_equal(first, PRIVATE);
 }
 
+/* A URL's host judged before DNS: literal addresses (IPv4 in any form a resolver reads, bracketed
+ * IPv6, with or without a port or user info) and localhost; names pass (the dispatcher judges
+ * the address it connects to). */
+static void url_literals_are_judged_before_dns(void **state)
+{
+    static const struct {
+        const char *url;
+        bool allowed;
+        const char *reason;
+    } cases[] = {
+        {"http://10.1.2.3/hook", false, PRIVATE},
+        {"https://10.1.2.3:8443/hook?q=1", false, PRIVATE},
+        {"http://169.254.169.254/latest/meta-data", false,
+         "cloud metadata address (169.254.169.254)"},
+        {"http://127.0.0.1:9/x", false, "loopback address"},
+        {"http://127.1/", false, "loopback address"},
+        {"http://2130706433/", false, "loopback address"},
+        {"http://0x7f.0.0.1/", false, "loopback address"},
+        {"http://[::1]:8080/", false, "loopback address"},
+        {"http://[::ffff:10.0.0.1]/", false, PRIVATE},
+        {"http://[fd00::1]/", false, "unique local address (fc00::/7)"},
+        {"http://u@10.0.0.1/", false, PRIVATE},
+        {"http://localhost/", false, "loopback address"},
+        {"http://LocalHost.:80/", false, "loopback address"},
+        {"http://api.localhost/", false, "loopback address"},
+        {"http://8.8.8.8/", true, NULL},
+        {"https://[2606:4700:4700::1111]/", true, NULL},
+        {"https://example.com/hook", true, NULL},
+        {"https://10.example.com/hook", true, NULL},
+        {"https://localhost.example.com/", true, NULL},
+        {"https://notlocalhost/", true, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *reason = NULL;
+        bool ok = netcheck_url_allowed(cases[i].url, NULL, &reason);
+        if (ok != cases[i].allowed)
+            fail_msg("%s: %s", cases[i].url, ok ? "allowed" : reason);
+        if (!ok)
+            assert_string_equal(reason, cases[i].reason);
+    }
+    /* The allow-list opens what it covers: localhost by either loopback address. */
+    netcheck_allow a = parse_ok("127.0.0.0/8");
+    assert_true(netcheck_url_allowed("http://127.0.0.1:9/x", &a, NULL));
+    assert_true(netcheck_url_allowed("http://localhost:9/x", &a, NULL));
+    assert_false(netcheck_url_allowed("http://[::1]:9/x", &a, NULL));
+    assert_false(netcheck_url_allowed("http://10.0.0.1/x", &a, NULL));
+    a = parse_ok("::1");
+    assert_true(netcheck_url_allowed("http://localhost:9/x", &a, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +435,7 @@ int main(void)
         cmocka_unit_test(allow_list_reopens_ranges),
         cmocka_unit_test(mapped_forms_match_ipv4_entries),
         cmocka_unit_test(reasons_are_static_and_refusal_consistent),
+        cmocka_unit_test(url_literals_are_judged_before_dns),
     };
     return TL_RUN(tests, NULL, NULL);
 }
