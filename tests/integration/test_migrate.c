@@ -395,10 +395,11 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 53); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 56); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +10 endpoints (16_endpoints.sql and
-                                        new_signing_secret) */
+                                        new_signing_secret); +3 endpoint_gone,
+                                        backfill_candidates, recover_endpoint (12_recover.sql) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
