@@ -230,6 +230,12 @@ static void endpoints_filtered_replayed_and_refused(void **state)
     endpoint_listed(p.out, own, cust, ep);
     assert_string_equal(ep, "default");
     tl_proc_free(&p);
+    p = tl_pgpace(
+        TL_ARGV("--db", db->conninfo, "dlq", "list", "--customer", "shop", "--endpoint", "nope"),
+        NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "no dead letters match");
+    tl_proc_free(&p);
     p = tl_pgpace(TL_ARGV("--db", db->conninfo, "dlq", "list", "--endpoint", "crm"), NULL, NULL);
     assert_int_equal(p.status, 2);
     tl_assert_contains(p.err, "--endpoint needs --customer");
