@@ -33,7 +33,9 @@
  *   filter; its keys are its limit, the sum of its endpoints' effective rates, requests and
  *   in flight, its endpoints' worst state) whose `endpoints` array holds each endpoint's
  *   figures and health as a customer's (its own receiver first, as "default"; at most
- *   STATUS_MAX_ENDPOINTS, endpoints_total says how many), and whose own figures sum or take the
+ *   STATUS_MAX_ENDPOINTS, and STATUS_MAX_PAGE_ENDPOINTS over the page: endpoints_total says how
+ *   many it has; a standby asks the database for the listed ones), and whose own figures (over
+ *   all of its endpoints) sum or take the
  *   worst of theirs (`problems` counts its endpoints per problem). A customer without endpoints
  *   is as before, with "endpoints": []. A customer without a receiver of its own is not a
  *   dispatcher customer: its name, limit and dead letters come from the queue-gauge pass
@@ -63,6 +65,8 @@
 /* Endpoints listed per customer (its own receiver first, then by name); endpoints_total says how
  * many it has. */
 #define STATUS_MAX_ENDPOINTS 200
+/* Endpoints listed over a page's customers (the customers after them list fewer, or none). */
+#define STATUS_MAX_PAGE_ENDPOINTS 2000
 
 /* A customer without a receiver of its own (0018), as the queue-gauge pass last read it. */
 typedef struct status_tenant {
@@ -84,8 +88,9 @@ typedef struct page_entry {
     double rate;      /* group: its limit over its endpoints; 0: none */
     char mode[12];    /* group: its own row's mode, "" when not known */
     int64_t dead;     /* group without a receiver: the dead letters on its own row */
-    int64_t *members; /* group: its endpoints' row ids, at most STATUS_MAX_ENDPOINTS */
-    size_t n_members, members_total;
+    int64_t *members; /* group: all its endpoints' row ids, its own receiver first, by name */
+    size_t n_members;
+    size_t n_listed; /* of them listed in the answer (the first ones) */
 } page_entry;
 
 typedef struct status_req {
@@ -561,11 +566,15 @@ static int choose_page(dispatcher *d, status_req *r)
     if (count > 1)
         qsort(all + from, count, sizeof *all, cmp);
 
-    size_t n_ids = 0;
+    size_t n_ids = 0, budget = STATUS_MAX_PAGE_ENDPOINTS;
     for (size_t i = 0; i < count; i++) {
         const group *g = all[from + i].g;
-        n_ids += g ? (g->n < STATUS_MAX_ENDPOINTS ? g->n : STATUS_MAX_ENDPOINTS) : 1;
+        size_t listed = g ? (g->n < STATUS_MAX_ENDPOINTS ? g->n : STATUS_MAX_ENDPOINTS) : 1;
+        if (g)
+            budget -= listed = listed < budget ? listed : budget;
+        n_ids += listed;
     }
+    budget = STATUS_MAX_PAGE_ENDPOINTS;
     r->page = count ? calloc(count, sizeof *r->page) : NULL;
     r->ids = n_ids ? malloc(n_ids * sizeof *r->ids) : NULL;
     if ((count && !r->page) || (n_ids && !r->ids))
@@ -590,13 +599,16 @@ static int choose_page(dispatcher *d, status_req *r)
         pe->dead = g->t ? g->t->dead : 0;
         customer **own = members + g->first;
         qsort(own, g->filled, sizeof *own, member_cmp);
-        pe->members_total = g->filled;
-        pe->n_members = g->filled < STATUS_MAX_ENDPOINTS ? g->filled : STATUS_MAX_ENDPOINTS;
-        pe->members = malloc(pe->n_members * sizeof *pe->members);
+        pe->n_members = g->filled;
+        pe->n_listed = g->filled < STATUS_MAX_ENDPOINTS ? g->filled : STATUS_MAX_ENDPOINTS;
+        budget -= pe->n_listed = pe->n_listed < budget ? pe->n_listed : budget;
+        pe->members = malloc(g->filled * sizeof *pe->members);
         if (!pe->members)
             goto out;
-        for (size_t k = 0; k < pe->n_members; k++)
-            pe->members[k] = r->ids[r->n_ids++] = own[k]->id;
+        for (size_t k = 0; k < g->filled; k++)
+            pe->members[k] = own[k]->id;
+        for (size_t k = 0; k < pe->n_listed; k++)
+            r->ids[r->n_ids++] = own[k]->id;
     }
     rc = 0;
 out:
@@ -906,21 +918,21 @@ static int64_t failing_since_of(const customer *c, const PGresult *res, int row,
     return 0;
 }
 
-/* A customer with endpoints (0018): its entry's figures over its endpoints' (summed, or the
- * worst of them; what only one endpoint has is null), `problems` counting its endpoints per
- * problem, then `endpoints`, each as a customer alone's figures with its name. Endpoints removed
- * while the database answered are left out. */
+/* A customer with endpoints (0018): its entry's figures over all of its endpoints' (summed, or
+ * the worst of them; what only one endpoint has is null), `problems` counting its endpoints per
+ * problem, then `endpoints`, the listed ones each as a customer alone's figures with its name.
+ * Endpoints removed while the database answered are left out. */
 static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGresult *res,
                       bool live, int64_t now, int64_t mono)
 {
-    customer *mem[STATUS_MAX_ENDPOINTS];
+    const customer *own = NULL;
     size_t k = 0;
-    for (size_t i = 0; i < pe->n_members && k < STATUS_MAX_ENDPOINTS; i++) {
+    for (size_t i = 0; i < pe->n_members; i++) {
         customer *c = customer_get(d, pe->members[i]);
-        if (c)
-            mem[k++] = c;
+        k += c != NULL;
+        if (c && c->id == pe->id)
+            own = c;
     }
-    const customer *own = k && mem[0]->id == pe->id ? mem[0] : NULL;
     bool throttled = false, all_paused = k > 0, all_disabled = k > 0, counted = live && k > 0,
          any_partial = false, any_observed = false;
     int in_flight = 0, per[7] = {0};
@@ -936,8 +948,10 @@ static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGre
                                       STATUS_HALF_OPEN};
     static const char *const flag_names[7] = {"disabled", "held",      "failing",  "breaker_open",
                                               "paused",   "throttled", "half_open"};
-    for (size_t i = 0; i < k; i++) {
-        const customer *c = mem[i];
+    for (size_t i = 0; i < pe->n_members; i++) {
+        const customer *c = customer_get(d, pe->members[i]);
+        if (!c)
+            continue;
         int row = find_row(res, c->id);
         double eff = effective_rate(c);
         if (!live && row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_EFFECTIVE_RATE))
@@ -1050,11 +1064,14 @@ static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGre
     strbuf_puts(j, ",\"problems\":{");
     for (int f = 0; f < 7; f++)
         strbuf_printf(j, "%s\"%s\":%d", f ? "," : "", flag_names[f], per[f]);
-    strbuf_printf(j, "},\"endpoints_total\":%zu,\"endpoints\":[", pe->members_total);
-    for (size_t i = 0; i < k; i++) {
-        if (i)
+    strbuf_printf(j, "},\"endpoints_total\":%zu,\"endpoints\":[", k);
+    for (size_t i = 0, listed = 0; i < pe->n_listed; i++) {
+        const customer *c = customer_get(d, pe->members[i]);
+        if (!c)
+            continue;
+        if (listed++)
             strbuf_puts(j, ",");
-        put_customer(j, d, mem[i], res, live, now, mono, endpoint_name(mem[i]));
+        put_customer(j, d, c, res, live, now, mono, endpoint_name(c));
     }
     strbuf_puts(j, "]}");
 }
