@@ -13,13 +13,20 @@ static const char dlq_usage[] =
     "       pgpace dlq purge  [filters] [--all]\n"
     "\n"
     "Filters (combine freely):\n"
-    "  --customer NAME    --carrier NAME    --error TEXT (substring of the last error, any case)\n"
+    "  --customer NAME    the customer's dead letters, its endpoints' included\n"
+    "  --endpoint NAME    (with --customer) one of its endpoints; 'default' is its own receiver\n"
+    "  --carrier NAME     --error TEXT (substring of the last error, any case)\n"
     "  --since TIMESTAMP  --until TIMESTAMP (when the item failed, e.g. 2026-01-31T12:00:00Z)\n"
     "\n"
-    "list:   newest first, at most --limit rows (default 100).\n"
+    "list:   newest first, at most --limit rows (default 100), with the customer and endpoint\n"
+    "        of each ('(deleted)': its endpoint was deleted since).\n"
     "replay: moves matching dead letters back into the queue with their attempts reset, one\n"
     "        becoming due every 60/R seconds (--rate R per minute, default 60), so a replay\n"
-    "        trickles in on top of each customer's own rate instead of flooding it.\n"
+    "        trickles in on top of each customer's own rate instead of flooding it. An\n"
+    "        endpoint's dead letters go back to that endpoint. Those whose endpoint was deleted\n"
+    "        (endpoint_deleted) have no receiver: they are left as they are and counted\n"
+    "        (`pgpace recover --customer C --endpoint E --since T` gives their events to an\n"
+    "        endpoint that should have them). Exit status 1 when nothing else matched.\n"
     "purge:  deletes matching dead letters and their items for good; without a filter it\n"
     "        needs --all.\n";
 
@@ -29,6 +36,7 @@ enum {
     OPT_ERROR,
     OPT_SINCE,
     OPT_UNTIL,
+    OPT_ENDPOINT,
     OPT_LIMIT,
     OPT_RATE,
     OPT_ALL
@@ -57,11 +65,12 @@ int cli_dlq(cli_ctx *ctx, int argc, char **argv)
                                          {"error", required_argument, NULL, OPT_ERROR},
                                          {"since", required_argument, NULL, OPT_SINCE},
                                          {"until", required_argument, NULL, OPT_UNTIL},
+                                         {"endpoint", required_argument, NULL, OPT_ENDPOINT},
                                          {"limit", required_argument, NULL, OPT_LIMIT},
                                          {"rate", required_argument, NULL, OPT_RATE},
                                          {"all", no_argument, NULL, OPT_ALL},
                                          {NULL, 0, NULL, 0}};
-    const char *f[5] = {NULL}; /* customer, carrier, error, since, until */
+    const char *f[6] = {NULL}; /* customer, carrier, error, since, until, endpoint */
     const char *limit = "100", *rate = "60";
     bool all = false;
     pgp_error err;
@@ -78,7 +87,11 @@ int cli_dlq(cli_ctx *ctx, int argc, char **argv)
             return CLI_OK;
         case OPT_CUSTOMER:
         case OPT_CARRIER:
-            if (validate_name(opt == OPT_CUSTOMER ? "--customer" : "--carrier", optarg, &err) != 0)
+        case OPT_ENDPOINT:
+            if (validate_name(opt == OPT_CUSTOMER  ? "--customer"
+                              : opt == OPT_CARRIER ? "--carrier"
+                                                   : "--endpoint",
+                              optarg, &err) != 0)
                 return cli_usage_error(ctx, "%s", err.msg);
             f[opt - OPT_CUSTOMER] = optarg;
             break;
@@ -112,6 +125,8 @@ int cli_dlq(cli_ctx *ctx, int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    if (f[5] && !f[0])
+        return cli_usage_error(ctx, "--endpoint needs --customer (the customer it belongs to)");
     bool filtered = f[0] || f[1] || f[2] || f[3] || f[4];
     if (purge && !filtered && !all)
         return cli_usage_error(ctx, "purge without a filter deletes every dead letter: add a "
@@ -122,12 +137,28 @@ int cli_dlq(cli_ctx *ctx, int argc, char **argv)
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;
-    const char *params[] = {f[0], f[1], f[2], f[3], f[4], list ? limit : rate};
-    PGresult *res = cli_query(ctx,
-                              list     ? sql_q_dlq_list
-                              : replay ? sql_q_dlq_replay
-                                       : sql_q_dlq_purge,
-                              list || replay ? 6 : 5, params);
+    PGresult *res;
+    if (list) {
+        const char *params[SQL_DLQ_LIST_NPARAMS] = {
+            [SQL_DLQ_LIST_P_CUSTOMER] = f[0], [SQL_DLQ_LIST_P_CARRIER] = f[1],
+            [SQL_DLQ_LIST_P_ERROR] = f[2],    [SQL_DLQ_LIST_P_SINCE] = f[3],
+            [SQL_DLQ_LIST_P_UNTIL] = f[4],    [SQL_DLQ_LIST_P_LIMIT] = limit,
+            [SQL_DLQ_LIST_P_ENDPOINT] = f[5]};
+        res = cli_query(ctx, sql_q_dlq_list, SQL_DLQ_LIST_NPARAMS, params);
+    } else if (replay) {
+        const char *params[SQL_DLQ_REPLAY_NPARAMS] = {
+            [SQL_DLQ_REPLAY_P_CUSTOMER] = f[0], [SQL_DLQ_REPLAY_P_CARRIER] = f[1],
+            [SQL_DLQ_REPLAY_P_ERROR] = f[2],    [SQL_DLQ_REPLAY_P_SINCE] = f[3],
+            [SQL_DLQ_REPLAY_P_UNTIL] = f[4],    [SQL_DLQ_REPLAY_P_RATE] = rate,
+            [SQL_DLQ_REPLAY_P_ENDPOINT] = f[5]};
+        res = cli_query(ctx, sql_q_dlq_replay, SQL_DLQ_REPLAY_NPARAMS, params);
+    } else {
+        const char *params[SQL_DLQ_PURGE_NPARAMS] = {
+            [SQL_DLQ_PURGE_P_CUSTOMER] = f[0], [SQL_DLQ_PURGE_P_CARRIER] = f[1],
+            [SQL_DLQ_PURGE_P_ERROR] = f[2],    [SQL_DLQ_PURGE_P_SINCE] = f[3],
+            [SQL_DLQ_PURGE_P_UNTIL] = f[4],    [SQL_DLQ_PURGE_P_ENDPOINT] = f[5]};
+        res = cli_query(ctx, sql_q_dlq_purge, SQL_DLQ_PURGE_NPARAMS, params);
+    }
     if (!res)
         return CLI_FAILED;
     if (list) {
@@ -136,11 +167,26 @@ int cli_dlq(cli_ctx *ctx, int argc, char **argv)
         else
             cli_print_table(res);
     } else if (replay) {
-        printf("replayed %s dead letter(s), one becoming due every %.3g s\n", PQgetvalue(res, 0, 0),
+        long long replayed = strtoll(PQgetvalue(res, 0, SQL_DLQ_REPLAY_C_REPLAYED), NULL, 10);
+        long long refused = strtoll(PQgetvalue(res, 0, SQL_DLQ_REPLAY_C_REFUSED), NULL, 10);
+        printf("replayed %lld dead letter(s), one becoming due every %.3g s\n", replayed,
                60.0 / strtod(rate, NULL));
+        if (refused > 0) {
+            /* Never sent to a customer's own receiver (it was not theirs) nor to none. */
+            static const char why[] =
+                "dead letter(s) whose endpoint was deleted (endpoint_deleted) were not "
+                "replayed: they have no receiver. `pgpace recover --customer C --endpoint E "
+                "--since T` gives their events to an endpoint that should have them; `pgpace dlq "
+                "purge --error endpoint_deleted` removes them";
+            if (replayed == 0)
+                status = cli_fail(ctx, CLI_FAILED, "%lld %s", refused, why);
+            else
+                printf("%lld %s\n", refused, why);
+        }
     } else {
-        printf("purged %s dead letter(s) and their items\n", PQgetvalue(res, 0, 0));
+        printf("purged %s dead letter(s) and their items\n",
+               PQgetvalue(res, 0, SQL_DLQ_PURGE_C_PURGED));
     }
     PQclear(res);
-    return CLI_OK;
+    return status;
 }

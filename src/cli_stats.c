@@ -1,4 +1,5 @@
-/* cli_stats.c - `pgpace stats`: per-customer rates and queue statistics. */
+/* cli_stats.c - `pgpace stats`: per-customer (and per-endpoint) rates and queue statistics, and
+ * the events of customers with endpoints. */
 #include "cli.h"
 #include "sql_embed.h"
 
@@ -20,6 +21,13 @@ static const char stats_usage[] =
     "last_error (the error class and status of the latest attempt of the last hour when it\n"
     "failed: http:503, tls, oauth_http:500, proxy, ...; '-' after a success) and the circuit\n"
     "breaker.\n"
+    "\n"
+    "A customer with endpoints is a line of the customer (its rate: its limit over all of its\n"
+    "endpoints; the counts summed over them; the worst breaker), then its endpoints' lines,\n"
+    "indented, each with its own figures ('default': its own receiver). Below the table, for\n"
+    "customers whose enqueues fan out to endpoints: the events of the last 24 hours and how\n"
+    "many matched no endpoint (kept for `pgpace recover --endpoint`). --customer NAME shows a\n"
+    "customer and its endpoints; NAME/ENDPOINT one endpoint.\n"
     "\n"
     "--watch refreshes every SECONDS (default 1) until interrupted, showing per customer the\n"
     "configured and effective rate, what was observed (spaced and unlimited: webhooks delivered\n"
@@ -64,9 +72,13 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;
+    PGresult *res = cli_query(ctx, sql_q_stats_session, 0, NULL);
+    if (!res)
+        return CLI_FAILED;
+    PQclear(res);
     const char *params[] = {customer};
     while (watch_s > 0) {
-        PGresult *res = cli_query(ctx, sql_q_stats_watch, 1, params);
+        res = cli_query(ctx, sql_q_stats_watch, 1, params);
         if (!res)
             return CLI_FAILED;
         time_t now = time(NULL);
@@ -80,7 +92,7 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
         PQclear(res);
         sleep((unsigned)watch_s);
     }
-    PGresult *res = cli_query(ctx, sql_q_stats, 1, params);
+    res = cli_query(ctx, sql_q_stats, 1, params);
     if (!res)
         return CLI_FAILED;
     int rows = PQntuples(res);
@@ -89,6 +101,17 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
         return cli_fail(ctx, CLI_FAILED, "unknown customer '%s'", customer);
     }
     cli_print_table(res);
+    PQclear(res);
+    /* Events are not deliveries: counted apart, never among the queue's figures above. */
+    const char *ev_params[SQL_STATS_EVENTS_NPARAMS] = {[SQL_STATS_EVENTS_P_CUSTOMER] = customer};
+    res = cli_query(ctx, sql_q_stats_events, SQL_STATS_EVENTS_NPARAMS, ev_params);
+    if (!res)
+        return CLI_FAILED;
+    if (PQntuples(res) > 0) {
+        printf("\nevents of the last 24 hours (unmatched: matched no endpoint, kept for "
+               "`pgpace recover --endpoint`)\n");
+        cli_print_table(res);
+    }
     PQclear(res);
     return CLI_OK;
 }

@@ -43,6 +43,7 @@ static void on_timer_closed(uv_handle_t *h)
 static void dispatcher_free(dispatcher *d)
 {
     state_free(d);
+    status_free(d);
     delivery_pool_free(d);
     claim_scratch_free(d);
     final_list_free(&d->pending);
@@ -75,6 +76,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     hmap_init(&d->carriers);
     hmap_init(&d->gates);
     hmap_init(&d->hosts);
+    hmap_init(&d->status_tenants);
     sched_heap_init(&d->heap);
     prng_seed(&d->rng);
     if (cfg->instance_name[0]) {

@@ -44,7 +44,8 @@ struct metrics {
     size_t max_series;
     family *families;
     size_t nfamilies, capfamilies;
-    hmap customers; /* customer values that keep their own series (value: non-NULL marker) */
+    hmap customers;      /* customer values that keep their own series (value: non-NULL marker) */
+    hmap with_endpoints; /* customer values rendered with endpoint="default" (marker) */
 };
 
 int metrics_new(const metrics_options *opts, metrics **out)
@@ -57,6 +58,7 @@ int metrics_new(const metrics_options *opts, metrics **out)
     m->customer_top_n = opts->customer_top_n;
     m->max_series = opts->max_series ? (size_t)opts->max_series : DEFAULT_MAX_SERIES;
     hmap_init(&m->customers);
+    hmap_init(&m->with_endpoints);
     *out = m;
     return 0;
 }
@@ -85,6 +87,7 @@ void metrics_free(metrics *m)
         family_free(&m->families[i]);
     free(m->families);
     hmap_free(&m->customers);
+    hmap_free(&m->with_endpoints);
     free(m);
 }
 
@@ -125,6 +128,12 @@ static int check_def(const metrics *m, const metrics_family_def *def, int *nlabe
             if (strcmp(def->labels[i], def->labels[j]) == 0)
                 return -EINVAL;
     }
+    /* The endpoint label is rendered from the customer label's value: never a family's own. */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (strcmp(def->labels[i], METRICS_CUSTOMER_LABEL) == 0 &&
+                strcmp(def->labels[j], METRICS_ENDPOINT_LABEL) == 0)
+                return -EINVAL;
     if (def->type == METRICS_HISTOGRAM) {
         if (!def->buckets || def->nbuckets < 1 || def->nbuckets > MAX_BUCKETS)
             return -EINVAL;
@@ -272,6 +281,21 @@ int metrics_register(metrics *m, const metrics_family_def *def, int *family_id)
     }
     *family_id = (int)m->nfamilies++;
     return 0;
+}
+
+int metrics_customer_endpoints(metrics *m, const char *customer, bool has_endpoints)
+{
+    size_t len = strlen(customer);
+    if (strchr(customer, '/'))
+        return 0;
+    if (!has_endpoints) {
+        hmap_del(&m->with_endpoints, customer, len);
+        return 0;
+    }
+    if (hmap_get(&m->with_endpoints, customer, len))
+        return 0;
+    /* The map needs a non-NULL value to tell "present" from "absent"; any pointer will do. */
+    return hmap_put(&m->with_endpoints, customer, len, m);
 }
 
 size_t metrics_customers_kept(const metrics *m)
@@ -439,10 +463,10 @@ static void put_double(strbuf *sb, double v)
 }
 
 /* Escapes for HELP text (\\ and \n) or, with quote, for label values (also \"). */
-static void put_escaped(strbuf *sb, const char *s, bool quote)
+static void put_escaped_n(strbuf *sb, const char *s, size_t n, bool quote)
 {
-    const char *run = s;
-    for (; *s; s++) {
+    const char *run = s, *end = s + n;
+    for (; s < end; s++) {
         const char *esc = *s == '\\'           ? "\\\\"
                           : *s == '\n'         ? "\\n"
                           : quote && *s == '"' ? "\\\""
@@ -456,9 +480,41 @@ static void put_escaped(strbuf *sb, const char *s, bool quote)
     strbuf_append(sb, run, (size_t)(s - run));
 }
 
+static void put_escaped(strbuf *sb, const char *s, bool quote)
+{
+    put_escaped_n(sb, s, strlen(s), quote);
+}
+
+/* label="value", of the value's first n bytes, escaped. */
+static void put_label(strbuf *sb, const char *name, const char *value, size_t n)
+{
+    strbuf_puts(sb, name);
+    strbuf_append(sb, "=\"", 2);
+    put_escaped_n(sb, value, n, true);
+    strbuf_append(sb, "\"", 1);
+}
+
+/* A series' customer label: customer="acme",endpoint="crm" for the value "acme/crm" (an
+ * endpoint), customer="acme",endpoint="default" for a customer's own receiver beside endpoints
+ * (metrics_customer_endpoints), else customer="acme". */
+static void put_customer_label(strbuf *sb, const metrics *m, const char *value)
+{
+    const char *slash = strchr(value, '/');
+    size_t len = strlen(value);
+    if (slash) {
+        put_label(sb, METRICS_CUSTOMER_LABEL, value, (size_t)(slash - value));
+        strbuf_append(sb, ",", 1);
+        put_label(sb, METRICS_ENDPOINT_LABEL, slash + 1, strlen(slash + 1));
+        return;
+    }
+    put_label(sb, METRICS_CUSTOMER_LABEL, value, len);
+    if (hmap_get(&m->with_endpoints, value, len))
+        strbuf_puts(sb, "," METRICS_ENDPOINT_LABEL "=\"default\"");
+}
+
 /* name{a="x",b="y"[,le="..."]} */
-static void put_series_name(strbuf *sb, const family *f, const char *suffix, const series *s,
-                            const double *le)
+static void put_series_name(strbuf *sb, const metrics *m, const family *f, const char *suffix,
+                            const series *s, const double *le)
 {
     strbuf_puts(sb, f->name);
     strbuf_puts(sb, suffix);
@@ -468,6 +524,10 @@ static void put_series_name(strbuf *sb, const family *f, const char *suffix, con
     for (int i = 0; i < f->nlabels; i++) {
         if (i > 0)
             strbuf_append(sb, ",", 1);
+        if (i == f->customer_label) {
+            put_customer_label(sb, m, s->values[i]);
+            continue;
+        }
         strbuf_puts(sb, f->labels[i]);
         strbuf_append(sb, "=\"", 2);
         put_escaped(sb, s->values[i], true);
@@ -481,10 +541,10 @@ static void put_series_name(strbuf *sb, const family *f, const char *suffix, con
     strbuf_append(sb, "}", 1);
 }
 
-static void put_sample(strbuf *sb, const family *f, const char *suffix, const series *s,
-                       const double *le, double v)
+static void put_sample(strbuf *sb, const metrics *m, const family *f, const char *suffix,
+                       const series *s, const double *le, double v)
 {
-    put_series_name(sb, f, suffix, s, le);
+    put_series_name(sb, m, f, suffix, s, le);
     strbuf_append(sb, " ", 1);
     put_double(sb, v);
     strbuf_append(sb, "\n", 1);
@@ -504,18 +564,18 @@ int metrics_render(const metrics *m, strbuf *out)
             if (s->fold)
                 continue; /* a folded customer's private gauge: shown through _other */
             if (f->type != METRICS_HISTOGRAM) {
-                put_sample(out, f, "", s, NULL, s->value);
+                put_sample(out, m, f, "", s, NULL, s->value);
                 continue;
             }
             uint64_t cumulative = 0;
             for (size_t b = 0; b < f->nbounds; b++) {
                 cumulative += s->buckets[b];
-                put_sample(out, f, "_bucket", s, &f->bounds[b], (double)cumulative);
+                put_sample(out, m, f, "_bucket", s, &f->bounds[b], (double)cumulative);
             }
             double inf = INFINITY;
-            put_sample(out, f, "_bucket", s, &inf, (double)s->count);
-            put_sample(out, f, "_sum", s, NULL, s->value);
-            put_sample(out, f, "_count", s, NULL, (double)s->count);
+            put_sample(out, m, f, "_bucket", s, &inf, (double)s->count);
+            put_sample(out, m, f, "_sum", s, NULL, s->value);
+            put_sample(out, m, f, "_count", s, NULL, (double)s->count);
         }
     }
     return out->failed ? -ENOMEM : 0;

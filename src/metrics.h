@@ -21,6 +21,14 @@
  *   family accepts, without taking a place among the customers kept). That is for gauges of
  *   every customer (a million customers' private values would cost hundreds of megabytes, and
  *   past max_series they were dropped, leaving _other short).
+ * - Endpoints (migration 0018) are customers' receivers with rows of their own named
+ *   "<customer>/<endpoint>" (customer names have no '/'), and that is their customer label
+ *   value: each takes its own place among the customer_top_n. They render as two labels: a value
+ *   "acme/crm" as customer="acme",endpoint="crm", and a value the owner marked with
+ *   metrics_customer_endpoints() (a customer's own receiver while the customer has endpoints) as
+ *   customer="acme",endpoint="default". Any other renders as customer="acme" alone, as before
+ *   endpoints, so a customer without endpoints keeps its series' names. The endpoint label
+ *   follows the customer label; a family with a customer label may not name one "endpoint".
  * - At most max_series series per family (folded gauges' private ones included): updates that
  *   would create more return -ENOSPC and change nothing. Existing series always update.
  * - metrics_render() writes families in registration order, HELP and TYPE once each, series in
@@ -41,6 +49,8 @@
 /* The label whose values are bounded by customer_top_n, and the value the rest fold into. */
 #define METRICS_CUSTOMER_LABEL "customer"
 #define METRICS_OTHER_CUSTOMER "_other"
+/* The label an endpoint's series add after the customer label (see the contract). */
+#define METRICS_ENDPOINT_LABEL "endpoint"
 
 typedef struct metrics metrics;
 
@@ -76,6 +86,11 @@ int metrics_histogram_observe(metrics *m, int family_id, const char *const *labe
 
 /* Appends the exposition text to out. 0, or -ENOMEM when out failed to grow. */
 int metrics_render(const metrics *m, strbuf *out) PGP_MUST_CHECK;
+
+/* Marks (has_endpoints) or unmarks the customer label value `customer` as a customer's own
+ * receiver beside endpoints: its series render with endpoint="default" while marked (above).
+ * Values with a '/' are endpoints already and are not marked. 0, or -ENOMEM. */
+int metrics_customer_endpoints(metrics *m, const char *customer, bool has_endpoints);
 
 /* Distinct customer values holding their own series (at most customer_top_n). */
 size_t metrics_customers_kept(const metrics *m);

@@ -28,6 +28,11 @@
 -- customer), NULL when it made none. 0 when nothing is due.
 -- disabled: health disabled it (every delivery failed for [health] disable_after); its items
 -- wait until `pgpace customer enable`.
+-- Endpoints (0018) are rows of their own here, named "<customer>/<endpoint>": parent_customer
+-- is the customer an endpoint belongs to (NULL on a customer's row), endpoint its name within
+-- it: 'default' on a customer's row with a receiver of its own, NULL on one without (such a
+-- row never has queued items: its events are stored once and queued as its endpoints'
+-- deliveries, so every count of it but dead is 0; dead counts what deleted endpoints left).
 -- Columns can only be appended here (CREATE OR REPLACE VIEW); see README to change others.
 CREATE OR REPLACE VIEW pgpace.customer_stats AS
 SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
@@ -46,8 +51,12 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
                  * CASE WHEN c.mode = 'batch' THEN coalesce(lc.batch_tick_ms, 60000) / 1000.0
                         ELSE 60.0 END
        END AS backlog_seconds,
-       c.disabled_at IS NOT NULL AS disabled
+       c.disabled_at IS NOT NULL AS disabled,
+       pc.name AS parent_customer,
+       CASE WHEN c.parent_id IS NOT NULL THEN c.endpoint_name
+            WHEN c.webhook_url IS NOT NULL THEN 'default' END AS endpoint
   FROM pgpace.customer c
+  LEFT JOIN pgpace.customer pc ON pc.id = c.parent_id
   LEFT JOIN LATERAL (
       SELECT count(*) FILTER (WHERE qq.next_action_at <= now()) AS due,
              count(*) FILTER (WHERE qq.next_action_at > now() AND qq.claim_token IS NOT NULL) AS in_flight,

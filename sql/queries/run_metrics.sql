@@ -21,11 +21,21 @@
 -- A claimed row whose lease has passed counts as due again, since the next claim will recover
 -- it (as in pgpace.customer_stats). Naming next_action_at IS NOT NULL reads the partial claim
 -- index (queue_claim).
+-- Endpoints (0018) are rows here like customers ("acme/crm"). receiver: the row has a webhook
+-- URL (a customer without one has nothing queued, and no series of its own: its dead letters,
+-- what deleted endpoints left, count in the status page's total and its customer's row);
+-- has_endpoints: a customer's row with endpoints (its own receiver's series then carry
+-- endpoint="default", metrics.h); rate_per_minute and mode: the customer's, for the status page
+-- of a customer without a receiver (its limit over its endpoints; NULL: none).
 -- @params: after_customer_id customers count_cap
 -- @columns: customer due in_flight oldest_due_age_s dead_tuples vacuum_age_s dead customer_id
--- @columns: delayed
+-- @columns: delayed receiver has_endpoints rate_per_minute mode
 WITH c AS MATERIALIZED (
-    SELECT cu.id, cu.name FROM pgpace.customer cu
+    SELECT cu.id, cu.name, cu.webhook_url IS NOT NULL AS receiver,
+           cu.parent_id IS NULL
+           AND EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cu.id) AS has_endpoints,
+           cu.rate_per_minute, cu.mode
+      FROM pgpace.customer cu
      WHERE cu.id > $1::bigint ORDER BY cu.id LIMIT $2::int
 ), span AS (
     SELECT min(c.id) AS lo, max(c.id) AS hi FROM c
@@ -40,7 +50,8 @@ SELECT c.name AS customer, q.due, q.in_flight,
        coalesce(t.n_dead_tup, 0) AS dead_tuples,
        coalesce(extract(epoch FROM now() - greatest(t.last_autovacuum, t.last_vacuum)), -1)::float8
            AS vacuum_age_s,
-       coalesce(d.dead, 0) AS dead, c.id AS customer_id, q.delayed
+       coalesce(d.dead, 0) AS dead, c.id AS customer_id, q.delayed, c.receiver, c.has_endpoints,
+       c.rate_per_minute, c.mode
   FROM c
  CROSS JOIN LATERAL (
       SELECT count(*) FILTER (WHERE x.next_action_at <= now()) AS due,

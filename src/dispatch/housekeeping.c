@@ -4,7 +4,9 @@
  * - the backstop scan (run_backstop.sql, a pass every backstop_scan_ms) finds work whose NOTIFY
  *   was lost (they are best effort) and feeds a new leader;
  * - the queue gauges of /metrics and the status page's queue counts (run_metrics.sql, a pass
- *   every QUEUE_METRICS_MS);
+ *   every QUEUE_METRICS_MS); endpoints (0018) are rows like customers, and the pass tells the
+ *   metrics registry which customers have endpoints (their own receiver's series then say
+ *   endpoint="default", metrics.h) and the status page which have no receiver of their own;
  * - on becoming leader and hourly: partitions for the days ahead, then retention by whole
  *   partitions (attempt log, dead letters, delivered item days); idempotency keys of dropped
  *   item days are deleted afterwards, KEY_PURGE_BATCH per backstop tick, so no statement
@@ -273,7 +275,7 @@ static void gauges_totals(dispatcher *d, int64_t at)
             o_rate += pace_rate(&c->pace, c->rate);
         o_breaker += (double)c->breaker.state;
     }
-    status_totals_note(d, due, dead, at);
+    status_totals_note(d, due, dead + d->gauges.unloaded_dead, at);
     if (folded == 0)
         return;
     const char *other[] = {METRICS_OTHER_CUSTOMER};
@@ -325,10 +327,17 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
         metrics_row row;
         metrics_row_parse(res, r, &row);
         status_counts_note(d, &row, at);
+        if (metrics_customer_endpoints(d->obs.m, row.customer, row.has_endpoints) != 0)
+            LOG_ERROR("out_of_memory", LOG_S("where", "metrics endpoints"));
         customer *c = customer_get(d, row.customer_id);
         if (c)
             c->stat_in_flight = (int64_t)row.in_flight;
-        if (!c || gauges_kept(d, c)) {
+        if (!row.receiver) {
+            /* Nothing is ever queued to it (its events are its endpoints' deliveries): no
+             * series; its dead letters count in the page's total and its customer's row. */
+            p->unloaded_dead += row.dead;
+            status_tenant_note(d, &row, p->started_us);
+        } else if (!c || gauges_kept(d, c)) {
             const char *labels[] = {row.customer};
             metrics_gauge_set(d->obs.m, d->obs.queue_due, labels, row.due);
             metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, labels, row.in_flight);
@@ -359,6 +368,7 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
         return;
     }
     gauges_totals(d, at);
+    status_tenants_sweep(d, p->started_us);
     p->running = false;
     LOG_DEBUG("queue_gauges", LOG_I("customers", p->rows), LOG_I("slices", p->slices),
               LOG_I("ms", (at - p->started_us) / 1000), LOG_I("slice", p->slice));

@@ -627,6 +627,10 @@ typedef struct metrics_row {
     const char *customer;
     double due, in_flight, oldest_due_age_s, dead_tuples, vacuum_age_s, dead, delayed;
     int64_t customer_id;
+    bool receiver;          /* the row has a webhook URL */
+    bool has_endpoints;     /* a customer's row with endpoints (0018) */
+    double rate_per_minute; /* the row's rate; 0 when it has none */
+    const char *mode;
 } metrics_row;
 
 typedef struct event_row {
@@ -755,6 +759,9 @@ typedef struct slice_pass {
     int64_t started_us;  /* the pass: when it began (epoch us) */
     int64_t slices;      /* of this pass so far */
     int64_t rows;        /* read by them */
+    /* The queue gauges': dead letters of rows the dispatcher does not load (customers without a
+     * receiver of their own: what their deleted endpoints left). */
+    double unloaded_dead;
 } slice_pass;
 
 struct dispatcher {
@@ -831,6 +838,9 @@ struct dispatcher {
     int status_pending;             /* GET /v1/status requests waiting for their statements */
     double status_due, status_dead; /* status_totals_note's sums */
     int64_t status_totals_us;       /* when they were taken (epoch us); 0 = never */
+    /* int64 row id -> status_tenant*: the customers without a receiver of their own (0018), as
+     * the queue-gauge pass read them (status.c). */
+    hmap status_tenants;
     int64_t lead_mono_us; /* when this instance last began leading (timebase_mono_us); 0 = never */
 
     long long claimed, stale_recoveries, lost_ownership;
@@ -1072,6 +1082,12 @@ void status_note_failure(customer *c, const char *error_class, int http_status);
 void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us);
 /* All customers' due items and dead letters, summed by that refresh. */
 void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us);
+/* A customer without a receiver of its own (row.receiver false; 0018), read by the refresh that
+ * began at pass_us: its name, limit and dead letters, which the page shows with its endpoints;
+ * status_tenants_sweep forgets those the pass that began at pass_us did not read. */
+void status_tenant_note(dispatcher *d, const metrics_row *row, int64_t pass_us);
+void status_tenants_sweep(dispatcher *d, int64_t pass_us);
+void status_free(dispatcher *d);
 /* This instance begins leading: the requests per minute count from now (what was counted
  * while another instance led is not this one's to show). */
 void status_lead_begin(dispatcher *d);

@@ -253,6 +253,11 @@ void metrics_row_parse(const PGresult *res, int r, metrics_row *out)
         .dead = row_double(res, r, SQL_RUN_METRICS_C_DEAD),
         .delayed = row_double(res, r, SQL_RUN_METRICS_C_DELAYED),
         .customer_id = row_i64(res, r, SQL_RUN_METRICS_C_CUSTOMER_ID),
+        .receiver = row_bool(res, r, SQL_RUN_METRICS_C_RECEIVER),
+        .has_endpoints = row_bool(res, r, SQL_RUN_METRICS_C_HAS_ENDPOINTS),
+        /* strtod("") of a NULL rate: 0, none. */
+        .rate_per_minute = row_double(res, r, SQL_RUN_METRICS_C_RATE_PER_MINUTE),
+        .mode = PQgetvalue(res, r, SQL_RUN_METRICS_C_MODE),
     };
 }
 

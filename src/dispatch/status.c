@@ -28,6 +28,18 @@
  *   is read here. Customer and carrier names, modes, rates, counts, states and error classes.
  * - The answer is assembled when the statements' results arrive (or at once without a
  *   database), from the customers as they are then: one removed meanwhile is left out.
+ * - Endpoints (migration 0018): the page lists customers; a customer with endpoints is one entry
+ *   (sorted, filtered and paged as one: its name or any endpoint's full name matches the
+ *   filter; its keys are its limit, the sum of its endpoints' effective rates, requests and
+ *   in flight, its endpoints' worst state) whose `endpoints` array holds each endpoint's
+ *   figures and health as a customer's (its own receiver first, as "default"; at most
+ *   STATUS_MAX_ENDPOINTS, and STATUS_MAX_PAGE_ENDPOINTS over the page: endpoints_total says how
+ *   many it has; a standby asks the database for the listed ones), and whose own figures (over
+ *   all of its endpoints) sum or take the
+ *   worst of theirs (`problems` counts its endpoints per problem). A customer without endpoints
+ *   is as before, with "endpoints": []. A customer without a receiver of its own is not a
+ *   dispatcher customer: its name, limit and dead letters come from the queue-gauge pass
+ *   (status_tenant_note). Without any endpoint the page is chosen exactly as before.
  */
 #include "internal.h"
 
@@ -50,14 +62,46 @@
 #define STATUS_MAX_CARRIERS 200
 /* How often the page polls. */
 #define STATUS_POLL_MS 2000
+/* Endpoints listed per customer (its own receiver first, then by name); endpoints_total says how
+ * many it has. */
+#define STATUS_MAX_ENDPOINTS 200
+/* Endpoints listed over a page's customers (the customers after them list fewer, or none). */
+#define STATUS_MAX_PAGE_ENDPOINTS 2000
+
+/* A customer without a receiver of its own (0018), as the queue-gauge pass last read it. */
+typedef struct status_tenant {
+    int64_t id;
+    char *name;
+    double rate;     /* its limit over all of its endpoints; 0: none */
+    char mode[12];   /* spaced, batch, unlimited */
+    int64_t dead;    /* dead letters on its own row: what deleted endpoints left */
+    int64_t seen_us; /* the start of the pass that read it last */
+} status_tenant;
+
+/* One entry of the page: a customer alone, or a customer with endpoints (`group`). A group
+ * keeps what the answer needs of it past choose_page: its endpoints' ids (its own receiver
+ * first), its name and limit. */
+typedef struct page_entry {
+    int64_t id; /* the customer's row id (a customer alone's is its receiver's) */
+    bool group;
+    char name[136];
+    double rate;      /* group: its limit over its endpoints; 0: none */
+    char mode[12];    /* group: its own row's mode, "" when not known */
+    int64_t dead;     /* group without a receiver: the dead letters on its own row */
+    int64_t *members; /* group: all its endpoints' row ids, its own receiver first, by name */
+    size_t n_members;
+    size_t n_listed; /* of them listed in the answer (the first ones) */
+} page_entry;
 
 typedef struct status_req {
     dispatcher *d;
     admin_http_reply *reply;
     status_query q;
-    int64_t *ids; /* the page's customers, in order */
+    page_entry *page; /* the page's entries, in order */
+    size_t n_page;
+    int64_t *ids; /* every row id the page shows (a standby asks for them), in order */
     size_t n_ids;
-    size_t total, matched;
+    size_t total, matched, endpoints;
     int paused, disabled, held, breaker_open, throttled, failing;
     PGresult *instances; /* kept results; NULL when not (yet) there or failed */
     PGresult *customers;
@@ -110,6 +154,66 @@ void status_totals_note(dispatcher *d, double due, double dead, int64_t at_us)
     d->status_due = due;
     d->status_dead = dead;
     d->status_totals_us = at_us;
+}
+
+void status_tenant_note(dispatcher *d, const metrics_row *row, int64_t pass_us)
+{
+    if (strchr(row->customer, '/'))
+        return; /* an endpoint always has a receiver: not one of these */
+    int64_t id = row->customer_id;
+    status_tenant *t = hmap_get(&d->status_tenants, &id, sizeof id);
+    if (t && strcmp(t->name, row->customer) != 0) {
+        free(t->name);
+        t->name = NULL;
+    }
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t || hmap_put(&d->status_tenants, &id, sizeof id, t) != 0) {
+            free(t);
+            return; /* no memory: the page names it from its endpoints */
+        }
+    }
+    if (!t->name && !(t->name = strdup(row->customer))) {
+        free(hmap_del(&d->status_tenants, &id, sizeof id));
+        return;
+    }
+    t->id = id;
+    t->rate = row->rate_per_minute;
+    snprintf(t->mode, sizeof t->mode, "%s", row->mode);
+    t->dead = (int64_t)row->dead;
+    t->seen_us = pass_us;
+}
+
+static void tenant_free(status_tenant *t)
+{
+    if (t)
+        free(t->name);
+    free(t);
+}
+
+void status_tenants_sweep(dispatcher *d, int64_t pass_us)
+{
+    /* No deleting while iterating (hmap.h): collect first. */
+    size_t pos = 0, n = 0;
+    status_tenant *t;
+    int64_t *gone = d->status_tenants.n ? malloc(d->status_tenants.n * sizeof *gone) : NULL;
+    if (!gone)
+        return;
+    while ((t = hmap_next(&d->status_tenants, &pos)) != NULL)
+        if (t->seen_us < pass_us)
+            gone[n++] = t->id;
+    for (size_t i = 0; i < n; i++)
+        tenant_free(hmap_del(&d->status_tenants, &gone[i], sizeof gone[i]));
+    free(gone);
+}
+
+void status_free(dispatcher *d)
+{
+    size_t pos = 0;
+    status_tenant *t;
+    while ((t = hmap_next(&d->status_tenants, &pos)) != NULL)
+        tenant_free(t);
+    hmap_free(&d->status_tenants);
 }
 
 void status_lead_begin(dispatcher *d)
@@ -201,8 +305,25 @@ static double observed(const dispatcher *d, const customer *c, int64_t mono)
 
 /* ---- choosing the page -------------------------------------------------------------------- */
 
+/* A customer with endpoints while a page is chosen (0018): what its entry ranks by. */
+typedef struct group {
+    int64_t id; /* the customer's row id */
+    char name[136];
+    customer *own;           /* its own receiver, or NULL */
+    customer *any;           /* one of its other endpoints */
+    const status_tenant *t;  /* without a receiver of its own: the gauge pass's reading */
+    size_t n, first, filled; /* its endpoints (own included): members[first .. first + n) */
+    double effective, observed;
+    int in_flight;
+    unsigned problems; /* of all its endpoints */
+    bool matched;
+} group;
+
+/* An entry to rank: a customer alone (c) or a customer with endpoints (g). */
 typedef struct ranked {
     customer *c;
+    group *g;
+    const char *name;
     double key;
 } ranked;
 
@@ -214,7 +335,7 @@ static int ranked_asc(const void *pa, const void *pb)
     const ranked *a = pa, *b = pb;
     if (a->key != b->key)
         return a->key < b->key ? -1 : 1;
-    return strcmp(a->c->name, b->c->name);
+    return strcmp(a->name, b->name);
 }
 
 /* Keys descending, ties by name ascending. */
@@ -223,13 +344,13 @@ static int ranked_desc(const void *pa, const void *pb)
     const ranked *a = pa, *b = pb;
     if (a->key != b->key)
         return a->key > b->key ? -1 : 1;
-    return strcmp(a->c->name, b->c->name);
+    return strcmp(a->name, b->name);
 }
 
 static int ranked_name_desc(const void *pa, const void *pb)
 {
     const ranked *a = pa, *b = pb;
-    return strcmp(b->c->name, a->c->name);
+    return strcmp(b->name, a->name);
 }
 
 /* Rearranges a[0..n) so that a[k] is the element a sort would put there, with none after it
@@ -288,19 +409,98 @@ static double sort_key(const dispatcher *d, const customer *c, status_sort s, in
     return 0;
 }
 
-/* Counts, filters and sorts the customers; keeps the ids of the requested page. */
+/* A customer with endpoints' key for the sort asked for. */
+static double group_key(const group *g, status_sort s, double rate)
+{
+    switch (s) {
+    case STATUS_SORT_NAME:
+        return 0;
+    case STATUS_SORT_RATE:
+        return rate;
+    case STATUS_SORT_EFFECTIVE:
+        return rate > 0 && g->effective > rate ? rate : g->effective;
+    case STATUS_SORT_OBSERVED:
+        return g->observed;
+    case STATUS_SORT_IN_FLIGHT:
+        return g->in_flight;
+    case STATUS_SORT_STATE:
+        return status_state_key(g->problems);
+    }
+    return 0;
+}
+
+/* The index of id in the sorted ids[0..n), or -1. */
+static long find_id(const int64_t *ids, size_t n, int64_t id)
+{
+    const int64_t *at = n ? bsearch(&id, ids, n, sizeof *ids, cmp_i64) : NULL;
+    return at ? (long)(at - ids) : -1;
+}
+
+/* A customer's endpoints in the answer's order: its own receiver first, then by name. */
+static int member_cmp(const void *pa, const void *pb)
+{
+    const customer *a = *(customer *const *)pa, *b = *(customer *const *)pb;
+    if ((a->id == a->tenant_id) != (b->id == b->tenant_id))
+        return a->id == a->tenant_id ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* The limit over a customer's endpoints, its mode and dead letters of its own row, and its name
+ * (into g->name): its own receiver's row, else the gauge pass's reading, else its endpoints'. */
+static double group_settle(dispatcher *d, group *g)
+{
+    g->t = g->own ? NULL : hmap_get(&d->status_tenants, &g->id, sizeof g->id);
+    const char *name = g->own ? g->own->name : g->t ? g->t->name : NULL;
+    if (name)
+        snprintf(g->name, sizeof g->name, "%s", name);
+    else if (g->any)
+        snprintf(g->name, sizeof g->name, "%.*s", (int)strcspn(g->any->name, "/"), g->any->name);
+    if (g->own)
+        return g->own->rate;
+    if (g->t)
+        return g->t->rate;
+    return g->any && g->any->gate ? g->any->gate->rate : 0;
+}
+
+/* Counts, filters and sorts the customers (a customer with endpoints as one entry); keeps the
+ * requested page's entries, and the ids of every row it shows. */
 static int choose_page(dispatcher *d, status_req *r)
 {
     int64_t now = now_us(), mono = timebase_mono_us();
     bool live = is_leading(d);
-    size_t n = d->customers.n;
-    ranked *all = n ? malloc(n * sizeof *all) : NULL;
-    if (n && !all)
-        return -ENOMEM;
-    size_t m = 0, pos = 0;
+    size_t n = d->customers.n, pos = 0, ne = 0, nt = 0;
     customer *c;
-    while ((c = hmap_next(&d->customers, &pos)) != NULL) {
-        r->total++;
+    /* The customers that have endpoints: the ids their endpoints name (none: as before 0018). */
+    while ((c = hmap_next(&d->customers, &pos)) != NULL)
+        ne += c->tenant_id != c->id;
+    int64_t *tids = ne ? malloc(ne * sizeof *tids) : NULL;
+    group *groups = NULL;
+    customer **members = NULL;
+    ranked *all = NULL;
+    int rc = -ENOMEM;
+    if (ne && !tids)
+        goto out;
+    for (pos = 0; ne && (c = hmap_next(&d->customers, &pos)) != NULL;)
+        if (c->tenant_id != c->id && nt < ne)
+            tids[nt++] = c->tenant_id;
+    if (nt > 1)
+        qsort(tids, nt, sizeof *tids, cmp_i64);
+    size_t u = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (u == 0 || tids[u - 1] != tids[i])
+            tids[u++] = tids[i];
+    nt = u;
+    groups = nt ? calloc(nt, sizeof *groups) : NULL;
+    members = nt ? malloc(n * sizeof *members) : NULL;
+    all = n + nt ? malloc((n + nt) * sizeof *all) : NULL;
+    if ((nt && (!groups || !members)) || (n + nt && !all))
+        goto out;
+    for (size_t i = 0; i < nt; i++)
+        groups[i].id = tids[i];
+
+    size_t m = 0;
+    for (pos = 0; (c = hmap_next(&d->customers, &pos)) != NULL;) {
+        r->endpoints++;
         if (c->disabled)
             r->disabled++;
         if (held_reason(c))
@@ -313,35 +513,110 @@ static int choose_page(dispatcher *d, status_req *r)
             r->throttled++;
         if (is_failing(c) && !c->disabled)
             r->failing++;
-        if (m < n && status_name_matches(c->name, r->q.filter))
-            all[m++] = (ranked){.c = c, .key = sort_key(d, c, r->q.sort, now, mono, live)};
+        long gi = find_id(tids, nt, c->tenant_id);
+        if (gi < 0) {
+            r->total++;
+            if (m < n + nt && status_name_matches(c->name, r->q.filter))
+                all[m++] = (ranked){
+                    .c = c, .name = c->name, .key = sort_key(d, c, r->q.sort, now, mono, live)};
+            continue;
+        }
+        group *g = &groups[gi];
+        g->n++;
+        if (c->id == c->tenant_id)
+            g->own = c;
+        else if (!g->any)
+            g->any = c;
+        g->effective += effective_rate(c);
+        if (r->q.sort == STATUS_SORT_OBSERVED)
+            g->observed += observed(d, c, mono);
+        g->in_flight += c->in_flight;
+        g->problems |= problems(c, now, live);
+        g->matched = g->matched || status_name_matches(c->name, r->q.filter);
     }
+    size_t first = 0;
+    for (size_t i = 0; i < nt; i++) {
+        group *g = &groups[i];
+        double rate = group_settle(d, g);
+        g->first = first;
+        first += g->n;
+        r->total++;
+        if (m < n + nt && (g->matched || status_name_matches(g->name, r->q.filter)))
+            all[m++] = (ranked){.g = g, .name = g->name, .key = group_key(g, r->q.sort, rate)};
+    }
+    /* Each customer's endpoints together, in members[]. */
+    for (pos = 0; nt && (c = hmap_next(&d->customers, &pos)) != NULL;) {
+        long gi = find_id(tids, nt, c->tenant_id);
+        if (gi >= 0 && groups[gi].filled < groups[gi].n)
+            members[groups[gi].first + groups[gi].filled++] = c;
+    }
+
     r->matched = m;
     ranked_cmp_fn cmp = r->q.sort == STATUS_SORT_NAME
                             ? (r->q.descending ? ranked_name_desc : ranked_asc)
                         : r->q.descending ? ranked_desc
                                           : ranked_asc;
-    size_t first = (size_t)r->q.offset < m ? (size_t)r->q.offset : m;
-    size_t count = m - first < (size_t)r->q.limit ? m - first : (size_t)r->q.limit;
+    size_t from = (size_t)r->q.offset < m ? (size_t)r->q.offset : m;
+    size_t count = m - from < (size_t)r->q.limit ? m - from : (size_t)r->q.limit;
     /* The page's rows in place, then sorted among themselves. */
-    if (first > 0 && first < m)
-        select_kth(all, m, first, cmp);
-    if (count > 0 && first + count < m)
-        select_kth(all + first, m - first, count, cmp);
+    if (from > 0 && from < m)
+        select_kth(all, m, from, cmp);
+    if (count > 0 && from + count < m)
+        select_kth(all + from, m - from, count, cmp);
     if (count > 1)
-        qsort(all + first, count, sizeof *all, cmp);
-    if (count) {
-        r->ids = malloc(count * sizeof *r->ids);
-        if (!r->ids) {
-            free(all);
-            return -ENOMEM;
-        }
+        qsort(all + from, count, sizeof *all, cmp);
+
+    size_t n_ids = 0, budget = STATUS_MAX_PAGE_ENDPOINTS;
+    for (size_t i = 0; i < count; i++) {
+        const group *g = all[from + i].g;
+        size_t listed = g ? (g->n < STATUS_MAX_ENDPOINTS ? g->n : STATUS_MAX_ENDPOINTS) : 1;
+        if (g)
+            budget -= listed = listed < budget ? listed : budget;
+        n_ids += listed;
     }
-    for (size_t i = 0; i < count; i++)
-        r->ids[i] = all[first + i].c->id;
-    r->n_ids = count;
+    budget = STATUS_MAX_PAGE_ENDPOINTS;
+    r->page = count ? calloc(count, sizeof *r->page) : NULL;
+    r->ids = n_ids ? malloc(n_ids * sizeof *r->ids) : NULL;
+    if ((count && !r->page) || (n_ids && !r->ids))
+        goto out;
+    for (size_t i = 0; i < count; i++) {
+        const ranked *e = &all[from + i];
+        page_entry *pe = &r->page[r->n_page++];
+        if (!e->g) {
+            pe->id = e->c->id;
+            r->ids[r->n_ids++] = e->c->id;
+            continue;
+        }
+        group *g = e->g;
+        pe->group = true;
+        pe->id = g->id;
+        snprintf(pe->name, sizeof pe->name, "%s", g->name);
+        pe->rate = group_settle(d, g);
+        snprintf(pe->mode, sizeof pe->mode, "%s",
+                 g->own ? mode_name(g->own->mode)
+                 : g->t ? g->t->mode
+                        : "");
+        pe->dead = g->t ? g->t->dead : 0;
+        customer **own = members + g->first;
+        qsort(own, g->filled, sizeof *own, member_cmp);
+        pe->n_members = g->filled;
+        pe->n_listed = g->filled < STATUS_MAX_ENDPOINTS ? g->filled : STATUS_MAX_ENDPOINTS;
+        budget -= pe->n_listed = pe->n_listed < budget ? pe->n_listed : budget;
+        pe->members = malloc(g->filled * sizeof *pe->members);
+        if (!pe->members)
+            goto out;
+        for (size_t k = 0; k < g->filled; k++)
+            pe->members[k] = own[k]->id;
+        for (size_t k = 0; k < pe->n_listed; k++)
+            r->ids[r->n_ids++] = own[k]->id;
+    }
+    rc = 0;
+out:
+    free(tids);
+    free(groups);
+    free(members);
     free(all);
-    return 0;
+    return rc;
 }
 
 /* ---- writing the answer ------------------------------------------------------------------- */
@@ -398,14 +673,6 @@ static int find_row(const PGresult *res, int64_t id)
         if (row_i64(res, i, SQL_STATUS_CUSTOMERS_C_CUSTOMER_ID) == id)
             return i;
     return -1;
-}
-
-static void put_col_num(strbuf *j, const PGresult *res, int row, int col)
-{
-    if (row < 0 || PQgetisnull(res, row, col))
-        strbuf_puts(j, "null");
-    else
-        put_num(j, strtod(PQgetvalue(res, row, col), NULL));
 }
 
 static void put_series(strbuf *j, const uint32_t *v, size_t n)
@@ -466,8 +733,77 @@ static void put_health(strbuf *j, const dispatcher *d, const customer *c, const 
     strbuf_puts(j, "}");
 }
 
+/* A customer's latest failure: the leader's own memory of it (an hour at most), else the
+ * latest attempt's as the database has it (a standby's row). */
+typedef struct last_failure {
+    const char *cls;
+    int status; /* 0: none */
+    int64_t at_us;
+    double age_s;
+} last_failure;
+
+static bool last_failure_of(const customer *c, const PGresult *res, int row, bool live, int64_t now,
+                            int64_t mono, last_failure *out)
+{
+    const activity *a = c->activity;
+    if (live && a && a->error_class[0] && mono - a->error_us < 3600LL * 1000000) {
+        *out = (last_failure){.cls = a->error_class,
+                              .status = a->error_status > 0 ? a->error_status : 0,
+                              .at_us = now - (mono - a->error_us),
+                              .age_s = (double)(mono - a->error_us) / 1e6};
+        return true;
+    }
+    if (!live && row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_CLASS)) {
+        double age_s = strtod(PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_AGE_S), NULL);
+        *out = (last_failure){
+            .cls = PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_CLASS),
+            .status = PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_STATUS)
+                          ? 0
+                          : atoi(PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_STATUS)),
+            .at_us = now - (int64_t)(age_s * 1e6),
+            .age_s = age_s};
+        return true;
+    }
+    return false;
+}
+
+/* ,"last_error":{...} or null; with the endpoint's name when given (a customer's entry). */
+static void put_last_failure(strbuf *j, const last_failure *f, const char *endpoint)
+{
+    strbuf_puts(j, ",\"last_error\":");
+    if (!f) {
+        strbuf_puts(j, "null");
+        return;
+    }
+    strbuf_puts(j, "{\"class\":");
+    put_str(j, f->cls);
+    strbuf_puts(j, ",\"status\":");
+    if (f->status > 0)
+        strbuf_printf(j, "%d", f->status);
+    else
+        strbuf_puts(j, "null");
+    strbuf_puts(j, ",\"at\":");
+    put_time(j, f->at_us);
+    strbuf_puts(j, ",\"age_s\":");
+    put_num(j, round(f->age_s * 10) / 10);
+    if (endpoint) {
+        strbuf_puts(j, ",\"endpoint\":");
+        put_str(j, endpoint);
+    }
+    strbuf_puts(j, "}");
+}
+
+/* An endpoint's name within its customer: "crm" of "acme/crm", "default" for its own. */
+static const char *endpoint_name(const customer *c)
+{
+    const char *slash = strchr(c->name, '/');
+    return slash ? slash + 1 : "default";
+}
+
+/* A customer alone (endpoint NULL: then with "endpoints": []), or one endpoint of a customer's
+ * entry (its name within the customer as "endpoint"). */
 static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGresult *res,
-                         bool live, int64_t now, int64_t mono)
+                         bool live, int64_t now, int64_t mono, const char *endpoint)
 {
     int row = find_row(res, c->id);
     const activity *a = c->activity;
@@ -561,39 +897,183 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
     put_str(j, held_reason(c));
     put_health(j, d, c, res, row, live, now, mono);
 
-    /* The latest failure: the leader's own memory of it (an hour at most), else the latest
-     * attempt's as the database has it. */
-    strbuf_puts(j, ",\"last_error\":");
-    if (live && a && a->error_class[0] && mono - a->error_us < 3600LL * 1000000) {
-        double age_s = (double)(mono - a->error_us) / 1e6;
-        strbuf_puts(j, "{\"class\":");
-        put_str(j, a->error_class);
-        strbuf_puts(j, ",\"status\":");
-        if (a->error_status > 0)
-            strbuf_printf(j, "%d", a->error_status);
-        else
-            strbuf_puts(j, "null");
-        strbuf_puts(j, ",\"at\":");
-        put_time(j, now - (mono - a->error_us));
-        strbuf_puts(j, ",\"age_s\":");
-        put_num(j, round(age_s * 10) / 10);
-        strbuf_puts(j, "}");
-    } else if (!live && row >= 0 &&
-               !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_CLASS)) {
-        double age_s = strtod(PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_AGE_S), NULL);
-        strbuf_puts(j, "{\"class\":");
-        put_str(j, PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_CLASS));
-        strbuf_puts(j, ",\"status\":");
-        put_col_num(j, res, row, SQL_STATUS_CUSTOMERS_C_LAST_ERROR_STATUS);
-        strbuf_puts(j, ",\"at\":");
-        put_time(j, now - (int64_t)(age_s * 1e6));
-        strbuf_puts(j, ",\"age_s\":");
-        put_num(j, round(age_s * 10) / 10);
-        strbuf_puts(j, "}");
+    last_failure f;
+    put_last_failure(j, last_failure_of(c, res, row, live, now, mono, &f) ? &f : NULL, NULL);
+    if (endpoint) {
+        strbuf_puts(j, ",\"endpoint\":");
+        put_str(j, endpoint);
     } else {
-        strbuf_puts(j, "null");
+        strbuf_puts(j, ",\"endpoints\":[]");
     }
     strbuf_puts(j, "}");
+}
+
+/* Its failing streak's start as the page shows it (put_health), 0 when not failing. */
+static int64_t failing_since_of(const customer *c, const PGresult *res, int row, bool live)
+{
+    if (live)
+        return is_failing(c) ? c->failing_since : 0;
+    if (row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US))
+        return row_i64(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US);
+    return 0;
+}
+
+/* A customer with endpoints (0018): its entry's figures over all of its endpoints' (summed, or
+ * the worst of them; what only one endpoint has is null), `problems` counting its endpoints per
+ * problem, then `endpoints`, the listed ones each as a customer alone's figures with its name.
+ * Endpoints removed while the database answered are left out. */
+static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGresult *res,
+                      bool live, int64_t now, int64_t mono)
+{
+    const customer *own = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < pe->n_members; i++) {
+        customer *c = customer_get(d, pe->members[i]);
+        k += c != NULL;
+        if (c && c->id == pe->id)
+            own = c;
+    }
+    bool throttled = false, all_paused = k > 0, all_disabled = k > 0, counted = live && k > 0,
+         any_partial = false, any_observed = false;
+    int in_flight = 0, per[7] = {0};
+    int64_t due = 0, delayed = 0, dead = pe->dead, oldest_us = 0, counts_at = 0, since = 0;
+    uint64_t obs_count = 0;
+    int64_t obs_ms = 0;
+    double obs_rate = 0;
+    breaker_state worst = BREAKER_CLOSED;
+    last_failure newest = {0};
+    const char *newest_ep = NULL;
+    static const unsigned flags[7] = {STATUS_DISABLED,     STATUS_HELD,   STATUS_FAILING,
+                                      STATUS_BREAKER_OPEN, STATUS_PAUSED, STATUS_THROTTLED,
+                                      STATUS_HALF_OPEN};
+    static const char *const flag_names[7] = {"disabled", "held",      "failing",  "breaker_open",
+                                              "paused",   "throttled", "half_open"};
+    for (size_t i = 0; i < pe->n_members; i++) {
+        const customer *c = customer_get(d, pe->members[i]);
+        if (!c)
+            continue;
+        int row = find_row(res, c->id);
+        double eff = effective_rate(c);
+        if (!live && row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_EFFECTIVE_RATE))
+            eff = strtod(PQgetvalue(res, row, SQL_STATUS_CUSTOMERS_C_EFFECTIVE_RATE), NULL);
+        throttled = throttled || (live ? is_throttled(c, now) : eff < c->rate);
+        all_paused = all_paused && c->paused_stored && !c->disabled;
+        all_disabled = all_disabled && c->disabled;
+        in_flight += c->in_flight;
+        unsigned pr = problems(c, now, live);
+        for (int f = 0; f < 7; f++)
+            per[f] += (pr & flags[f]) != 0;
+        if (c->breaker.state == BREAKER_OPEN ||
+            (c->breaker.state == BREAKER_HALF_OPEN && worst == BREAKER_CLOSED))
+            worst = c->breaker.state;
+        int64_t fs = failing_since_of(c, res, row, live);
+        if (fs > 0 && (since == 0 || fs < since))
+            since = fs;
+        if (live) {
+            activity_window w = observed_window(d, c, mono);
+            int64_t ms = (w.us + 500) / 1000;
+            obs_count += w.count;
+            obs_ms = ms > obs_ms ? ms : obs_ms;
+            any_partial = any_partial || w.partial;
+            if (ms >= ACTIVITY_MIN_WINDOW_US / 1000) {
+                obs_rate += round((double)w.count * 60000.0 / (double)ms * 10) / 10;
+                any_observed = true;
+            }
+        }
+        if (c->stat_at_us <= 0)
+            counted = false;
+        due += c->stat_due;
+        delayed += c->stat_delayed;
+        dead += c->stat_dead;
+        if (c->stat_oldest_due_us > 0 && (oldest_us == 0 || c->stat_oldest_due_us < oldest_us))
+            oldest_us = c->stat_oldest_due_us;
+        if (counts_at == 0 || c->stat_at_us < counts_at)
+            counts_at = c->stat_at_us;
+        last_failure f;
+        if (last_failure_of(c, res, row, live, now, mono, &f) &&
+            (!newest_ep || f.at_us > newest.at_us)) {
+            newest = f;
+            newest_ep = endpoint_name(c);
+        }
+    }
+
+    strbuf_puts(j, "{\"name\":");
+    put_str(j, pe->name);
+    strbuf_puts(j, ",\"mode\":");
+    put_str(j, pe->mode[0] ? pe->mode : NULL);
+    strbuf_puts(j, ",\"rate\":");
+    if (pe->rate > 0)
+        put_num(j, pe->rate);
+    else
+        strbuf_puts(j, "null");
+    strbuf_puts(j, ",\"burst\":");
+    if (own)
+        strbuf_printf(j, "%d", own->burst);
+    else
+        strbuf_puts(j, "null");
+    /* The limit is shared; each endpoint has its own effective rate. */
+    strbuf_printf(j,
+                  ",\"effective_rate\":null,\"throttled\":%s,\"period_ms\":null,"
+                  "\"allowance\":null,\"max_in_flight\":null",
+                  throttled ? "true" : "false");
+    strbuf_puts(j, ",\"observed_per_minute\":");
+    if (live) {
+        if (any_observed)
+            put_num(j, round(obs_rate * 10) / 10);
+        else
+            strbuf_puts(j, "null");
+        strbuf_printf(j, ",\"observed_count\":%" PRIu64 ",\"observed_window_s\":", obs_count);
+        put_num(j, (double)obs_ms / 1000);
+        strbuf_printf(j, ",\"observed_partial\":%s", any_partial ? "true" : "false");
+    } else {
+        strbuf_puts(j, "null,\"observed_count\":null,\"observed_window_s\":null,"
+                       "\"observed_partial\":null");
+    }
+    strbuf_puts(j, ",\"gaps_ms\":null,\"tick_counts\":null,\"in_flight\":");
+    if (live)
+        strbuf_printf(j, "%d", in_flight);
+    else
+        strbuf_puts(j, "null");
+    if (counted) {
+        strbuf_printf(j, ",\"due\":%" PRId64 ",\"delayed\":%" PRId64 ",\"dead\":%" PRId64, due,
+                      delayed, dead);
+        strbuf_puts(j, ",\"oldest_due_s\":");
+        if (oldest_us > 0)
+            put_num(j, round((double)(now - oldest_us) / 1e5) / 10);
+        else
+            strbuf_puts(j, "null");
+        strbuf_puts(j, ",\"counts_at\":");
+        put_time(j, counts_at);
+    } else {
+        strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
+                       "\"counts_at\":null");
+    }
+    strbuf_puts(j, ",\"breaker\":");
+    put_str(j, breaker_state_name(worst));
+    strbuf_printf(j, ",\"breaker_open_until\":null,\"paused\":%s,\"disabled\":%s,\"held\":null",
+                  all_paused ? "true" : "false", all_disabled ? "true" : "false");
+    /* The worst of its endpoints' health: disabled (every one), failing (one at least, since
+     * the earliest streak), else ok. */
+    strbuf_puts(j, ",\"health\":{\"state\":");
+    put_str(j, all_disabled ? "disabled" : since > 0 || per[0] > 0 ? "failing" : "ok");
+    strbuf_puts(j, ",\"failing_since\":");
+    put_time(j, since);
+    strbuf_puts(j, ",\"failures_in_a_row\":null,\"disabled_at\":null,"
+                   "\"expected_disable_at\":null,\"recovered_at\":null}");
+    put_last_failure(j, newest_ep ? &newest : NULL, newest_ep);
+    strbuf_puts(j, ",\"problems\":{");
+    for (int f = 0; f < 7; f++)
+        strbuf_printf(j, "%s\"%s\":%d", f ? "," : "", flag_names[f], per[f]);
+    strbuf_printf(j, "},\"endpoints_total\":%zu,\"endpoints\":[", k);
+    for (size_t i = 0, listed = 0; i < pe->n_listed; i++) {
+        const customer *c = customer_get(d, pe->members[i]);
+        if (!c)
+            continue;
+        if (listed++)
+            strbuf_puts(j, ",");
+        put_customer(j, d, c, res, live, now, mono, endpoint_name(c));
+    }
+    strbuf_puts(j, "]}");
 }
 
 typedef struct carrier_rank {
@@ -699,9 +1179,10 @@ static void status_answer(status_req *r)
     put_str(&j, leader);
 
     strbuf_printf(&j,
-                  ",\"totals\":{\"customers\":%zu,\"matched\":%zu,\"paused\":%d,\"disabled\":%d,"
-                  "\"held\":%d,\"breaker_open\":%d,\"throttled\":",
-                  r->total, r->matched, r->paused, r->disabled, r->held, r->breaker_open);
+                  ",\"totals\":{\"customers\":%zu,\"endpoints\":%zu,\"matched\":%zu,"
+                  "\"paused\":%d,\"disabled\":%d,\"held\":%d,\"breaker_open\":%d,\"throttled\":",
+                  r->total, r->endpoints, r->matched, r->paused, r->disabled, r->held,
+                  r->breaker_open);
     /* Throttling is the leader's (a standby paces nothing: its own count would be 0), as is
      * what is in flight. */
     if (live)
@@ -730,13 +1211,17 @@ static void status_answer(status_req *r)
     put_str(&j, r->q.filter);
     strbuf_puts(&j, "},\"customers\":[");
     size_t listed = 0;
-    for (size_t i = 0; i < r->n_ids; i++) {
-        customer *c = customer_get(d, r->ids[i]);
-        if (!c)
+    for (size_t i = 0; i < r->n_page; i++) {
+        const page_entry *pe = &r->page[i];
+        customer *c = pe->group ? NULL : customer_get(d, pe->id);
+        if (!pe->group && !c)
             continue; /* removed while the database answered */
         if (listed++)
             strbuf_puts(&j, ",");
-        put_customer(&j, d, c, db ? r->customers : NULL, live, now, mono);
+        if (pe->group)
+            put_group(&j, d, pe, db ? r->customers : NULL, live, now, mono);
+        else
+            put_customer(&j, d, c, db ? r->customers : NULL, live, now, mono, NULL);
     }
     strbuf_puts(&j, "]");
     put_carriers(&j, d);
@@ -755,6 +1240,9 @@ static void status_req_free(status_req *r)
         PQclear(r->instances);
     if (r->customers)
         PQclear(r->customers);
+    for (size_t i = 0; i < r->n_page; i++)
+        free(r->page[i].members);
+    free(r->page);
     free(r->ids);
     free(r);
 }

@@ -11,9 +11,11 @@ the DOM contract the page promises (data-* attributes): every customer listed wi
 and rate, numbers changing from one poll to the next, the throttled customer's effective rate
 shown below its configured rate, the carrier and dead-letter count, the failing customer's
 health in the State column (failing since when, the disable estimate) and first by state,
-filtering and sorting (server side, state kept across a reload), and that no signing secret, token or payload ever
-reaches the page or /v1/status. The browser must report no Content-Security-Policy violation,
-no uncaught exception and no request outside the dispatcher's origin. It saves a screenshot
+filtering and sorting (server side, state kept across a reload), a customer with endpoints
+(migration 0018) as one row that expands to its endpoints' rows and collapses again, and that no
+signing secret, token or payload ever reaches the page or /v1/status. The browser must report
+no Content-Security-Policy violation, no uncaught exception and no request outside the
+dispatcher's origin. It saves a screenshot
 (the README's picture): $PGPACE_SCREENSHOT, else --screenshot PATH (meson gives one in the
 build directory), never in the source tree.
 
@@ -70,6 +72,13 @@ ITEMS = {"acme-orders": 600, "acme-billing": 300, "globex": 1500, "initech": 400
          "umbrella": 300, "hooli": 300}
 NUMERIC_FIELDS = ("rate", "effective_rate", "observed", "due", "in_flight", "delayed", "dead",
                   "oldest_due")
+# A customer with endpoints (0018), made in SQL (pgpace.endpoint_add): no receiver of its own,
+# a limit over its endpoints, two endpoints each with its own rate, and events for both.
+GROUP = "stark"
+GROUP_RATE = 100
+GROUP_ENDPOINTS = {"bill": 30, "crm": 60}  # name -> rate per minute
+GROUP_EVENTS = 300
+ALL = sorted(list(CUSTOMERS) + [GROUP])
 
 CHECKS = [
     "setup: database migrated, receiver, customers, carrier and backlog",
@@ -79,6 +88,7 @@ CHECKS = [
     "/v1/status lists every customer as configured",
     "page loads in chromium and renders a first poll without error",
     "every customer listed with its mode and configured rate",
+    "a customer with endpoints is one row that expands to its endpoints' rows and collapses",
     "this instance shown as leader",
     "carrier row and dead-letter count shown",
     "numbers change between two polls",
@@ -280,6 +290,15 @@ class World:
             if not found:
                 raise Abort(f"no whsec_ secret in `customer get {name} --show-secrets`:\n{out}")
             self.secrets[name] = found
+        sql = [f"SELECT pgpace.customer_set('{GROUP}', rate_per_minute => {GROUP_RATE})"]
+        for ep, rate in GROUP_ENDPOINTS.items():
+            sql.append(f"SELECT pgpace.endpoint_add('{GROUP}', '{ep}', "
+                       f"'{receiver_url}/c/{GROUP}-{ep}', {rate})")
+        sql.append(f"SELECT count(pgpace.enqueue('{GROUP}', jsonb_build_object('n', i, 'note', "
+                   f"'{self.marker}'), kind => 'order.created')) "
+                   f"FROM generate_series(1, {GROUP_EVENTS}) i")
+        run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.db]
+            + [a for s in sql for a in ("-c", s)])
         self.cli("carrier", "set", CARRIER[0], "--max-per-round", str(CARRIER[1]),
                  "--max-in-flight", str(CARRIER[2]))
         items = os.path.join(self.tmp, "items.jsonl")
@@ -474,7 +493,10 @@ def tests(tap, w):
         tap.require(False, str(e))
     tap.result(True, f"database {w.db}; receiver {receiver_url}; customers: " + "; ".join(
         f"{n} {m} {r}/{'tick' if m == 'batch' else 'min'}, {ITEMS[n]} items, receiver {b}"
-        for n, (m, r, b) in CUSTOMERS.items()))
+        for n, (m, r, b) in CUSTOMERS.items())
+        + f"; {GROUP} (no receiver of its own, {GROUP_RATE}/min over its endpoints "
+        + ", ".join(f"{e} {r}/min" for e, r in GROUP_ENDPOINTS.items())
+        + f"), {GROUP_EVENTS} events")
 
     # 2. dispatcher
     tap.check("dispatcher leads")
@@ -513,9 +535,13 @@ def tests(tap, w):
     try:
         doc = json.loads(body)
         listed = {c["name"]: c for c in doc.get("customers") or []}
-        ok = (status == 200 and set(listed) == set(CUSTOMERS)
+        ok = (status == 200 and set(listed) == set(ALL)
               and all(listed[n]["mode"] == m and listed[n]["rate"] == r
+                      and listed[n]["endpoints"] == []
                       for n, (m, r, _) in CUSTOMERS.items())
+              and listed[GROUP]["rate"] == GROUP_RATE
+              and [(e["name"], e["endpoint"], e["rate"]) for e in listed[GROUP]["endpoints"]]
+              == [(f"{GROUP}/{e}", e, r) for e, r in sorted(GROUP_ENDPOINTS.items())]
               and doc.get("role") == "leader" and doc.get("instance") == INSTANCE)
         diag = "" if ok else f"status {status}: {body[:1500]}"
         poll_ms = doc.get("poll_ms")
@@ -543,8 +569,8 @@ def tests(tap, w):
     tap.check("every customer listed")
     rows = rows_by_name(dom)
     problems = []
-    if set(rows) != set(CUSTOMERS):
-        problems.append(f"rows {sorted(rows)}, expected {sorted(CUSTOMERS)}")
+    if set(rows) != set(ALL):
+        problems.append(f"rows {sorted(rows)}, expected {ALL}")
     for name, (mode, rate, _) in CUSTOMERS.items():
         if name not in rows:
             continue
@@ -561,6 +587,65 @@ def tests(tap, w):
         if cell(r, "rate") != rate:
             problems.append(f"{name}: rate data-value {cell(r, 'rate')}, expected {rate}")
     tap.result(not problems, "\n".join(problems))
+
+    # 6b. the customer with endpoints: one row, its toggle shows its endpoints' rows after it
+    tap.check("a customer with endpoints")
+    group_js = f"""(() => {{
+        const tr = document.querySelector('#customers tr[data-customer="{GROUP}"]');
+        if (!tr) return null;
+        const t = tr.querySelector('button.toggle');
+        const eps = [];
+        for (let n = tr.nextElementSibling; n && n.dataset.endpoint; n = n.nextElementSibling) {{
+          const v = f => {{ const td = n.querySelector(`td[data-field="${{f}}"]`);
+                           return td ? td.dataset.value : null; }};
+          eps.push({{name: n.dataset.endpoint, parent: n.dataset.parent,
+                    shown: n.querySelector('td[data-field="name"]').textContent.trim(),
+                    rate: v('rate'), due: v('due'),
+                    state: n.querySelector('td[data-field="state"]').dataset.state}});
+        }}
+        const toggles = [...document.querySelectorAll('#customers tr[data-customer] button.toggle')]
+            .filter(b => !b.hidden).map(b => b.closest('tr').dataset.customer);
+        return {{expanded: t ? t.getAttribute('aria-expanded') : null,
+                endpoints: tr.dataset.endpoints,
+                rate: tr.querySelector('td[data-field="rate"]').dataset.value,
+                name: tr.querySelector('td[data-field="name"]').textContent.trim(),
+                rows: eps, all: document.querySelectorAll('#customers tr[data-endpoint]').length,
+                toggles, hash: location.hash}};
+    }})()"""
+    toggle_js = (f"document.querySelector('#customers tr[data-customer=\"{GROUP}\"] "
+                 f"button.toggle').click()")
+    want_eps = json.dumps([f"{GROUP}/{e}" for e in sorted(GROUP_ENDPOINTS)]).replace(" ", "")
+    try:
+        before = page.evaluate(group_js)
+        closed = (before is not None and before["expanded"] == "false" and before["all"] == 0
+                  and before["endpoints"] == str(len(GROUP_ENDPOINTS))
+                  and before["toggles"] == [GROUP] and num(before["rate"]) == GROUP_RATE)
+        page.evaluate(toggle_js)
+        opened = page.wait_for(
+            f"""(() => {{ const v = {group_js};
+            return v && v.expanded === 'true'
+              && JSON.stringify(v.rows.map(r => r.name)) === {json.dumps(want_eps)}
+              && v.all === {len(GROUP_ENDPOINTS)}
+              && v.rows.every(r => r.parent === '{GROUP}' && r.rate !== '' && r.state)
+              && /expand={GROUP}/.test(v.hash) ? v : null; }})()""",
+            POLL_WAIT_S, f"{GROUP}'s endpoints' rows after its row")
+        rates = {r["name"]: num(r["rate"]) for r in opened["rows"]}
+        shown = [r["shown"] for r in opened["rows"]]
+        polls = page.evaluate("Number(document.body.dataset.polls)")
+        # Kept open across polls (the rows are updated in place).
+        page.wait_for(f"Number(document.body.dataset.polls) > {polls} && "
+                      f"document.querySelectorAll('#customers tr[data-endpoint]').length === "
+                      f"{len(GROUP_ENDPOINTS)}", POLL_WAIT_S,
+                      "the endpoints' rows after the next poll")
+        page.evaluate(toggle_js)
+        page.wait_for(f"""(() => {{ const v = {group_js};
+            return v && v.expanded === 'false' && v.all === 0; }})()""",
+                      POLL_WAIT_S, f"{GROUP}'s endpoints' rows gone")
+        ok = (closed and rates == {f"{GROUP}/{e}": r for e, r in GROUP_ENDPOINTS.items()}
+              and shown == sorted(GROUP_ENDPOINTS))
+        tap.result(ok, f"closed {json.dumps(before)}; opened {json.dumps(opened)}")
+    except CDPError as e:
+        tap.result(False, f"{e}; now {json.dumps(page.evaluate(group_js))}")
 
     # 7. instances
     tap.check("this instance")
@@ -693,7 +778,7 @@ def tests(tap, w):
         order = page.wait_for(f"""(() => {{ const o = {order_js};
             const th = document.querySelector('th[data-sort="state"]');
             const ok = o.map(x => x[1] === 'ok');
-            return th.getAttribute('aria-sort') === 'ascending' && o.length === {len(CUSTOMERS)}
+            return th.getAttribute('aria-sort') === 'ascending' && o.length === {len(ALL)}
               && o[0][0] === '{FAILING}' && ok.every((x, i) => i === 0 || !ok[i - 1] || x) && o; }})()""",
                               POLL_WAIT_S, "rows by state, problems first")
         tap.result(bool(shown), f"by state: {json.dumps(order)}")
@@ -737,7 +822,7 @@ def tests(tap, w):
     tap.check("sorting by rate")
     page.evaluate("""(() => { const f = document.getElementById('filter');
         f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()""")
-    page.wait_for(f"{names_js} === {json.dumps(json.dumps(sorted(CUSTOMERS)).replace(' ', ''))}",
+    page.wait_for(f"{names_js} === {json.dumps(json.dumps(ALL).replace(' ', ''))}",
                   POLL_WAIT_S, "all rows again after clearing the filter")
     order_js = """[...document.querySelectorAll('#customers tr[data-customer]')].map(tr => {
         const td = tr.querySelector('td[data-field="rate"]');
@@ -749,7 +834,7 @@ def tests(tap, w):
                 const o = {order_js};
                 const v = o.map(x => x[1] === '' || x[1] === null ? -Infinity : Number(x[1]));
                 return th.getAttribute('aria-sort') === 'descending'
-                  && o.length === {len(CUSTOMERS)} && v.every((x, i) => i === 0 || v[i - 1] >= x)
+                  && o.length === {len(ALL)} && v.every((x, i) => i === 0 || v[i - 1] >= x)
                   && o[0][0] === 'acme-orders'; }})()""",
             POLL_WAIT_S, "rows by rate, descending, and aria-sort")
         tap.result(True, f"order {page.evaluate(order_js)}")
@@ -773,7 +858,7 @@ def tests(tap, w):
         page_challenged = any(c[2] == w.base + "/" for c in login.auth_challenges)
         polls_challenged = [c for c in login.auth_challenges if "/v1/status" in c[2]]
         tap.result(login_status == 200 and state["error"] == ""
-                   and state["rows"] == len(CUSTOMERS) and schemes == ["basic"]
+                   and state["rows"] == len(ALL) and schemes == ["basic"]
                    and page_challenged and not polls_challenged and not w.browser.post_errors,
                    f"document {login_status}; {json.dumps(state)}; challenges "
                    f"{login.auth_challenges}; errors {w.browser.post_errors}")
@@ -785,8 +870,16 @@ def tests(tap, w):
     # Back to the default view (no hash) for the secrets check and the screenshot.
     page.navigate(w.base + "/")
     page.wait_for(f"Number(document.body.dataset.polls || 0) >= 2 && {names_js} === "
-                  f"{json.dumps(json.dumps(sorted(CUSTOMERS)).replace(' ', ''))}",
+                  f"{json.dumps(json.dumps(ALL).replace(' ', ''))}",
                   POLL_WAIT_S, "the default view after navigating to / again")
+    # For the screenshot (check 6b asserted it): the customer with endpoints expanded.
+    try:
+        page.evaluate(f"document.querySelector('#customers tr[data-customer=\"{GROUP}\"] "
+                      f"button.toggle').click()")
+        page.wait_for("document.querySelectorAll('#customers tr[data-endpoint]').length === "
+                      f"{len(GROUP_ENDPOINTS)}", POLL_WAIT_S, f"{GROUP} expanded")
+    except CDPError as e:
+        tap.diag(str(e))
     if throttle_shown:
         # For the screenshot only (check 11 asserted it): show the throttled customer.
         try:

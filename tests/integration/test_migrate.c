@@ -395,13 +395,14 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 59); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 62); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +12 endpoints (16_endpoints.sql,
                                         new_signing_secret, estimate_receiver and the
                                         estimate_send_time of one endpoint); +4 endpoint_list,
                                         endpoint_pause, endpoint_disable, endpoint_enable
-                                        (17_endpoint_admin) */
+                                        (17_endpoint_admin); +3 endpoint_gone,
+                                        backfill_candidates, recover_endpoint (recover) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {

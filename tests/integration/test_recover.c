@@ -1,6 +1,8 @@
 /* test_recover.c - `pgpace recover` and pgpace.recover against a real server, a running
  * dispatcher and a real receiver: which items of a window are sent again, with which
- * webhook-id, at which pace, behind live traffic; dry runs; days no longer kept; bad input. */
+ * webhook-id, at which pace, behind live traffic; dry runs; days no longer kept; bad input;
+ * endpoints (0018): an endpoint's deliveries recovered and the events it has none of
+ * back-filled (`--endpoint`), events and what deleted endpoints left never sent again. */
 #include "fixture.h"
 
 #include <stdlib.h>
@@ -482,6 +484,252 @@ static void dropped_days_are_reported(void **state)
     free(day);
 }
 
+/* An endpoint (0018) of customer `customer`, receiving at /e/<endpoint>; `events` is its
+ * subscription (SQL array literal, or NULL), `filter` its payload filter (JSON, or NULL). */
+static void endpoint(fx *f, const char *customer, const char *name, const char *events,
+                     const char *filter)
+{
+    char path[64], url[160];
+    snprintf(path, sizeof path, "/e/%s", name);
+    receiver_url(f->recv, path, url, sizeof url);
+    tl_exec(f->db->conn,
+            "SELECT pgpace.endpoint_add('%s', '%s', '%s', 600, event_types => %s%s%s, "
+            "payload_filter => %s%s%s)",
+            customer, name, url, events ? "'" : "", events ? events : "NULL", events ? "'" : "",
+            filter ? "'" : "", filter ? filter : "NULL", filter ? "'" : "");
+}
+
+/* Enqueues one event of `kind` to `customer` (payload JSON); returns its id (the event's). */
+static long long event(fx *f, const char *customer, const char *kind, const char *payload)
+{
+    return tl_query_int(f->db->conn, "SELECT pgpace.enqueue('%s', '%s', kind => '%s')", customer,
+                        payload, kind);
+}
+
+/* The delivery of event `ev` made for row `row` (a customer's or an endpoint's full name). */
+static long long delivery_of(fx *f, long long ev, const char *row)
+{
+    return tl_query_int(f->db->conn,
+                        "SELECT i.id FROM pgpace.item i JOIN pgpace.customer c ON c.id = "
+                        "i.customer_id WHERE i.event_id = %lld AND c.name = '%s'",
+                        ev, row);
+}
+
+/* What became of a queued delivery before the dispatcher ran: 'delivered' (an attempt that
+ * succeeded under its row, no queue row) or 'dead' (an attempt that failed, a dead letter). */
+static void settle(fx *f, long long item, const char *state)
+{
+    bool dead = strcmp(state, "dead") == 0;
+    tl_exec(f->db->conn,
+            "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, "
+            "duration_ms, http_status, outcome) SELECT q.item_id, q.customer_id, 1, now(), 5, %d, "
+            "'%s' FROM pgpace.queue q WHERE q.item_id = %lld",
+            dead ? 500 : 200, dead ? "dead" : "success", item);
+    if (dead)
+        tl_exec(f->db->conn,
+                "INSERT INTO pgpace.dead_letter (item_id, customer_id, attempts, last_status, "
+                "last_error) SELECT q.item_id, q.customer_id, 1, 500, 'HTTP 500' FROM "
+                "pgpace.queue q WHERE q.item_id = %lld",
+                item);
+    tl_exec(f->db->conn, "DELETE FROM pgpace.queue WHERE item_id = %lld", item);
+}
+
+/* The webhook-ids a receiver path got, in arrival order; returns how many. */
+static size_t ids_at(fx *f, const char *prefix, long long *ids, size_t max)
+{
+    size_t n = 0, total = receiver_count(f->recv, NULL);
+    for (size_t i = 0; i < total && n < max; i++) {
+        receiver_request rq;
+        if (receiver_get(f->recv, i, &rq) != 0)
+            break;
+        free(rq.body);
+        if (strncmp(rq.path, prefix, strlen(prefix)) == 0)
+            ids[n++] = atoll(rq.webhook_id + 4);
+    }
+    return n;
+}
+
+/* `recover --endpoint`: a customer without a receiver of its own has nothing to recover by
+ * itself; its endpoint crm gets its dead-lettered delivery again; bill, added after two invoice
+ * events that matched no endpoint then, is back-filled with the one its filter matches (not the
+ * other region's, not an order, not one past its deadline), once: a second run finds nothing,
+ * and the event counts its new delivery. */
+static void endpoint_is_recovered_and_backfilled(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    keep_yesterday(f);
+    tl_exec(c, "SELECT pgpace.customer_set('shop', rate_per_minute => 600)");
+    endpoint(f, "shop", "crm", "{order.*}", NULL);
+    long long o1 = event(f, "shop", "order.created", "{\"n\": 1}");
+    long long o2 = event(f, "shop", "order.paid", "{\"n\": 2}");
+    long long eu = event(f, "shop", "invoice.paid", "{\"region\": \"eu\", \"n\": 3}");
+    long long us = event(f, "shop", "invoice.paid", "{\"region\": \"us\", \"n\": 4}");
+    long long late = event(f, "shop", "invoice.paid", "{\"region\": \"eu\", \"n\": 5}");
+    tl_exec(c, "UPDATE pgpace.item SET expires_at = now() - interval '1 minute' WHERE id = %lld",
+            late);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item WHERE id IN (%lld, %lld, "
+                                  "%lld) AND fanout = 0",
+                                  eu, us, late),
+                     3);
+    settle(f, delivery_of(f, o1, "shop/crm"), "delivered");
+    long long dead = delivery_of(f, o2, "shop/crm");
+    settle(f, dead, "dead");
+    endpoint(f, "shop", "bill", "{invoice.*}", "{\"region\": \"eu\"}");
+    char *since = tl_query_str(c, "SELECT (" SINCE_SQL ")::text");
+
+    /* The customer's own row has no receiver: nothing of it is sent again. */
+    tl_proc p = recover(f, TL_ARGV("--customer", "shop", "--since", since, "--all"));
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "pgpace recover: customer 'shop' has no receiver of its own (no "
+                              "webhook URL): recover one of its endpoints");
+    tl_assert_contains(p.err, "--endpoint NAME");
+    tl_proc_free(&p);
+    /* Dry runs count and change nothing. */
+    const char *state_sql = "SELECT (SELECT count(*) FROM pgpace.item) * 100 + (SELECT count(*) "
+                            "FROM pgpace.queue) * 10 + (SELECT count(*) FROM pgpace.dead_letter)";
+    long long before = tl_query_int(c, "%s", state_sql);
+    p = recover(f,
+                TL_ARGV("--customer", "shop", "--endpoint", "bill", "--since", since, "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 0 dead-lettered item(s) to send; nothing was changed\n"
+                              "dry run: 1 event(s) to back-fill (no delivery for endpoint bill "
+                              "yet)\n");
+    tl_assert_contains(p.out, "past their own deadline (expires_at; skipped, never sent late): 1");
+    tl_proc_free(&p);
+    p = recover(f, TL_ARGV("--customer", "shop", "--endpoint", "crm", "--since", since, "--all",
+                           "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 2 item(s) to send; nothing was changed\n"
+                              "dry run: 0 event(s) to back-fill");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c, "%s", state_sql), before);
+
+    fx_run(f, NULL);
+    p = recover(f, TL_ARGV("--customer", "shop", "--endpoint", "bill", "--since", since));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 0 dead-lettered item(s)\n"
+                              "back-filled 1 event(s) that had no delivery for endpoint bill\n"
+                              "sent: at the endpoint's own rate, behind its live traffic\n");
+    tl_proc_free(&p);
+    assert_int_equal(receiver_wait(f->recv, "/e/bill", 1, 15000), 1);
+    receiver_request rq;
+    assert_int_equal(receiver_get(f->recv, 0, &rq), 0);
+    char want_id[40];
+    snprintf(want_id, sizeof want_id, "msg_%lld", eu);
+    assert_string_equal(rq.path, "/e/bill");
+    assert_string_equal(rq.webhook_id, want_id); /* the event's, as every delivery of it */
+    tl_assert_contains(rq.body, "\"region\": \"eu\"");
+    free(rq.body);
+    /* Dated as its event, in its event's day; counted in the event's fanout. */
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.item d JOIN pgpace.item e ON e.id = "
+                                  "d.event_id WHERE e.id = %lld AND d.payload IS NULL AND "
+                                  "d.created_at = e.created_at AND pgpace.item_id_day(d.id) = "
+                                  "pgpace.item_id_day(e.id) AND e.fanout = 1",
+                                  eu),
+                     1);
+    assert_int_equal(tl_query_int(c, "SELECT fanout FROM pgpace.item WHERE id = %lld", us), 0);
+    /* Once: the next run finds the delivery. */
+    p = recover(f, TL_ARGV("--customer", "shop", "--endpoint", "bill", "--since", since));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 0 dead-lettered item(s)\nback-filled 0 event(s)");
+    tl_proc_free(&p);
+
+    /* crm: its dead-lettered delivery again, with its event's webhook-id; nothing to back-fill
+     * (both orders have a delivery for it). */
+    p = recover(f, TL_ARGV("--customer", "shop", "--endpoint", "crm", "--since", since));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 1 dead-lettered item(s)\n"
+                              "back-filled 0 event(s) that had no delivery for endpoint crm\n");
+    tl_proc_free(&p);
+    assert_int_equal(receiver_wait(f->recv, "/e/crm", 1, 15000), 1);
+    long long got[8];
+    assert_int_equal(ids_at(f, "/e/crm", got, 8), 1);
+    assert_int_equal(got[0], o2);
+    assert_int_equal(
+        tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter WHERE item_id = %lld", dead), 0);
+    /* Nothing else went anywhere: bill got its one, the events were never sent themselves. */
+    assert_int_equal(receiver_wait(f->recv, "/e/bill", 2, 1000), 1);
+    free(since);
+}
+
+/* A customer with its own receiver and an endpoint: `recover --customer` (its own receiver)
+ * never sends an event itself, nor a delivery its deleted endpoint left on its row (dead letter
+ * endpoint_deleted, or one the endpoint had attempted); `--endpoint default` back-fills its own
+ * receiver like any endpoint. */
+static void events_and_leftovers_are_not_recovered(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    keep_yesterday(f);
+    fx_customer(f, "acme", TL_ARGV("--rate", "600"));
+    endpoint(f, "acme", "crm", NULL, NULL);
+    endpoint(f, "acme", "gone", NULL, NULL);
+    long long e1 = event(f, "acme", "a", "{\"n\": 1}");
+    long long e2 = event(f, "acme", "b", "{\"n\": 2}");
+    /* acme's own delivery of e1 delivered, of e2 dead; crm's delivered; gone's of e1 failed
+     * (attempted under gone's row, dead-lettered), of e2 still queued. */
+    settle(f, delivery_of(f, e1, "acme"), "delivered");
+    long long own_dead = delivery_of(f, e2, "acme");
+    settle(f, own_dead, "dead");
+    settle(f, delivery_of(f, e1, "acme/crm"), "delivered");
+    settle(f, delivery_of(f, e2, "acme/crm"), "delivered");
+    settle(f, delivery_of(f, e1, "acme/gone"), "dead");
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.endpoint_delete('acme', 'gone', true)"), 1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter d JOIN "
+                                     "pgpace.customer c ON c.id = d.customer_id WHERE c.name = "
+                                     "'acme'"),
+                     3);
+    char *since = tl_query_str(c, "SELECT (" SINCE_SQL ")::text");
+    /* --failed: its own dead letter only; --all: its own two deliveries, not the events, not
+     * what `gone` left. */
+    tl_proc p = recover(f, TL_ARGV("--customer", "acme", "--since", since, "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 1 dead-lettered item(s) to send");
+    tl_proc_free(&p);
+    p = recover(f, TL_ARGV("--customer", "acme", "--since", since, "--all", "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 2 item(s) to send");
+    tl_proc_free(&p);
+    /* Its own receiver as an endpoint: the same two, and no event lacks a delivery for it. */
+    p = recover(f, TL_ARGV("--customer", "acme", "--endpoint", "default", "--since", since, "--all",
+                           "--dry-run"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "dry run: 2 item(s) to send; nothing was changed\n"
+                              "dry run: 0 event(s) to back-fill");
+    tl_proc_free(&p);
+    p = recover(f, TL_ARGV("--customer", "acme", "--since", since, "--all"));
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "recovered 2 item(s)");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(c,
+                                  "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i ON "
+                                  "i.id = q.item_id WHERE i.fanout IS NOT NULL OR i.id IN (SELECT "
+                                  "d.item_id FROM pgpace.dead_letter d)"),
+                     0);
+    /* The two dead letters `gone` left stay for the operator. */
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.dead_letter"), 2);
+    /* Bad input about endpoints names the flag. */
+    p = recover(f, TL_ARGV("--customer", "acme", "--endpoint", "gone", "--since", since));
+    assert_int_equal(p.status, 2);
+    tl_assert_contains(p.err, "pgpace recover: --endpoint: customer 'acme' has no endpoint "
+                              "'gone'");
+    tl_proc_free(&p);
+    p = recover(f, TL_ARGV("--endpoint", "crm", "--since", since));
+    assert_int_equal(p.status, 2);
+    tl_assert_contains(p.err, "--endpoint needs --customer");
+    tl_proc_free(&p);
+    p = recover(f, TL_ARGV("--customer", "ghost", "--endpoint", "crm", "--since", since));
+    assert_int_equal(p.status, 2);
+    tl_assert_contains(p.err, "pgpace recover: --customer: unknown customer 'ghost'");
+    tl_proc_free(&p);
+    tl_expect_sql_error(c, "SELECT * FROM pgpace.recover_endpoint('acme', NULL, now())", "22004",
+                        "endpoint must not be null", NULL);
+    free(since);
+}
+
 /* Every bad input: exit 2 naming the flag on the CLI, a SQLSTATE naming the field in SQL. */
 static void bad_input_names_the_flag(void **state)
 {
@@ -574,6 +822,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(dropped_days_are_reported, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(deadlines_are_kept, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(bad_input_names_the_flag, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(endpoint_is_recovered_and_backfilled, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(events_and_leftovers_are_not_recovered, fx_setup,
+                                        fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

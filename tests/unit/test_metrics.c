@@ -505,6 +505,78 @@ static void owner_folded_gauges_keep_nothing_per_customer(void **state)
     metrics_free(m);
 }
 
+/* Endpoints (0018): an endpoint's value "acme/crm" renders as customer and endpoint labels, a
+ * customer's own receiver with endpoint="default" while marked (and as before once unmarked),
+ * a customer alone as before; each endpoint takes one place among the customers kept; promtool
+ * accepts a family whose series have these label sets side by side. A family with a customer
+ * label may not define its own endpoint label. */
+static void endpoints_render_customer_and_endpoint(void **state)
+{
+    (void)state;
+    metrics *m = new_registry(3, 0);
+    int deliveries = reg(m, (metrics_family_def){.name = "pgpace_deliveries_total",
+                                                 .help = "Deliveries.",
+                                                 .type = METRICS_COUNTER,
+                                                 .labels = {"customer", "outcome"}});
+    int due = reg(m, (metrics_family_def){.name = "pgpace_queue_due",
+                                          .help = "Due.",
+                                          .type = METRICS_GAUGE,
+                                          .labels = {"customer"}});
+    const char *crm[] = {"acme/crm", "success"}, *own[] = {"acme", "success"},
+               *solo[] = {"solo", "success"}, *late[] = {"late/x", "success"};
+    assert_int_equal(metrics_counter_add(m, deliveries, crm, 2), 0);
+    assert_int_equal(metrics_counter_add(m, deliveries, own, 1), 0);
+    assert_int_equal(metrics_counter_add(m, deliveries, solo, 4), 0);
+    assert_int_equal(metrics_counter_add(m, deliveries, late, 8), 0); /* the 4th value: folded */
+    const char *crm_due[] = {"acme/crm"};
+    assert_int_equal(metrics_gauge_set(m, due, crm_due, 5), 0);
+    char *text = render(m);
+    assert_line(text, "pgpace_deliveries_total{customer=\"acme\",endpoint=\"crm\",outcome="
+                      "\"success\"} 2");
+    assert_line(text, "pgpace_deliveries_total{customer=\"acme\",outcome=\"success\"} 1");
+    assert_line(text, "pgpace_deliveries_total{customer=\"solo\",outcome=\"success\"} 4");
+    assert_line(text, "pgpace_deliveries_total{customer=\"_other\",outcome=\"success\"} 8");
+    assert_line(text, "pgpace_queue_due{customer=\"acme\",endpoint=\"crm\"} 5");
+    char *out = NULL;
+    int rc = promtool_check(text, &out);
+    if (rc != 0)
+        fail_msg("promtool: %s\n%s", out, text);
+    free(out);
+    free(text);
+
+    /* acme has endpoints: its own receiver is "default"; solo is left alone. */
+    assert_int_equal(metrics_customer_endpoints(m, "acme", true), 0);
+    assert_int_equal(metrics_customer_endpoints(m, "solo", false), 0);
+    assert_int_equal(metrics_customer_endpoints(m, "acme/crm", true), 0); /* no-op */
+    text = render(m);
+    assert_line(text, "pgpace_deliveries_total{customer=\"acme\",endpoint=\"default\","
+                      "outcome=\"success\"} 1");
+    assert_line(text, "pgpace_deliveries_total{customer=\"acme\",endpoint=\"crm\",outcome="
+                      "\"success\"} 2");
+    assert_line(text, "pgpace_deliveries_total{customer=\"solo\",outcome=\"success\"} 4");
+    assert_int_equal(count_substr(text, "endpoint=\"default\""), 1);
+    rc = promtool_check(text, &out);
+    if (rc != 0)
+        fail_msg("promtool: %s\n%s", out, text);
+    free(out);
+    free(text);
+    /* Its endpoints gone: as before. */
+    assert_int_equal(metrics_customer_endpoints(m, "acme", false), 0);
+    text = render(m);
+    assert_line(text, "pgpace_deliveries_total{customer=\"acme\",outcome=\"success\"} 1");
+    free(text);
+
+    int id = -1;
+    assert_int_equal(metrics_register(m,
+                                      &(metrics_family_def){.name = "x_total",
+                                                            .help = "x",
+                                                            .type = METRICS_COUNTER,
+                                                            .labels = {"customer", "endpoint"}},
+                                      &id),
+                     -EINVAL);
+    metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +584,7 @@ int main(void)
         cmocka_unit_test(escaping),
         cmocka_unit_test(histogram_lines),
         cmocka_unit_test(customer_top_n_folds_the_rest),
+        cmocka_unit_test(endpoints_render_customer_and_endpoint),
         cmocka_unit_test(owner_folded_gauges_keep_nothing_per_customer),
         cmocka_unit_test(bad_definitions),
         cmocka_unit_test(bad_updates),

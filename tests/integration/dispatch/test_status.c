@@ -25,7 +25,16 @@
  * - no secret in the answer: signing secret, header value, Basic password, payload, URL and the
  *   receiver's error body all reached the dispatcher, none reaches the page; the leader keeps
  *   the customer's failure (last_error) after later successes;
- * - a deep backlog (10,001 items) counted exactly once counts_at is set, the totals as well.
+ * - a deep backlog (10,001 items) counted exactly once counts_at is set, the totals as well;
+ * - endpoints (0018): a customer with endpoints is one entry whose `endpoints` hold each
+ *   endpoint's figures and health (its own receiver first, as "default"), its own figures their
+ *   sums and worst (one failing endpoint makes it failing, counted in `problems`, first by
+ *   state, its last error naming the endpoint); a customer without a receiver is listed by its
+ *   endpoints, with its limit and the dead letter its deleted endpoint left; a customer alone
+ *   is as before with "endpoints": []; the filter finds a customer by an endpoint's name; and
+ *   /metrics names the endpoints' series customer="shop",endpoint="crm" (its own receiver's
+ *   endpoint="default" once it has endpoints), a customer alone's as before, and gives a
+ *   customer without a receiver no queue series of its own.
  * The status token, a standby's answer and the database cut off: test_status_access.c.
  * The poll loops wait on conditions with deadlines (tl_wait_until). */
 #include "fixture.h"
@@ -1225,6 +1234,155 @@ static void deep_backlog_counted(void **state)
     fx_stop_service(f, 15000);
 }
 
+/* ---- 6. endpoints ------------------------------------------------------------------------ */
+
+/* An endpoint of `customer` receiving at /e/<customer>-<name> (600/min), subscribed to events
+ * (a SQL array literal, or NULL: every kind). */
+static void add_endpoint(fx *f, const char *customer, const char *name, const char *events)
+{
+    char path[96], url[192];
+    snprintf(path, sizeof path, "/e/%s-%s", customer, name);
+    receiver_url(f->recv, path, url, sizeof url);
+    tl_exec(f->db->conn, "SELECT pgpace.endpoint_add('%s', '%s', '%s', 600, event_types => %s%s%s)",
+            customer, name, url, events ? "'" : "", events ? events : "NULL", events ? "'" : "");
+}
+
+static bool endpoints_settled(const json_t *j, void *arg)
+{
+    fx *f = arg;
+    if (!sc_leading_with(j, "shop") || !sc_leading_with(j, "acme"))
+        return false;
+    json_t *shop = sc_customer(j, "shop"), *acme = sc_customer(j, "acme");
+    /* bill failing, every other delivery made, and counted after that. */
+    return strcmp(sc_str(sc_get(shop, "health"), "state"), "failing") == 0 && sc_counted(shop) &&
+           sc_counted(acme) && sc_num(shop, "due") == 0 && sc_num(acme, "due") == 0 &&
+           sc_num(shop, "dead") == 5 && queued(f, "shop") == 0;
+}
+
+/* The JSON array of an entry's endpoints' `field` values, as "a,b,c". */
+static void endpoint_fields(const json_t *c, const char *field, char *out, size_t cap)
+{
+    json_t *eps = sc_arr(c, "endpoints"), *e;
+    size_t i, used = 0;
+    out[0] = '\0';
+    json_array_foreach(eps, i, e)
+    {
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? "," : "", sc_str(e, field));
+        if (used >= cap)
+            break;
+    }
+}
+
+static void customers_with_endpoints(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/e/shop-bill", .status = 404});
+    fx_customer(f, "solo", TL_ARGV("--rate", "600"));
+    fx_customer(f, "shop", TL_ARGV("--rate", "600"));
+    add_endpoint(f, "shop", "crm", NULL);
+    add_endpoint(f, "shop", "bill", "{invoice.*}");
+    tl_exec(c, "SELECT pgpace.customer_set('acme', rate_per_minute => 300)");
+    add_endpoint(f, "acme", "a1", NULL);
+    add_endpoint(f, "acme", "a2", NULL);
+    add_endpoint(f, "acme", "gone", NULL);
+    fx_enqueue_many(f, "solo", 5);
+    tl_exec(c, "SELECT count(pgpace.enqueue('shop', '{}', kind => 'invoice.paid')) FROM "
+               "generate_series(1, 5)");
+    tl_exec(c,
+            "SELECT count(pgpace.enqueue('acme', '{}', kind => 'x')) FROM generate_series(1, 3)");
+    /* gone goes with a queued delivery: a dead letter on acme's own row (endpoint_deleted). */
+    assert_int_equal(tl_query_int(c, "SELECT pgpace.endpoint_delete('acme', 'gone', true)"), 3);
+    fx_run(f, "health.disable_after = 10m\nhealth.disable_min_attempts = 1000\n");
+    int port = fx_admin_port(f);
+    json_t *j = sc_wait_status(port, NULL, endpoints_settled, f, 30000, "endpoints settled");
+    char *names = sc_names(j);
+    assert_string_equal(names, "acme\nshop\nsolo\n");
+    free(names);
+    json_t *totals = sc_get(j, "totals");
+    assert_true(sc_num(totals, "customers") == 3);
+    assert_true(sc_num(totals, "endpoints") == 6); /* solo, shop and its 2, acme's 2 */
+    /* The dead letters: bill's 5, and the 3 gone left on acme's row. */
+    assert_true(sc_num(totals, "dead_letters") == 8);
+
+    /* solo: as before, no endpoints. */
+    json_t *solo = sc_customer(j, "solo");
+    assert_int_equal(json_array_size(sc_arr(solo, "endpoints")), 0);
+    assert_null(json_object_get(solo, "problems"));
+    assert_true(sc_num(solo, "rate") == 600);
+
+    /* shop: its own receiver first, then by name; bill failing makes it failing. */
+    json_t *shop = sc_customer(j, "shop");
+    char list[256];
+    endpoint_fields(shop, "endpoint", list, sizeof list);
+    assert_string_equal(list, "default,bill,crm");
+    endpoint_fields(shop, "name", list, sizeof list);
+    assert_string_equal(list, "shop,shop/bill,shop/crm");
+    assert_true(sc_num(shop, "endpoints_total") == 3);
+    assert_string_equal(sc_str(shop, "mode"), "spaced");
+    assert_true(sc_num(shop, "rate") == 600);
+    sc_null(shop, "effective_rate");
+    assert_true(sc_num(sc_get(shop, "problems"), "failing") == 1);
+    assert_true(sc_num(sc_get(shop, "problems"), "disabled") == 0);
+    json_t *bill = sc_find(shop, "endpoints", "endpoint", "bill");
+    assert_non_null(bill);
+    assert_string_equal(sc_str(sc_get(bill, "health"), "state"), "failing");
+    assert_true(sc_num(bill, "dead") == 5);
+    assert_true(sc_num(bill, "rate") == 600);
+    json_t *err = sc_get(shop, "last_error");
+    assert_string_equal(sc_str(err, "endpoint"), "bill");
+    assert_true(sc_num(err, "status") == 404);
+    json_t *own = sc_find(shop, "endpoints", "endpoint", "default");
+    assert_string_equal(sc_str(sc_get(own, "health"), "state"), "ok");
+    assert_true(sc_num(shop, "dead") ==
+                sc_num(own, "dead") + sc_num(bill, "dead") +
+                    sc_num(sc_find(shop, "endpoints", "endpoint", "crm"), "dead"));
+    assert_string_equal(sc_str(shop, "counts_at"), sc_str(totals, "totals_at"));
+
+    /* acme: no receiver of its own; listed by its endpoints, with its limit and mode. */
+    json_t *acme = sc_customer(j, "acme");
+    endpoint_fields(acme, "name", list, sizeof list);
+    assert_string_equal(list, "acme/a1,acme/a2");
+    assert_true(sc_num(acme, "rate") == 300);
+    assert_string_equal(sc_str(acme, "mode"), "spaced");
+    sc_null(acme, "burst");
+    assert_true(sc_num(acme, "dead") == 3);
+    assert_string_equal(sc_str(sc_get(acme, "health"), "state"), "ok");
+    json_decref(j);
+
+    /* Filter by an endpoint's name; the failing one first by state. */
+    j = sc_status_get(port, "filter=A2");
+    names = sc_names(j);
+    assert_string_equal(names, "acme\n");
+    free(names);
+    assert_true(sc_num(sc_get(j, "totals"), "matched") == 1);
+    json_decref(j);
+    j = sc_status_get(port, "sort=state");
+    names = sc_names(j);
+    assert_string_equal(names, "shop\nacme\nsolo\n");
+    free(names);
+    json_decref(j);
+
+    /* /metrics: the endpoints' series name customer and endpoint; solo's as before; acme has
+     * no queue series of its own, its endpoints do. */
+    char *m = fx_metrics(f);
+    tl_assert_contains(m, "pgpace_deliveries_total{customer=\"shop\",endpoint=\"crm\","
+                          "outcome=\"success\"} 5\n");
+    tl_assert_contains(m, "pgpace_deliveries_total{customer=\"shop\",endpoint=\"default\","
+                          "outcome=\"success\"} 5\n");
+    tl_assert_contains(m, "pgpace_deliveries_total{customer=\"shop\",endpoint=\"bill\","
+                          "outcome=\"dead\"} 5\n");
+    tl_assert_contains(m, "pgpace_deliveries_total{customer=\"solo\",outcome=\"success\"} 5\n");
+    tl_assert_contains(m, "pgpace_deliveries_total{customer=\"acme\",endpoint=\"a1\","
+                          "outcome=\"success\"} 3\n");
+    tl_assert_contains(m, "pgpace_queue_due{customer=\"acme\",endpoint=\"a2\"} 0\n");
+    tl_assert_contains(m, "pgpace_queue_due{customer=\"solo\"} 0\n");
+    assert_null(strstr(m, "pgpace_queue_due{customer=\"acme\"}"));
+    assert_null(strstr(m, "customer=\"shop\",outcome")); /* its own carries endpoint="default" */
+    free(m);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1234,6 +1392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(failing_customer_health, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_secrets, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(deep_backlog_counted, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(customers_with_endpoints, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

@@ -11,7 +11,8 @@
  *   in flight, requests per minute, gaps, ticks, the totals' counts) null; the effective rate
  *   from the database (a slowed customer's, which the standby never paced itself), and
  *   last_error only when the customer's latest attempt failed, where the leader keeps a failure
- *   after later successes;
+ *   after later successes; a customer with endpoints (0018) and no receiver of its own listed
+ *   with its endpoint's figures from the database and its failure naming the endpoint;
  * - the database cut off (a proxy that resets): 200, "database":"unreachable", the counts null,
  *   the customers listed from memory; "ok" again once the database is back, with counts from a
  *   refresh made after it came back; the leader without instance_name named host:pid, as
@@ -201,15 +202,18 @@ static char *latest_outcome(fx *f, const char *customer)
 static int attempts_settled(void *arg)
 {
     fx *f = arg;
-    char *sp = latest_outcome(f, "sp"), *bad = latest_outcome(f, "bad");
+    char *sp = latest_outcome(f, "sp"), *bad = latest_outcome(f, "bad"),
+         *e1 = latest_outcome(f, "grp/e1");
     bool settled =
         strcmp(sp, "success") == 0 && strcmp(bad, "dead") == 0 && dead_of(f, "bad") == 1 &&
+        strcmp(e1, "dead") == 0 &&
         tl_query_int(f->db->conn,
                      "SELECT count(*) FROM pgpace.delivery_attempt da JOIN pgpace.customer c "
                      "ON c.id = da.customer_id WHERE c.name = 'sp' AND da.outcome <> 'success'") >
             0;
     free(sp);
     free(bad);
+    free(e1);
     return settled;
 }
 
@@ -259,6 +263,14 @@ static void standby_answer(void **state)
     fx_enqueue_many(f, "sp", 30);
     fx_enqueue_many(f, "bt", 20);
     fx_enqueue_many(f, "bad", 1);
+    /* grp: no receiver of its own, one endpoint that refuses its one delivery for good. */
+    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/grp-e1", .status = 500});
+    char url[160];
+    receiver_url(f->recv, "/c/grp-e1", url, sizeof url);
+    tl_exec(f->db->conn, "SELECT pgpace.customer_set('grp', rate_per_minute => 120)");
+    tl_exec(f->db->conn, "SELECT pgpace.endpoint_add('grp', 'e1', '%s', 600, max_attempts => 1)",
+            url);
+    tl_exec(f->db->conn, "SELECT pgpace.enqueue('grp', '{}')");
     fx_run(f, "dispatcher.instance_name = alpha\n");
     int port = fx_admin_port(f);
     assert_true(fx_wait_log(f, "event=leader_elected", 10000));
@@ -294,7 +306,8 @@ static void standby_answer(void **state)
     assert_string_equal(sc_str(b, "role"), "standby");
     assert_string_equal(sc_str(json_array_get(sc_arr(j, "instances"), 0), "instance"), "alpha");
     json_t *totals = sc_get(j, "totals");
-    assert_true(sc_num(totals, "customers") == 4 && sc_num(totals, "matched") == 4);
+    assert_true(sc_num(totals, "customers") == 5 && sc_num(totals, "matched") == 5);
+    assert_true(sc_num(totals, "endpoints") == 5);
     static const char *const leaders_totals[] = {"in_flight", "due",       "dead_letters",
                                                  "totals_at", "throttled", "failing"};
     for (size_t k = 0; k < PGP_ARRAY_LEN(leaders_totals); k++)
@@ -337,6 +350,21 @@ static void standby_answer(void **state)
         sc_null(h, "failures_in_a_row");
         sc_null(h, "expected_disable_at");
         sc_null(h, "recovered_at");
+        if (strcmp(name, "grp") == 0) {
+            /* Its endpoint's figures are the database's, as a customer's; its own failure is
+             * the endpoint's, named. */
+            json_t *e1 = json_array_get(sc_arr(c, "endpoints"), 0);
+            assert_string_equal(sc_str(e1, "name"), "grp/e1");
+            assert_true(sc_num(e1, "effective_rate") == 600);
+            assert_http_500(e1);
+            for (size_t k = 0; k < PGP_ARRAY_LEN(leaders); k++)
+                sc_null(e1, leaders[k]);
+            assert_true(sc_num(c, "rate") == 120);
+            sc_null(c, "effective_rate");
+            assert_http_500(c);
+            assert_string_equal(sc_str(sc_get(c, "last_error"), "endpoint"), "e1");
+            continue;
+        }
         if (strcmp(name, "slowed") != 0) {
             assert_true(sc_num(c, "effective_rate") == sc_num(c, "rate"));
             assert_true(sc_num(c, "effective_rate") == stored_effective(f, name));
