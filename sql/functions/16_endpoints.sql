@@ -157,7 +157,10 @@ BEGIN
                                       max_attempts, expires_at, supersede_key)
             VALUES (d_id, ep.id, coalesce(carrier, ''), priority::smallint,
                     coalesce(run_at, now()), ep.max_attempts, deadline, supersede_key)
-            ON CONFLICT (customer_id, supersede_key) WHERE supersede_key IS NOT NULL DO NOTHING;
+            -- No conflict target: here (use_variable) its column supersede_key would be read as
+            -- the parameter, and match no index. The queue's one other unique index is its
+            -- primary key, which d_id, a new id, cannot conflict on: only queue_supersede can.
+            ON CONFLICT DO NOTHING;
             IF FOUND THEN
                 queued := true;
                 EXIT;
