@@ -73,7 +73,22 @@ RETURN EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cust_id)
 -- trace context; it keeps its item id, place and carrier); an endpoint whose delivery with the
 -- key was already claimed (the receiver may have seen it) or that has none gets a new delivery.
 -- result: 'created', or 'superseded' when at least one delivery was moved; expired: every
--- delivery was already past its deadline (false when none matched).
+-- delivery was already past its deadline (false when none matched); deliveries: how many
+-- endpoints matched (the event's `fanout`: new deliveries, moved ones and expired ones alike).
+--
+-- Before `deliveries` was returned: dropped once, in this file's transaction (callers never meet
+-- a moment without it; CREATE OR REPLACE cannot add an OUT parameter).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('pgpace.enqueue_fanout(bigint, bigint, jsonb, text, text, '
+                                              'timestamptz, text, integer, timestamptz, text, text, text)')
+                  AND NOT ('deliveries' = ANY (p.proargnames))) THEN
+        DROP FUNCTION pgpace.enqueue_fanout(bigint, bigint, jsonb, text, text, timestamptz, text,
+                                            integer, timestamptz, text, text, text);
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgpace.enqueue_fanout(
     cust_id         bigint,
     event_id        bigint,
@@ -88,7 +103,8 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue_fanout(
     traceparent     text,
     tracestate      text,
     OUT result      text,
-    OUT expired     boolean)
+    OUT expired     boolean,
+    OUT deliveries  integer)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -197,6 +213,7 @@ BEGIN
     VALUES (event_id, cust_id, carrier, kind, payload, idempotency_key, priority,
             coalesce(run_at, now()), expires_at, traceparent, tracestate, n);
     expired := n > 0 AND n_expired = n;
+    deliveries := n;
 END
 $$;
 
