@@ -740,8 +740,10 @@ static void delivered_end_to_end(void **state)
     receiver_request rq;
     int checked = 0;
     for (size_t i = 0; receiver_get(f->recv, i, &rq) == 0; i++) {
-        if (strncmp(rq.path, "/c/acme-", 8) != 0)
+        if (strncmp(rq.path, "/c/acme-", 8) != 0) {
+            free(rq.body);
             continue;
+        }
         long long ev = 0;
         assert_int_equal(sscanf(rq.webhook_id, "msg_%lld", &ev), 1);
         char *body = tl_query_str(c,
@@ -759,6 +761,7 @@ static void delivered_end_to_end(void **state)
         free(secret);
         if (ev == e1 || ev == e2)
             checked++;
+        free(rq.body);
     }
     assert_int_equal(checked, 4);
     /* Everything delivered: the queue drains, each delivery's attempt recorded under it. */
