@@ -466,6 +466,35 @@ static void deadlines_per_endpoint(void **state)
                          0);
         assert_int_equal(tl_query_int(c, "SELECT fanout FROM pgpace.item WHERE id = %lld", o.id),
                          3);
+
+        /* One endpoint's max_age alone past at enqueue: its months and days all but cancel out
+         * (5 days by the CHECK's 30-day months, yet a year back and 365 days on is at most
+         * now), so crm's delivery is dead-lettered while wh's and all's are queued. */
+        tl_exec(c, "SELECT pgpace.customer_set_max_age('acme/crm', '-12 months +365 days')");
+        o = enq(
+            db, (via)v,
+            "{\"customer\":\"acme\",\"kind\":\"order.created\",\"payload\":{\"region\":\"eu\"}}");
+        if (v == VIA_JSON)
+            assert_true(o.expired == 0 && o.created == 1 && o.deliveries == 3);
+        if (v == VIA_BULK) {
+            tl_assert_contains(o.summary, "enqueued 1 item(s)");
+            tl_assert_contains(o.summary, "; 1 event(s) fanned out to 3 deliveries");
+        }
+        char *dead =
+            tl_query_str(c,
+                         "SELECT string_agg(e.endpoint_name, ',') FROM pgpace.dead_letter d "
+                         "JOIN pgpace.item i ON i.id = d.item_id "
+                         "JOIN pgpace.customer e ON e.id = d.customer_id "
+                         "WHERE i.event_id = %lld AND d.last_error = 'expired'",
+                         o.id);
+        assert_string_equal(dead, "crm");
+        free(dead);
+        assert_int_equal(tl_query_int(c,
+                                      "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i "
+                                      "ON i.id = q.item_id WHERE i.event_id = %lld",
+                                      o.id),
+                         2);
+        tl_exec(c, "SELECT pgpace.customer_set_max_age('acme/crm', '1 minute')");
     }
 }
 
