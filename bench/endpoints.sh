@@ -30,6 +30,9 @@
 #
 # Needs a build in BUILD (default ./build: src/pgpace, pgpace-receiver), pgbench and
 # pg_stat_statements (postgresql-contrib), curl. Every process it starts is stopped on exit.
+# BASELINE_BUILD (optional): another build whose SQL functions section 1 also measures the
+# fan-out with (a database migrated by its src/pgpace), as "before" beside this build's: the
+# figures of a change to pgpace.enqueue_fanout.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -39,9 +42,19 @@ pgpace=$BUILD/src/pgpace
 receiver=$BUILD/pgpace-receiver
 [ -x "$pgpace" ] && [ -x "$receiver" ] ||
     { echo "endpoints.sh: build first (meson setup build && ninja -C build)" >&2; exit 1; }
+baseline=""
+if [ -n "${BASELINE_BUILD:-}" ]; then
+    baseline=$(cd "$BASELINE_BUILD" && pwd)/src/pgpace
+    [ -x "$baseline" ] || { echo "endpoints.sh: BASELINE_BUILD has no src/pgpace" >&2; exit 1; }
+    baseline_rev=$(git -C "$BASELINE_BUILD" rev-parse --short HEAD 2>/dev/null || cat "$BASELINE_BUILD/../REVISION" 2>/dev/null || echo unknown)
+fi
 
 quick=0
 [ "${1:-}" = --quick ] && quick=1
+# SECTIONS (optional): which of 1-5 to run, e.g. SECTIONS="4" (default all; the report shows n/a
+# for the others).
+SECTIONS=${SECTIONS:-1 2 3 4 5}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 FANOUTS="1 10 100"
 RUNS=3
 if [ "$quick" = 1 ]; then
@@ -51,6 +64,8 @@ else
     ENQ_DELIVERIES=20000 BULK_DELIVERIES=100000 E2E_DELIVERIES=30000 E2E_S=30 TENANTS=10000
     out=bench/results report=bench/ENDPOINTS.md
 fi
+# OUT (optional): another directory for the report and the CSV (for a run of some SECTIONS).
+[ -z "${OUT:-}" ] || { out=$OUT report=$OUT/ENDPOINTS.md; }
 mkdir -p "$out"
 csv=$out/endpoints.csv
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -83,10 +98,10 @@ base="host=$PGHOST port=$PGPORT user=$PGUSER"
 admin="$base dbname=postgres"
 q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
 conn() { echo "$base dbname=$1"; }
-newdb() {
+newdb() { # NAME [PGPACE BINARY whose functions to install (default this build's)]
     q "$admin" "DROP DATABASE IF EXISTS $1 WITH (FORCE)"
     q "$admin" "CREATE DATABASE $1"
-    "$pgpace" --db "$(conn "$1")" migrate >/dev/null
+    "${2:-$pgpace}" --db "$(conn "$1")" migrate >/dev/null
     q "$(conn "$1")" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 }
 pgss() { # track: none | top | all
@@ -126,6 +141,7 @@ pct() { sort -g | awk -v p="$1" '{ v[NR] = $1 } END { if (!NR) { print "nan"; ex
 
 # ---- CPU readings (as bench/run's) --------------------------------------------------------------
 clk_tck=$(getconf CLK_TCK)
+prof=$out/endpoints_profile.txt
 cpu_us() { # PID
     awk -v hz="$clk_tck" '{ sub(/^.*\) /, ""); split($0, f, " "); printf "%.0f\n", (f[12] + f[13]) * 1e6 / hz }' \
         "/proc/$1/stat" 2>/dev/null || true
@@ -133,7 +149,7 @@ cpu_us() { # PID
 # The whole cluster's CPU so far (us): the postmaster's own, its reaped children's and every
 # live child's, read until no child was reaped in between (bench/run: pg_cluster_cpu).
 pg_cluster_cpu() {
-    local pm v="" i
+    local pm v=""
     pm=$(head -1 "$work/pg/data/postmaster.pid")
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         v=$({ cat "/proc/$pm/stat" /proc/[0-9]*/stat "/proc/$pm/stat" 2>/dev/null || true; } |
@@ -210,22 +226,30 @@ load[start]=$(cut -d' ' -f1 /proc/loadavg)
 measure_session
 
 # ================================================================ 1-3. enqueue: SQL, bulk, profile
-newdb bench_ep
-d=$(conn bench_ep)
 rport=$((port + 1))
 # fanN: a customer without a URL (its endpoints receive) and without a limit of its own, with N
 # endpoints; sK: customers without endpoints (each its own receiver, as before endpoints). All
 # unlimited on one receiver (section 4).
-q "$d" "SELECT pgpace.customer_set('fan' || n) FROM unnest(ARRAY[${FANOUTS// /,}]) n" >/dev/null
-q "$d" "INSERT INTO pgpace.customer (name, parent_id, endpoint_name, mode, rate_per_minute, webhook_url, signing_secrets)
-        SELECT c.name || '/e' || g, c.id, 'e' || g, 'unlimited', 1, 'http://127.0.0.1:$rport/c/' || c.name || '-e' || g, $secret
-          FROM pgpace.customer c, generate_series(1, 100) g
-         WHERE c.name LIKE 'fan%' AND g <= substr(c.name, 4)::int"
-q "$d" "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, signing_secrets)
-        SELECT 's' || g, 'unlimited', 1, 'http://127.0.0.1:$rport/c/s' || g, $secret FROM generate_series(1, 100) g"
-q "$d" "VACUUM ANALYZE pgpace.customer"
-clear_items() { q "$d" "TRUNCATE pgpace.item, pgpace.queue, pgpace.item_key, pgpace.dead_letter"; }
+make_customers() { # DB conninfo
+    q "$1" "SELECT pgpace.customer_set('fan' || n) FROM unnest(ARRAY[${FANOUTS// /,}]) n" >/dev/null
+    q "$1" "INSERT INTO pgpace.customer (name, parent_id, endpoint_name, mode, rate_per_minute, webhook_url, signing_secrets)
+            SELECT c.name || '/e' || g, c.id, 'e' || g, 'unlimited', 1, 'http://127.0.0.1:$rport/c/' || c.name || '-e' || g, $secret
+              FROM pgpace.customer c, generate_series(1, 100) g
+             WHERE c.name LIKE 'fan%' AND g <= substr(c.name, 4)::int"
+    q "$1" "INSERT INTO pgpace.customer (name, mode, rate_per_minute, webhook_url, signing_secrets)
+            SELECT 's' || g, 'unlimited', 1, 'http://127.0.0.1:$rport/c/s' || g, $secret FROM generate_series(1, 100) g"
+    q "$1" "VACUUM ANALYZE pgpace.customer"
+}
+newdb bench_ep
+d=$(conn bench_ep)
+make_customers "$d"
+if [ -n "$baseline" ]; then
+    newdb bench_ep_base "$baseline"
+    make_customers "$(conn bench_ep_base)"
+fi
+clear_items() { q "${1:-$d}" "TRUNCATE pgpace.item, pgpace.queue, pgpace.item_key, pgpace.dead_letter"; }
 
+if want 1; then
 log "1. enqueue, SQL path: fan-out to $FANOUTS endpoints vs as many items on their own, $ENQ_DELIVERIES deliveries a run"
 pgss top
 for size in small 2k; do
@@ -235,22 +259,25 @@ for size in small 2k; do
         [ "$events" -ge 50 ] || events=50
         echo "SELECT pgpace.enqueue('fan$n', '$payload');" >"$work/fan.sql"
         { echo "BEGIN;"; for g in $(seq 1 "$n"); do echo "SELECT pgpace.enqueue('s$g', '$payload');"; done; echo "COMMIT;"; } >"$work/single.sql"
-        for sys in fanout single; do
-            script=$work/fan.sql; [ "$sys" = single ] && script=$work/single.sql
+        systems="fanout single"
+        [ -z "$baseline" ] || systems="$systems fanout_before single_before"
+        for sys in $systems; do
+            script=$work/fan.sql; [ "${sys%_before}" = single ] && script=$work/single.sql
+            db=$d; [ "${sys%_before}" != "$sys" ] && db=$(conn bench_ep_base)
             lat=() stmt=() pcpu=() wal=() l0=$(cut -d' ' -f1 /proc/loadavg)
             for r in $(seq 1 "$RUNS"); do
-                clear_items
-                q "$d" "CHECKPOINT"
-                q "$d" "SELECT pg_stat_statements_reset()" >/dev/null
+                clear_items "$db"
+                q "$db" "CHECKPOINT"
+                q "$db" "SELECT pg_stat_statements_reset()" >/dev/null
                 local_g0=$(pg_cluster_cpu) w0=$(wal_lsn)
-                "$PGBIN/pgbench" -n -M prepared -t "$events" -f "$script" "$d" >"$work/pgbench.out" 2>&1 ||
+                "$PGBIN/pgbench" -n -M prepared -t "$events" -f "$script" "$db" >"$work/pgbench.out" 2>&1 ||
                     { cat "$work/pgbench.out" >&2; exit 1; }
                 local_g1=$(pg_cluster_cpu) w1=$(wal_lsn)
                 dl=$((events * n))
-                [ "$(q "$d" "SELECT count(*) FROM pgpace.queue")" = "$dl" ] ||
+                [ "$(q "$db" "SELECT count(*) FROM pgpace.queue")" = "$dl" ] ||
                     { echo "endpoints.sh: $sys $n: expected $dl queued deliveries" >&2; exit 1; }
                 lat+=("$(awk '/latency average/ { print $4 }' "$work/pgbench.out")")
-                stmt+=("$(div "$(q "$d" "SELECT sum(total_exec_time) * 1000 FROM pg_stat_statements WHERE query LIKE '%pgpace.enqueue(%'")" "$dl")")
+                stmt+=("$(div "$(q "$db" "SELECT sum(total_exec_time) * 1000 FROM pg_stat_statements WHERE query LIKE '%pgpace.enqueue(%'")" "$dl")")
                 # Two sessions come off: the first WAL reading's and pgbench's own (a producer keeps
                 # its connection).
                 pcpu+=("$(div "$((local_g1 - local_g0 - 2 * sess_us))" "$dl")")
@@ -267,7 +294,9 @@ for size in small 2k; do
     done
 done
 pgss none
+fi
 
+if want 2; then
 log "2. enqueue, bulk file: $BULK_DELIVERIES deliveries a run"
 for n in $FANOUTS; do
     awk -v n="$n" -v e="$((BULK_DELIVERIES / n))" -v p="$payload_small" \
@@ -298,28 +327,32 @@ for n in $FANOUTS; do
         log "bulk $sys n$n: $(get bulk "$sys" "n$n" deliveries_per_s median) deliveries/s, PostgreSQL $(get bulk "$sys" "n$n" postgres_cpu_us_per_delivery median) us CPU, $(get bulk "$sys" "n$n" wal_bytes_per_delivery median) WAL bytes per delivery"
     done
 done
+fi
 
+if want 3; then
 log "3. profile"
-prof=$out/endpoints_profile.txt
 {
     echo "# bench/endpoints.sh profile, $started, git $git_rev: $ENQ_DELIVERIES deliveries per run as in section 1 (78-byte payload)."
     echo "# pg_stat_statements with track = all (nested statements too; tracking them costs time of its own),"
     echo "# per call; rows: per call. Top-level statement first."
 } >"$prof"
 pgss all
-for spec in "fanout 1" "single 1" "fanout 100" "single 100"; do
-    set -- $spec
-    sys=$1 n=$2 events=$((ENQ_DELIVERIES / $2))
+specs=("fanout 1" "single 1" "fanout 100" "single 100")
+[ -z "$baseline" ] || specs+=("fanout_before 1" "fanout_before 100")
+for spec in "${specs[@]}"; do
+    read -r sys n <<<"$spec"
+    events=$((ENQ_DELIVERIES / n))
+    db=$d; [ "$sys" = fanout_before ] && db=$(conn bench_ep_base)
     echo "SELECT pgpace.enqueue('fan$n', '$payload_small');" >"$work/fan.sql"
     { echo "BEGIN;"; for g in $(seq 1 "$n"); do echo "SELECT pgpace.enqueue('s$g', '$payload_small');"; done; echo "COMMIT;"; } >"$work/single.sql"
     script=$work/fan.sql; [ "$sys" = single ] && script=$work/single.sql
-    clear_items
-    q "$d" "SELECT pg_stat_statements_reset()" >/dev/null
-    "$PGBIN/pgbench" -n -M prepared -t "$events" -f "$script" "$d" >/dev/null 2>&1
+    clear_items "$db"
+    q "$db" "SELECT pg_stat_statements_reset()" >/dev/null
+    "$PGBIN/pgbench" -n -M prepared -t "$events" -f "$script" "$db" >/dev/null 2>&1
     {
         echo
-        echo "## $sys, $n endpoint(s): $events transactions"
-        psql -X -d "$d" -c "SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 72) AS statement, calls,
+        echo "## $sys$([ "$sys" = fanout_before ] && echo " (BASELINE_BUILD, git $baseline_rev)"), $n endpoint(s): $events transactions"
+        psql -X -d "$db" -c "SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 72) AS statement, calls,
                                    round(mean_exec_time::numeric * 1000, 1) AS exec_us,
                                    round(rows::numeric / calls, 1) AS rows,
                                    round((shared_blks_hit + shared_blks_read)::numeric / calls, 1) AS blks,
@@ -331,6 +364,7 @@ for spec in "fanout 1" "single 1" "fanout 100" "single 100"; do
     } >>"$prof"
 done
 pgss none
+[ -z "$baseline" ] || q "$admin" "DROP DATABASE bench_ep_base WITH (FORCE)"
 # The statement inside pgpace.enqueue_fanout, as run there (auto_explain of nested statements,
 # sent to this session): 100 endpoints.
 clear_items
@@ -349,8 +383,10 @@ SELECT pgpace.enqueue('fan100', '$payload_small');
 SELECT pgpace.enqueue('fan100', '$payload_small');
 SQL
 } >>"$prof"
+fi
 
 # ================================================================ 4. end to end
+if want 4; then
 log "4. end to end: $E2E_DELIVERIES deliveries a run to one receiver"
 clear_items
 rlog=$work/e2e.log
@@ -358,6 +394,7 @@ start_receiver "$rport" "$rlog"
 recv_pid=$rpid
 start_dispatcher bench_ep e2e
 disp_pid=$dpid
+sleep 3 # its first passes done: the pause below reaches a settled dispatcher
 for n in $FANOUTS; do
     for sys in fanout single; do
         if [ "$sys" = fanout ]; then
@@ -373,7 +410,7 @@ for n in $FANOUTS; do
         for r in $(seq 1 "$RUNS"); do
             # Paused while the backlog is written: the run counts from the resume.
             q "$d" "UPDATE pgpace.customer SET paused = true WHERE $who"
-            sleep 1
+            sleep 2
             q "$d" "$enq" >/dev/null
             q "$d" "CHECKPOINT"
             before=$(wc -l <"$rlog")
@@ -406,10 +443,12 @@ for n in $FANOUTS; do
 done
 stop_pid "$disp_pid"
 stop_pid "$recv_pid"
+fi
 load[e2e]=$(cut -d' ' -f1 /proc/loadavg)
 q "$admin" "DROP DATABASE bench_ep WITH (FORCE)"
 
 # ================================================================ 5. claim rounds
+if want 5; then
 log "5. claim rounds: $TENANTS customers x 5 endpoints vs $((TENANTS * 5)) customers"
 cport=$((port + 2)) hport=$((port + 3))
 metrics() { curl -s --max-time 30 "http://127.0.0.1:$hport/metrics"; }
@@ -526,6 +565,7 @@ q "$(conn bench_ep_flat)" "VACUUM ANALYZE pgpace.customer"
 claim_run single bench_ep_flat
 q "$admin" "DROP DATABASE bench_ep_flat WITH (FORCE)"
 pgss none
+fi
 load[end]=$(cut -d' ' -f1 /proc/loadavg)
 elapsed_min=$(awk -v s="$t_start" -v e="$(date +%s)" 'BEGIN { printf "%.1f", (e - s) / 60 }')
 
@@ -596,6 +636,24 @@ row_enq() { # SIZE N -> table row
     echo
     echo "Per event, fan-out: the transaction's time over N endpoints is the cost of one event (the"
     echo "time per delivery is that over N)."
+    if [ -n "$baseline" ]; then
+        echo
+        echo "**Before and after** the change to \`pgpace.enqueue_fanout\` (and \`pgpace.subscribed\`,"
+        echo "\`pgpace.fans_out\`), measured in this run the same way: *before* is a database migrated by"
+        echo "the build in \`BASELINE_BUILD\` (git $baseline_rev), whose fan-out wrote each delivery with"
+        echo "statements of its own in a loop, one endpoint at a time, and whose \`fans_out\` (asked by every"
+        echo "enqueue, with endpoints or without) was a SQL function planned again in each transaction;"
+        echo "see section 3 for the profile."
+        echo
+        echo "| payload | endpoints | fan-out: statements us/delivery, before | after | after / before | PostgreSQL CPU us/delivery, before | after | WAL bytes/delivery, before | after | on their own: statements us/delivery, before | after | PostgreSQL CPU us/delivery, before | after |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        for size in small 2k; do
+            for n in $FANOUTS; do
+                p="${size}_n$n"
+                echo "| $size | $n | $(cell enqueue fanout_before "$p" stmt_us_per_delivery) | $(cell enqueue fanout "$p" stmt_us_per_delivery) | $(ratio "$(get enqueue fanout "$p" stmt_us_per_delivery median)" "$(get enqueue fanout_before "$p" stmt_us_per_delivery median)") | $(cell enqueue fanout_before "$p" postgres_cpu_us_per_delivery) | $(cell enqueue fanout "$p" postgres_cpu_us_per_delivery) | $(fmt "$(get enqueue fanout_before "$p" wal_bytes_per_delivery median)") | $(fmt "$(get enqueue fanout "$p" wal_bytes_per_delivery median)") | $(cell enqueue single_before "$p" stmt_us_per_delivery) | $(cell enqueue single "$p" stmt_us_per_delivery) | $(cell enqueue single_before "$p" postgres_cpu_us_per_delivery) | $(cell enqueue single "$p" postgres_cpu_us_per_delivery) |"
+            done
+        done
+    fi
     echo
     echo "## 2. Enqueue, bulk file"
     echo

@@ -43,10 +43,10 @@ $$;
 -- '*' matches every kind, also none); any other pattern matches that kind exactly.
 -- PL/pgSQL, not SQL, here and in fans_out below: a SQL function whose body has a sub-select is
 -- not inlined, and is planned again in every statement (or, called from PL/pgSQL, every
--- transaction) that calls it, which cost more than the rest of a fan-out to one endpoint; this
--- one also walks the patterns in a loop rather than a sub-select per row (bench/ENDPOINTS.md:
--- 1 us per endpoint instead of 4). No SET search_path: it would be set and reset on every call
--- (per endpoint); the built-ins it calls are pg_catalog's, which is searched first.
+-- transaction) that calls it: about 40 us per enqueue each on a 2-core machine, where the
+-- loop below costs about 1 us per endpoint (the sub-select per row cost 4). No SET
+-- search_path: it would be set and reset on every call (per endpoint); the built-ins it calls
+-- are pg_catalog's, which is searched first.
 CREATE OR REPLACE FUNCTION pgpace.subscribed(patterns text[], kind text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -68,8 +68,8 @@ $$;
 
 -- Whether an enqueue to this customer fans out (an event with deliveries) rather than queueing
 -- the one item of a customer that is its own only endpoint, as every customer did before 0018.
--- Every enqueue asks it: PL/pgSQL (see subscribed above), its statements planned once per
--- session.
+-- Every enqueue asks it, with endpoints or without: PL/pgSQL (see subscribed above), its
+-- statements planned once per session (bench/ENDPOINTS.md, section 1, before and after).
 CREATE OR REPLACE FUNCTION pgpace.fans_out(cust_id bigint)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
@@ -151,9 +151,9 @@ BEGIN
     result := 'created';
     -- Without a supersede_key every delivery is new, and one statement writes the event and
     -- all of them: one insert into pgpace.item (the partitioned table's insert is set up once,
-    -- not once per delivery), their queue rows or dead letters, a NOTIFY per endpoint. Measured
-    -- in bench/ENDPOINTS.md (a statement per endpoint cost about 4 times as much per delivery
-    -- at 100 endpoints).
+    -- not once per delivery), their queue rows or dead letters, a NOTIFY per endpoint
+    -- (bench/ENDPOINTS.md, section 1: 10 us of statements per delivery at 100 endpoints, where
+    -- statements per endpoint took 59).
     -- A delivery is past its deadline at enqueue when expires_at is (then all are), and
     -- otherwise only for a max_age whose months and days nearly cancel out ('1 month -29
     -- days' is more than 0, as customer_max_age_valid asks, yet before now() from some days):
