@@ -70,22 +70,29 @@ int admin_http_enqueue_answer(const PGresult *res, strbuf *json)
         }
         /* 201 for a new item; 200 when the id is an existing item's: a repeated idempotency
          * key ("duplicate") or a queued item whose payload this one replaced ("superseded").
-         * "expired": its deadline had passed, so it went straight to the dead letters. */
+         * "expired": its deadline had passed, so it went straight to the dead letters.
+         * A customer with endpoints: the id is the event's (the webhook-id of each of its
+         * deliveries), new also when it superseded (201 with "superseded": it moved an
+         * endpoint's queued delivery), and "deliveries" the endpoints it reached. */
         const char *id = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ID);
         bool created = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_CREATED), "t") == 0;
         bool superseded = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_SUPERSEDED), "t") == 0;
         bool expired = strcmp(PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_EXPIRED), "t") == 0;
+        /* A count made by the statement (digits only), or NULL: not an event, or a duplicate. */
+        bool has_deliveries = !PQgetisnull(res, 0, SQL_HTTP_ENQUEUE_C_DELIVERIES);
         /* RFC 3339 UTC text made by the statement (digits, '-', ':', '.', 'T', 'Z': nothing
-         * to escape), or null: a duplicate, a superseded or expired item, or a customer that
-         * sends nothing now (paused, disabled). */
+         * to escape), or null: a duplicate, a superseded or expired item, an event (each
+         * endpoint has its own pace), or a customer that sends nothing now (paused,
+         * disabled). */
         bool has_estimate = !PQgetisnull(res, 0, SQL_HTTP_ENQUEUE_C_ESTIMATED_SEND_AT);
         const char *estimate = PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_ESTIMATED_SEND_AT);
-        strbuf_printf(json, "{\"id\":%s%s%s,\"estimated_send_at\":%s%s%s}", id,
-                      created      ? ""
-                      : superseded ? ",\"superseded\":true"
-                                   : ",\"duplicate\":true",
-                      expired ? ",\"expired\":true" : "", has_estimate ? "\"" : "",
-                      has_estimate ? estimate : "null", has_estimate ? "\"" : "");
+        strbuf_printf(json, "{\"id\":%s%s%s%s%s%s,\"estimated_send_at\":%s%s%s}", id,
+                      !created && !superseded ? ",\"duplicate\":true" : "",
+                      superseded ? ",\"superseded\":true" : "", expired ? ",\"expired\":true" : "",
+                      has_deliveries ? ",\"deliveries\":" : "",
+                      has_deliveries ? PQgetvalue(res, 0, SQL_HTTP_ENQUEUE_C_DELIVERIES) : "",
+                      has_estimate ? "\"" : "", has_estimate ? estimate : "null",
+                      has_estimate ? "\"" : "");
         return created ? 201 : 200;
     }
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);

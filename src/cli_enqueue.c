@@ -31,13 +31,16 @@ static const char enqueue_usage[] =
     "  --tracestate V          W3C tracestate (key=value,...), sent as the tracestate header;\n"
     "                          needs --traceparent\n"
     "  --payload-file FILE     read the payload from FILE\n"
-    "Prints the item id (the superseded item's when it superseded one).\n"
+    "Prints the item id (the superseded item's when it superseded one). For a customer with\n"
+    "endpoints it is the event's id, new also when it superseded (every delivery of the event\n"
+    "is sent with webhook-id msg_<id>).\n"
     "\n"
     "Many items: --file FILE ('-' for stdin), one JSON object per line with the fields\n"
     "customer, payload (required), carrier, kind, run_at, idempotency_key, priority,\n"
     "expires_at, supersede_key, traceparent, tracestate.\n"
     "All lines are loaded in one transaction: the first bad line is reported by number and\n"
-    "nothing is enqueued.\n";
+    "nothing is enqueued. A line for a customer with endpoints is an event, fanned out to\n"
+    "every endpoint whose subscription and filter match.\n";
 
 enum {
     OPT_CARRIER = 1,
@@ -247,14 +250,18 @@ static int enqueue_file(cli_ctx *ctx, const char *path)
         }
     }
     long long inserted = 0, duplicates = 0, superseded = 0, expired = 0;
+    long long events = 0, deliveries = 0, unmatched = 0;
     if (rc == 0) {
         PGresult *res;
         rc = db_exec(ctx->conn, sql_q_bulk_apply, 0, NULL, &res, &err);
         if (rc == 0) {
-            inserted = atoll(PQgetvalue(res, 0, 0));
-            duplicates = atoll(PQgetvalue(res, 0, 1));
-            superseded = atoll(PQgetvalue(res, 0, 2));
-            expired = atoll(PQgetvalue(res, 0, 3));
+            inserted = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_INSERTED));
+            duplicates = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_DUPLICATES));
+            superseded = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_SUPERSEDED));
+            expired = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_EXPIRED));
+            events = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_EVENTS));
+            deliveries = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_DELIVERIES));
+            unmatched = atoll(PQgetvalue(res, 0, SQL_BULK_APPLY_C_UNMATCHED));
             PQclear(res);
         }
     }
@@ -273,6 +280,12 @@ static int enqueue_file(cli_ctx *ctx, const char *path)
         printf("; %lld superseded a queued item", superseded);
     if (expired > 0)
         printf("; %lld past their deadline, dead-lettered as expired", expired);
+    /* Lines of customers with endpoints: events, counted above too. */
+    if (events > 0) {
+        printf("; %lld event(s) fanned out to %lld deliveries", events, deliveries);
+        if (unmatched > 0)
+            printf(", %lld matched no endpoint (kept as events)", unmatched);
+    }
     putchar('\n');
     return CLI_OK;
 }

@@ -11,6 +11,19 @@
 DROP FUNCTION IF EXISTS pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text);
 DROP FUNCTION IF EXISTS pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer,
                                             timestamptz, text);
+-- And the one before `deliveries` (migration 0018's endpoints) was returned: CREATE OR REPLACE
+-- cannot add an OUT parameter. Dropped once, in this file's transaction, as above.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('pgpace.enqueue_item(text, jsonb, text, text, timestamptz, '
+                                              'text, integer, timestamptz, text, text, text)')
+                  AND NOT ('deliveries' = ANY (p.proargnames))) THEN
+        DROP FUNCTION pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer,
+                                          timestamptz, text, text, text);
+    END IF;
+END
+$$;
 
 -- What is wrong with a W3C Trace Context (Trace Context level 1, the traceparent and tracestate
 -- HTTP headers) given at enqueue, as a message that starts with the field ("traceparent must
@@ -108,6 +121,13 @@ $$;
 -- letters (reason 'expired') instead of the queue. Not for producers directly (they call
 -- pgpace.enqueue or pgpace.enqueue_json, which run as the owner).
 --
+-- For a customer that fans out (pgpace.fans_out: it has endpoints), the id is the event's, a
+-- new one also when it superseded (the webhook-id msg_<id> of every delivery it made or moved);
+-- `result` is 'superseded' when it moved at least one endpoint's queued delivery, `expired`
+-- when every delivery was past its deadline, and `deliveries` how many endpoints it reached
+-- (0: it matched none and is kept as an event). `deliveries` is NULL for an item of a customer
+-- that does not fan out and for a duplicate.
+--
 -- Keys:
 -- - idempotency_key first: a key seen before returns that item's id and does nothing else, also
 --   when the repeat carries a supersede_key. Keys live in pgpace.item_key, whose unique index
@@ -140,7 +160,8 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue_item(
     tracestate      text,
     OUT id          bigint,
     OUT result      text,
-    OUT expired     boolean)
+    OUT expired     boolean,
+    OUT deliveries  integer)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -272,7 +293,7 @@ BEGIN
     -- A customer with endpoints (or with a subscription or filter on its own receiver, or none):
     -- one event, a delivery per matching endpoint (16_endpoints.sql). new_id is the event's.
     IF pgpace.fans_out(cust_id) THEN
-        SELECT f.result, f.expired INTO result, expired
+        SELECT f.result, f.expired, f.deliveries INTO result, expired, deliveries
           FROM pgpace.enqueue_fanout(cust_id, new_id, enqueue_item.payload, enqueue_item.carrier,
                                      enqueue_item.kind, enqueue_item.run_at,
                                      enqueue_item.idempotency_key, enqueue_item.priority,

@@ -7,13 +7,30 @@
 -- supersede_key?, traceparent?, tracestate?}. Returns the item's id, whether this call created it (false: a repeated
 -- idempotency key, or a supersede), whether it superseded a queued item (whose id it is), and
 -- whether the item's deadline had already passed (it was dead-lettered as 'expired' at once).
+-- For a customer with endpoints (pgpace.enqueue_item) the id is the event's: created unless a
+-- repeated idempotency key (a superseding event is new too: superseded says it moved an
+-- endpoint's queued delivery to itself), expired when every delivery was past its deadline,
+-- and deliveries the number of endpoints it reached (NULL for a customer without endpoints
+-- and for a repeated key).
+--
+-- Before `deliveries` was returned: dropped once, in this file's transaction (CREATE OR REPLACE
+-- cannot change a result's columns); the GRANT below gives producers the new one.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('pgpace.enqueue_json(jsonb)')
+                  AND NOT ('deliveries' = ANY (p.proargnames))) THEN
+        DROP FUNCTION pgpace.enqueue_json(jsonb);
+    END IF;
+END
+$$;
 --
 -- The JSON shape is checked here (unknown fields, types); everything else is
 -- pgpace.enqueue_item's job, whose errors are re-raised with the field they concern ("field
 -- customer: unknown customer 'x'"), keeping their SQLSTATE: class 22 for bad values, 23503 for
 -- an unknown customer, 54000 for a payload over max_payload_bytes or nested over 256 levels.
 CREATE OR REPLACE FUNCTION pgpace.enqueue_json(doc jsonb)
-RETURNS TABLE (id bigint, created boolean, superseded boolean, expired boolean)
+RETURNS TABLE (id bigint, created boolean, superseded boolean, expired boolean, deliveries integer)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -112,7 +129,9 @@ BEGIN
         RAISE EXCEPTION 'field %: %', f, msg USING ERRCODE = v_state, HINT = hint;
     END;
 
-    RETURN QUERY SELECT e.id, e.result = 'created', e.result = 'superseded', e.expired;
+    RETURN QUERY SELECT e.id,
+                        e.result = 'created' OR (e.deliveries IS NOT NULL AND e.result = 'superseded'),
+                        e.result = 'superseded', e.expired, e.deliveries;
 END
 $$;
 

@@ -7,19 +7,44 @@
 -- lines or none: the first bad line raises an error naming its line number and field. Returns
 -- what became of the lines: inserted (queued), duplicates (a repeated idempotency key),
 -- superseded (replaced the payload of a queued item: supersede_key) and expired (their
--- deadline had passed: dead-lettered as 'expired' at once, as pgpace.enqueue_item does).
+-- deadline had passed: dead-lettered as 'expired' at once, as pgpace.enqueue_item does); and of
+-- the lines for customers with endpoints (pgpace.fans_out), each one event: events (new ones,
+-- counted in inserted, superseded or expired as well), the deliveries they made, and unmatched
+-- (events that reached no endpoint, kept as events).
 -- Keyed lines take their ids first and insert their keys into pgpace.item_key (ON CONFLICT DO
 -- NOTHING, in line order, so a key repeated within the file keeps its first line); only lines
 -- whose key was new insert an item. Unkeyed lines insert plainly and pay for no conflict check.
 -- Lines with a supersede_key go one by one through pgpace.enqueue_item after all the others
 -- (in line order, so the last line of a key wins): superseding needs a row lock and a retry
--- when a concurrent producer takes the key, which a set-wise insert cannot express. SECURITY
--- INVOKER: the caller needs INSERT on item, item_key, queue and dead_letter, UPDATE on item and
--- queue, and USAGE on item_id_seq.
+-- when a concurrent producer takes the key, which a set-wise insert cannot express.
+-- Fan-out (migration 0018) is set-wise too, with pgpace.enqueue_fanout's rules: each line of a
+-- customer with endpoints is one event (its payload, once, on the customer's row; `fanout`
+-- deliveries), and each endpoint whose subscription and payload filter match gets a delivery
+-- (an item without payload pointing at the event, queued, or dead-lettered as 'expired' when
+-- its deadline, with that endpoint's max_age, has passed). Idempotency keys act on the event,
+-- per customer; lines with a supersede_key go through pgpace.enqueue_item (then
+-- pgpace.enqueue_fanout) as above. Customers without endpoints take the plain statement, which
+-- is as it was. SECURITY INVOKER: the caller needs INSERT on item, item_key, queue and
+-- dead_letter, UPDATE on item and queue, and USAGE on item_id_seq.
 -- JIT off and a larger work_mem: the staging tables are fresh, so the planner's estimates are
 -- guesses, and compiling for a one-shot load cost more than it saved (measured 0.56 s / 100k).
+--
+-- Before events, deliveries and unmatched were returned: dropped once, in this file's
+-- transaction (CREATE OR REPLACE cannot add an OUT parameter). Callers name the columns they
+-- read (sql/queries/bulk_apply.sql), so an older `pgpace enqueue --file` works with this one.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('pgpace.enqueue_bulk()')
+                  AND NOT ('deliveries' = ANY (p.proargnames))) THEN
+        DROP FUNCTION pgpace.enqueue_bulk();
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgpace.enqueue_bulk(OUT inserted bigint, OUT duplicates bigint,
-                                               OUT superseded bigint, OUT expired bigint)
+                                               OUT superseded bigint, OUT expired bigint,
+                                               OUT events bigint, OUT deliveries bigint,
+                                               OUT unmatched bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -36,6 +61,10 @@ DECLARE
     -- A file where some line has both keys: every keyed line goes one by one, in line order,
     -- so that a repeated idempotency key keeps its first line whichever lines supersede.
     mixed boolean;
+    -- The customers of the file that fan out (pgpace.fans_out), and what their lines made.
+    fan_ids bigint[];
+    ev_inserted bigint := 0;
+    ev_expired bigint := 0;
 BEGIN
     SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
 
@@ -99,9 +128,14 @@ BEGIN
     ANALYZE pgpace_bulk_row;
 
     SELECT b.line_no, msg INTO bad FROM pgpace_bulk_row b
-      LEFT JOIN pgpace.customer c ON c.name = b.customer
+      -- An endpoint ('acme/crm', a row with a parent) is not enqueued to: its customer is.
+      LEFT JOIN pgpace.customer c ON c.name = b.customer AND c.parent_id IS NULL
       CROSS JOIN LATERAL (SELECT CASE
           WHEN b.customer_type IS DISTINCT FROM 'string' THEN 'field customer: required, must be a string'
+          WHEN c.id IS NULL AND position('/' IN b.customer) > 0
+            THEN format('field customer: unknown customer %s (enqueue to the customer, the part '
+                        'before /: its endpoints'' subscriptions route the event)',
+                        quote_literal(left(b.customer, 140)))
           WHEN c.id IS NULL THEN format('field customer: unknown customer %s', quote_literal(left(b.customer, 140)))
           WHEN b.payload IS NULL OR b.payload = 'null'::jsonb THEN 'field payload: required, must not be null'
           WHEN b.payload_size > size_limit
@@ -172,10 +206,12 @@ BEGIN
     END IF;
 
     -- One KEY SHARE lock per customer (not per row, as a foreign key would take) keeps a
-    -- concurrent `customer delete` from orphaning these items.
+    -- concurrent `customer delete` from orphaning these items. fans_out: read under that lock,
+    -- as pgpace.enqueue_item reads it.
     CREATE TEMP TABLE pgpace_bulk_customer ON COMMIT DROP AS
-        SELECT c.id, c.name, c.max_attempts, c.max_age FROM pgpace.customer c
-         WHERE c.name IN (SELECT DISTINCT b.customer FROM pgpace_bulk_row b)
+        SELECT c.id, c.name, c.max_attempts, c.max_age, pgpace.fans_out(c.id) AS fans_out
+          FROM pgpace.customer c
+         WHERE c.name IN (SELECT DISTINCT b.customer FROM pgpace_bulk_row b) AND c.parent_id IS NULL
            FOR KEY SHARE;
     IF (SELECT count(*) FROM pgpace_bulk_customer)
        < (SELECT count(DISTINCT b.customer) FROM pgpace_bulk_row b) THEN
@@ -196,7 +232,7 @@ BEGIN
                coalesce(b.priority::smallint, 0), coalesce(b.run_at::timestamptz, now()),
                b.expires_at::timestamptz, b.traceparent, b.tracestate
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-         WHERE b.idempotency_key IS NULL AND b.supersede_key IS NULL
+         WHERE b.idempotency_key IS NULL AND b.supersede_key IS NULL AND NOT c.fans_out
          ORDER BY b.line_no
         RETURNING id, customer_id, carrier, priority, run_at, expires_at
     ), keyed AS (
@@ -206,6 +242,7 @@ BEGIN
                b.traceparent, b.tracestate
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
          WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL AND NOT mixed
+           AND NOT c.fans_out
     ), ins_key AS (
         INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id)
         SELECT k.customer_id, k.idempotency_key, k.id FROM keyed k
@@ -249,6 +286,101 @@ BEGIN
     SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM dead)
       INTO inserted, expired
       FROM notified;
+    events := 0;
+    deliveries := 0;
+    unmatched := 0;
+
+    fan_ids := ARRAY(SELECT c.id FROM pgpace_bulk_customer c WHERE c.fans_out);
+    IF cardinality(fan_ids) > 0 THEN
+        -- Their endpoints (and a customer's own receiver, "default"), locked as
+        -- pgpace.enqueue_fanout locks them: `endpoint delete` waits for this load.
+        CREATE TEMP TABLE pgpace_bulk_endpoint ON COMMIT DROP AS
+            SELECT coalesce(e.parent_id, e.id) AS customer_id, e.id, e.event_types,
+                   e.payload_filter, e.max_attempts, e.max_age
+              FROM pgpace.customer e
+             WHERE e.parent_id = ANY (fan_ids) OR (e.id = ANY (fan_ids) AND e.webhook_url IS NOT NULL)
+               FOR KEY SHARE;
+        ANALYZE pgpace_bulk_endpoint;
+        -- One event per line (its id taken first, so that its key can name it, as in the plain
+        -- statement above), then one delivery per matching endpoint of the events whose key was
+        -- new. ev, acc and dl are materialised once: their ids come from a volatile function.
+        WITH ev AS MATERIALIZED (
+            SELECT pgpace.next_item_id() AS id, b.line_no, c.id AS customer_id, b.carrier, b.kind,
+                   b.payload, b.idempotency_key, coalesce(b.priority::smallint, 0) AS priority,
+                   coalesce(b.run_at::timestamptz, now()) AS run_at,
+                   b.expires_at::timestamptz AS expires_at, b.traceparent, b.tracestate
+              FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
+             WHERE c.fans_out AND b.supersede_key IS NULL
+               AND NOT (mixed AND b.idempotency_key IS NOT NULL)
+             ORDER BY b.line_no
+        ), ev_key AS (
+            INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id)
+            SELECT e.customer_id, e.idempotency_key, e.id FROM ev e
+             WHERE e.idempotency_key IS NOT NULL
+             ORDER BY e.line_no
+            ON CONFLICT (customer_id, idempotency_key) DO NOTHING
+            RETURNING item_id
+        ), acc AS MATERIALIZED (
+            SELECT e.* FROM ev e
+             WHERE e.idempotency_key IS NULL OR e.id IN (SELECT k.item_id FROM ev_key k)
+        ), dl AS MATERIALIZED (
+            -- The deadline per endpoint, as pgpace.enqueue_fanout computes it.
+            SELECT pgpace.next_item_id() AS id, a.id AS event_id, p.id AS endpoint_id,
+                   p.max_attempts, a.carrier, a.kind, a.priority, a.run_at, a.expires_at,
+                   a.traceparent, a.tracestate,
+                   least(a.expires_at, greatest(a.run_at, now()) + p.max_age) AS deadline
+              FROM acc a JOIN pgpace_bulk_endpoint p ON p.customer_id = a.customer_id
+             WHERE pgpace.subscribed(p.event_types, a.kind)
+               AND (p.payload_filter IS NULL OR a.payload @> p.payload_filter)
+             ORDER BY a.line_no, p.id
+        ), ins_dl AS (
+            INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id, priority,
+                                     run_at, expires_at, traceparent, tracestate)
+            SELECT d.id, d.endpoint_id, d.carrier, d.kind, NULL, d.event_id, d.priority, d.run_at,
+                   d.expires_at, d.traceparent, d.tracestate
+              FROM dl d ORDER BY d.id
+        ), q AS (
+            INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                      max_attempts, expires_at)
+            SELECT d.id, d.endpoint_id, coalesce(d.carrier, ''), d.priority, d.run_at,
+                   d.max_attempts, d.deadline
+              FROM dl d
+             WHERE d.deadline IS NULL OR d.deadline > now()
+            RETURNING customer_id, carrier
+        ), dead AS (
+            INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
+            SELECT d.id, d.endpoint_id, d.carrier, 0, 'expired'
+              FROM dl d
+             WHERE d.deadline <= now()
+            RETURNING item_id
+        ), per_event AS (
+            SELECT d.event_id, count(*) AS n, count(*) FILTER (WHERE d.deadline <= now()) AS n_expired
+              FROM dl d GROUP BY d.event_id
+        ), ins_ev AS (
+            -- The event itself: the payload, once.
+            INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key,
+                                     priority, run_at, expires_at, traceparent, tracestate, fanout)
+            SELECT a.id, a.customer_id, a.carrier, a.kind, a.payload, a.idempotency_key,
+                   a.priority, a.run_at, a.expires_at, a.traceparent, a.tracestate,
+                   coalesce(p.n, 0)
+              FROM acc a LEFT JOIN per_event p ON p.event_id = a.id
+             ORDER BY a.line_no
+            RETURNING id, fanout
+        ), notified AS (
+            SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text || ' ' || x.carrier))
+              FROM (SELECT DISTINCT customer_id, carrier FROM q) x
+        )
+        -- Every delivery expired: the event counts as expired, as pgpace.enqueue_item says.
+        SELECT count(*) FILTER (WHERE p.n IS NULL OR p.n > p.n_expired),
+               count(*) FILTER (WHERE p.n = p.n_expired),
+               count(*), coalesce(sum(i.fanout), 0), count(*) FILTER (WHERE i.fanout = 0)
+          INTO ev_inserted, ev_expired, events, deliveries, unmatched
+          FROM ins_ev i LEFT JOIN per_event p ON p.event_id = i.id
+         CROSS JOIN notified;
+        inserted := inserted + ev_inserted;
+        expired := expired + ev_expired;
+    END IF;
+
     duplicates := (SELECT count(*) FROM pgpace_bulk_row b
                     WHERE b.supersede_key IS NULL AND NOT (mixed AND b.idempotency_key IS NOT NULL))
                   - inserted - expired;
@@ -265,6 +397,12 @@ BEGIN
                                    coalesce(ln.priority::integer, 0),
                                    ln.expires_at::timestamptz, ln.supersede_key,
                                    ln.traceparent, ln.tracestate);
+        -- An event (a customer with endpoints; NULL for a duplicate): what it made.
+        IF one.deliveries IS NOT NULL THEN
+            events := events + 1;
+            deliveries := deliveries + one.deliveries;
+            unmatched := unmatched + (one.deliveries = 0)::integer;
+        END IF;
         IF one.expired THEN
             expired := expired + 1;
         ELSIF one.result = 'superseded' THEN

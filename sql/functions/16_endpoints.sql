@@ -41,24 +41,47 @@ $$;
 -- Whether an item of `kind` goes to an endpoint subscribed to `patterns` (NULL or empty: every
 -- kind). A pattern ending in '*' matches every kind that starts with what comes before it (so
 -- '*' matches every kind, also none); any other pattern matches that kind exactly.
+-- PL/pgSQL, not SQL, here and in fans_out below: a SQL function whose body has a sub-select is
+-- not inlined, and is planned again in every statement (or, called from PL/pgSQL, every
+-- transaction) that calls it: about 40 us per enqueue each on a 2-core machine, where the
+-- loop below costs about 1 us per endpoint (the sub-select per row cost 4). No SET
+-- search_path: it would be set and reset on every call (per endpoint); the built-ins it calls
+-- are pg_catalog's, which is searched first.
 CREATE OR REPLACE FUNCTION pgpace.subscribed(patterns text[], kind text)
 RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(cardinality(patterns), 0) = 0
-    OR EXISTS (SELECT 1 FROM unnest(patterns) AS p(pat)
-                WHERE p.pat = kind OR p.pat = '*'
-                   OR (right(p.pat, 1) = '*' AND starts_with(kind, left(p.pat, -1))));
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    pat text;
+BEGIN
+    IF coalesce(cardinality(patterns), 0) = 0 THEN
+        RETURN true;
+    END IF;
+    FOREACH pat IN ARRAY patterns LOOP
+        IF pat = kind OR pat = '*' OR (right(pat, 1) = '*' AND starts_with(kind, left(pat, -1))) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$$;
 
 -- Whether an enqueue to this customer fans out (an event with deliveries) rather than queueing
 -- the one item of a customer that is its own only endpoint, as every customer did before 0018.
+-- Every enqueue asks it, with endpoints or without: PL/pgSQL (see subscribed above), its
+-- statements planned once per session (bench/ENDPOINTS.md, section 1, before and after).
 CREATE OR REPLACE FUNCTION pgpace.fans_out(cust_id bigint)
 RETURNS boolean
-LANGUAGE sql STABLE
-RETURN EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cust_id)
-    OR EXISTS (SELECT 1 FROM pgpace.customer c
-                WHERE c.id = cust_id
-                  AND (c.webhook_url IS NULL OR coalesce(cardinality(c.event_types), 0) > 0
-                       OR c.payload_filter IS NOT NULL));
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cust_id)
+        OR EXISTS (SELECT 1 FROM pgpace.customer c
+                    WHERE c.id = cust_id
+                      AND (c.webhook_url IS NULL OR coalesce(cardinality(c.event_types), 0) > 0
+                           OR c.payload_filter IS NOT NULL));
+END
+$$;
 
 -- The fan-out of one event (pgpace.enqueue_item has checked every argument, taken the customer
 -- row's KEY SHARE lock and recorded the idempotency key for event_id). Writes the event (the
@@ -73,7 +96,22 @@ RETURN EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cust_id)
 -- trace context; it keeps its item id, place and carrier); an endpoint whose delivery with the
 -- key was already claimed (the receiver may have seen it) or that has none gets a new delivery.
 -- result: 'created', or 'superseded' when at least one delivery was moved; expired: every
--- delivery was already past its deadline (false when none matched).
+-- delivery was already past its deadline (false when none matched); deliveries: how many
+-- endpoints matched (the event's `fanout`: new deliveries, moved ones and expired ones alike).
+--
+-- Before `deliveries` was returned: dropped once, in this file's transaction (callers never meet
+-- a moment without it; CREATE OR REPLACE cannot add an OUT parameter).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('pgpace.enqueue_fanout(bigint, bigint, jsonb, text, text, '
+                                              'timestamptz, text, integer, timestamptz, text, text, text)')
+                  AND NOT ('deliveries' = ANY (p.proargnames))) THEN
+        DROP FUNCTION pgpace.enqueue_fanout(bigint, bigint, jsonb, text, text, timestamptz, text,
+                                            integer, timestamptz, text, text, text);
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgpace.enqueue_fanout(
     cust_id         bigint,
     event_id        bigint,
@@ -88,7 +126,8 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue_fanout(
     traceparent     text,
     tracestate      text,
     OUT result      text,
-    OUT expired     boolean)
+    OUT expired     boolean,
+    OUT deliveries  integer)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -105,8 +144,105 @@ DECLARE
     queued     boolean;
     moved      boolean;
     tries      integer;
+    notified   bigint;
+    late_ids   bigint[];
+    late_eps   bigint[];
 BEGIN
     result := 'created';
+    -- Without a supersede_key every delivery is new, and one statement writes the event and
+    -- all of them: one insert into pgpace.item (the partitioned table's insert is set up once,
+    -- not once per delivery), their queue rows or dead letters, a NOTIFY per endpoint
+    -- (bench/ENDPOINTS.md, section 1: 10 us of statements per delivery at 100 endpoints, where
+    -- statements per endpoint took 59).
+    -- A delivery is past its deadline at enqueue when expires_at is (then all are), and
+    -- otherwise only for a max_age whose months and days nearly cancel out ('1 month -29
+    -- days' is more than 0, as customer_max_age_valid asks, yet before now() from some days):
+    -- the first statement writes no dead letter (it hands those back), the second nothing but.
+    IF supersede_key IS NULL THEN
+        IF NOT coalesce(expires_at <= now(), false) THEN
+            WITH m AS MATERIALIZED (
+                SELECT e.id, e.max_attempts, e.max_age
+                  FROM pgpace.customer e
+                 WHERE (e.parent_id = cust_id OR (e.id = cust_id AND e.webhook_url IS NOT NULL))
+                   AND pgpace.subscribed(e.event_types, kind)
+                   AND (e.payload_filter IS NULL OR payload @> e.payload_filter)
+                 ORDER BY e.id
+                   FOR KEY SHARE
+            ), d AS MATERIALIZED (
+                -- Ids in endpoint order, after the event's; the deadline as in the loop below.
+                SELECT pgpace.next_item_id() AS id, m.id AS ep_id, m.max_attempts,
+                       least(expires_at, greatest(coalesce(run_at, now()), now()) + m.max_age) AS deadline
+                  FROM m ORDER BY m.id
+            ), ins AS (
+                -- The event (the payload, once) and its deliveries.
+                INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id,
+                                         idempotency_key, priority, run_at, expires_at,
+                                         traceparent, tracestate, fanout)
+                SELECT event_id, cust_id, carrier, kind, payload, NULL, idempotency_key, priority,
+                       coalesce(run_at, now()), expires_at, traceparent, tracestate,
+                       (SELECT count(*) FROM d)
+                UNION ALL
+                SELECT d.id, d.ep_id, carrier, kind, NULL, event_id, NULL, priority,
+                       coalesce(run_at, now()), expires_at, traceparent, tracestate, NULL
+                  FROM d
+            ), q AS (
+                INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
+                                          max_attempts, expires_at)
+                SELECT d.id, d.ep_id, coalesce(carrier, ''), priority::smallint,
+                       coalesce(run_at, now()), d.max_attempts, d.deadline
+                  FROM d
+                 WHERE NOT coalesce(d.deadline <= now(), false)
+                RETURNING customer_id
+            )
+            SELECT (SELECT count(*) FROM d),
+                   (SELECT count(pg_notify('pgpace_enqueue', q.customer_id::text || ' ' || coalesce(carrier, '')))
+                      FROM q),
+                   ARRAY(SELECT d.id FROM d WHERE d.deadline <= now() ORDER BY d.id),
+                   ARRAY(SELECT d.ep_id FROM d WHERE d.deadline <= now() ORDER BY d.id)
+              INTO n, notified, late_ids, late_eps;
+            IF cardinality(late_ids) > 0 THEN
+                INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
+                SELECT l.id, l.ep_id, carrier, 0, 'expired'
+                  FROM unnest(late_ids, late_eps) AS l(id, ep_id);
+                n_expired := cardinality(late_ids);
+            END IF;
+        ELSE
+            WITH m AS MATERIALIZED (
+                SELECT e.id
+                  FROM pgpace.customer e
+                 WHERE (e.parent_id = cust_id OR (e.id = cust_id AND e.webhook_url IS NOT NULL))
+                   AND pgpace.subscribed(e.event_types, kind)
+                   AND (e.payload_filter IS NULL OR payload @> e.payload_filter)
+                 ORDER BY e.id
+                   FOR KEY SHARE
+            ), d AS MATERIALIZED (
+                SELECT pgpace.next_item_id() AS id, m.id AS ep_id FROM m ORDER BY m.id
+            ), ins AS (
+                INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id,
+                                         idempotency_key, priority, run_at, expires_at,
+                                         traceparent, tracestate, fanout)
+                SELECT event_id, cust_id, carrier, kind, payload, NULL, idempotency_key, priority,
+                       coalesce(run_at, now()), expires_at, traceparent, tracestate,
+                       (SELECT count(*) FROM d)
+                UNION ALL
+                SELECT d.id, d.ep_id, carrier, kind, NULL, event_id, NULL, priority,
+                       coalesce(run_at, now()), expires_at, traceparent, tracestate, NULL
+                  FROM d
+            ), dead AS (
+                INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
+                SELECT d.id, d.ep_id, carrier, 0, 'expired' FROM d
+                RETURNING item_id
+            )
+            SELECT count(*) INTO n FROM dead;
+            n_expired := n;
+        END IF;
+        expired := n > 0 AND n_expired = n;
+        deliveries := n;
+        RETURN;
+    END IF;
+
+    -- With a supersede_key, an endpoint's queued delivery with the key may be moved instead: one
+    -- endpoint at a time.
     FOR ep IN
         SELECT e.id, e.max_attempts, e.max_age
           FROM pgpace.customer e
@@ -157,7 +293,10 @@ BEGIN
                                       max_attempts, expires_at, supersede_key)
             VALUES (d_id, ep.id, coalesce(carrier, ''), priority::smallint,
                     coalesce(run_at, now()), ep.max_attempts, deadline, supersede_key)
-            ON CONFLICT (customer_id, supersede_key) WHERE supersede_key IS NOT NULL DO NOTHING;
+            -- No conflict target: here (use_variable) its column supersede_key would be read as
+            -- the parameter, and match no index. The queue's one other unique index is its
+            -- primary key, which d_id, a new id, cannot conflict on: only queue_supersede can.
+            ON CONFLICT DO NOTHING;
             IF FOUND THEN
                 queued := true;
                 EXIT;
@@ -194,6 +333,7 @@ BEGIN
     VALUES (event_id, cust_id, carrier, kind, payload, idempotency_key, priority,
             coalesce(run_at, now()), expires_at, traceparent, tracestate, n);
     expired := n > 0 AND n_expired = n;
+    deliveries := n;
 END
 $$;
 

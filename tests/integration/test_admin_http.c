@@ -1696,21 +1696,40 @@ static void enqueue_answer_mapping(void **state)
         {"SELECT * FROM pgpace.enqueue_json('{\"customer\":\"x\",\"payload\":1}')", 400,
          "{\"error\":\"field customer: unknown customer 'x'\"}"},
         {"SELECT 1::bigint AS id, false AS created, false AS superseded, false AS expired, "
-         "NULL::text AS e",
+         "NULL::text AS e, "
+         "NULL::integer AS d",
          200, "{\"id\":1,\"duplicate\":true,\"estimated_send_at\":null}"},
         {"SELECT 7::bigint AS id, true AS created, false AS superseded, false AS expired, "
-         "'2030-01-01T00:00:00.000000Z' AS e",
+         "'2030-01-01T00:00:00.000000Z' AS e, NULL::integer AS d",
          201, "{\"id\":7,\"estimated_send_at\":\"2030-01-01T00:00:00.000000Z\"}"},
         /* A paused customer: a new item, no estimate. */
         {"SELECT 8::bigint AS id, true AS created, false AS superseded, false AS expired, "
-         "NULL::text AS e",
+         "NULL::text AS e, "
+         "NULL::integer AS d",
          201, "{\"id\":8,\"estimated_send_at\":null}"},
         {"SELECT 8::bigint AS id, false AS created, true AS superseded, false AS expired, "
-         "NULL::text AS e",
+         "NULL::text AS e, "
+         "NULL::integer AS d",
          200, "{\"id\":8,\"superseded\":true,\"estimated_send_at\":null}"},
         {"SELECT 9::bigint AS id, true AS created, false AS superseded, true AS expired, "
-         "NULL::text AS e",
+         "NULL::text AS e, "
+         "NULL::integer AS d",
          201, "{\"id\":9,\"expired\":true,\"estimated_send_at\":null}"},
+        /* An event of a customer with endpoints: its id, the deliveries it made; new also
+         * when it superseded an endpoint's queued delivery. */
+        {"SELECT 10::bigint AS id, true AS created, false AS superseded, false AS expired, "
+         "NULL::text AS e, 3 AS d",
+         201, "{\"id\":10,\"deliveries\":3,\"estimated_send_at\":null}"},
+        {"SELECT 11::bigint AS id, true AS created, true AS superseded, false AS expired, "
+         "NULL::text AS e, 2 AS d",
+         201, "{\"id\":11,\"superseded\":true,\"deliveries\":2,\"estimated_send_at\":null}"},
+        {"SELECT 12::bigint AS id, true AS created, false AS superseded, false AS expired, "
+         "NULL::text AS e, 0 AS d",
+         201, "{\"id\":12,\"deliveries\":0,\"estimated_send_at\":null}"},
+        /* The shape before deliveries (a stale binary's query) is no answer either. */
+        {"SELECT 7::bigint AS id, true AS created, false AS superseded, false AS expired, "
+         "NULL::text AS e",
+         500, "{\"error\":\"internal error\"}"},
         /* A result of another shape (a stale binary against a changed query) is no answer. */
         {"SELECT 7::bigint AS id, true AS created", 500, "{\"error\":\"internal error\"}"},
         {"DO $$ BEGIN RAISE EXCEPTION 'gone' USING ERRCODE = '57P01'; END $$", 503,
