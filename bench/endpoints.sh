@@ -389,7 +389,7 @@ fi
 if want 4; then
 log "4. end to end: $E2E_DELIVERIES deliveries a run to one receiver"
 clear_items
-rlog=$work/e2e.log
+rlog=$work/e2e-receiver.log # (the dispatcher logs to $work/e2e.log)
 start_receiver "$rport" "$rlog"
 recv_pid=$rpid
 start_dispatcher bench_ep e2e
@@ -423,7 +423,7 @@ for n in $FANOUTS; do
             c1=$(cpu_us "$disp_pid") r1=$(cpu_us "$recv_pid") g1=$(pg_cluster_cpu)
             got=$(tail -n +$((before + 1)) "$rlog" | grep -c " $path" || true)
             if [ "$got" != "$E2E_DELIVERIES" ]; then
-                echo "- end to end $sys n$n run $r: $got of $E2E_DELIVERIES deliveries within $E2E_S s; queued then (count, claimed, attempts, last_error): $(q "$d" "SELECT count(*), count(claim_token), coalesce(max(attempt), 0), max(last_error) FROM pgpace.queue" | tr '|' ' ')" >>"$work/notes"
+                echo "- end to end $sys n$n run $r: $got of $E2E_DELIVERIES deliveries within $E2E_S s; queued then (count, claimed, attempts, last_error): $(q "$d" "SELECT count(*), count(claim_token), coalesce(max(attempt), 0), max(last_error) FROM pgpace.queue" | tr '|' ' '); dead letters: $(q "$d" "SELECT count(*), max(last_error) FROM pgpace.dead_letter" | tr '|' ' '); attempts by outcome: $(q "$d" "SELECT string_agg(outcome || '=' || n, ' ') FROM (SELECT outcome, count(*) n FROM pgpace.delivery_attempt GROUP BY 1) x"); lines before the resume: $(grep -c " $path" "$rlog" | awk -v t="$(tail -n +$((before + 1)) "$rlog" | grep -c " $path")" '{ print $1 - t }')" >>"$work/notes"
             fi
             tput+=("$(tail -n +$((before + 1)) "$rlog" | grep " $path" |
                 awk 'NR == 1 { a = $1 } { b = $1; n++ } END { if (b > a) printf "%.0f", (n - 1) * 1000 / (b - a) }')")
@@ -477,7 +477,7 @@ hist_diff() { # BEFORE AFTER PREFIX [LABEL]
         END { printf "%d %.6f %s %s %s\n", cnt, sum, q(0.5), q(0.95), q(0.99) }' "$1" "$2"
 }
 claim_run() { # SYSTEM(fanout|single) DB
-    local sys=$1 db=$2 cd total=$((TENANTS * 5)) rlog=$work/claims-$1.log
+    local sys=$1 db=$2 cd total=$((TENANTS * 5)) rlog=$work/claims-$1-receiver.log
     cd=$(conn "$db")
     : >"$rlog"
     start_receiver "$cport" "$rlog"
