@@ -11,6 +11,7 @@
 
 static const char stats_usage[] =
     "usage: pgpace stats [--customer NAME] [--watch [SECONDS]]\n"
+    "       pgpace stats --unmatched [--customer NAME]\n"
     "\n"
     "Per customer: the configured rate and the effective one, eff_rate (per minute; lower\n"
     "while the receiver answers 429, or 503 with Retry-After), due (may be claimed now),\n"
@@ -29,6 +30,9 @@ static const char stats_usage[] =
     "many matched no endpoint (kept for `pgpace recover --endpoint`). --customer NAME shows a\n"
     "customer and its endpoints; NAME/ENDPOINT one endpoint.\n"
     "\n"
+    "--unmatched lists those events that matched no endpoint (the newest 100 of the last 24\n"
+    "hours): each one's id (its webhook-id is msg_ID), customer, kind and enqueue time.\n"
+    "\n"
     "--watch refreshes every SECONDS (default 1) until interrupted, showing per customer the\n"
     "configured and effective rate, what was observed (spaced and unlimited: webhooks delivered\n"
     "in the last minute, '/min', or per minute of the time since the customer was created or\n"
@@ -42,8 +46,10 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                          {"customer", required_argument, NULL, 'c'},
                                          {"watch", optional_argument, NULL, 'w'},
+                                         {"unmatched", no_argument, NULL, 'u'},
                                          {NULL, 0, NULL, 0}};
     const char *customer = NULL;
+    bool unmatched = false;
     long long watch_s = 0;
     pgp_error err;
     int opt;
@@ -59,6 +65,10 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
             customer = optarg;
             continue;
         }
+        if (opt == 'u') {
+            unmatched = true;
+            continue;
+        }
         if (opt == 'w') {
             watch_s = 1;
             if (optarg && validate_int("--watch", optarg, 1, 3600, &watch_s, &err) != 0)
@@ -69,6 +79,8 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    if (unmatched && watch_s > 0)
+        return cli_usage_error(ctx, "--unmatched and --watch do not go together");
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;
@@ -76,6 +88,16 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     if (!res)
         return CLI_FAILED;
     PQclear(res);
+    if (unmatched) {
+        const char *un_params[SQL_STATS_UNMATCHED_NPARAMS] = {
+            [SQL_STATS_UNMATCHED_P_CUSTOMER] = customer, [SQL_STATS_UNMATCHED_P_LIMIT] = "100"};
+        res = cli_query(ctx, sql_q_stats_unmatched, SQL_STATS_UNMATCHED_NPARAMS, un_params);
+        if (!res)
+            return CLI_FAILED;
+        cli_print_table(res);
+        PQclear(res);
+        return CLI_OK;
+    }
     const char *params[] = {customer};
     while (watch_s > 0) {
         res = cli_query(ctx, sql_q_stats_watch, 1, params);

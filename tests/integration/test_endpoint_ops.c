@@ -228,6 +228,23 @@ static void stats_groups_endpoints_under_their_customer(void **state)
     assert_string_equal(PQgetvalue(res, 2, SQL_STATS_WATCH_C_CUSTOMER), "  crm");
     assert_string_equal(PQgetvalue(res, 2, SQL_STATS_WATCH_C_STATE), "open");
     PQclear(res);
+
+    /* --unmatched lists acme's one event that matched no endpoint (kind ping), by its id. */
+    long long ping =
+        tl_query_int(c, "SELECT id FROM pgpace.item WHERE kind = 'ping' AND fanout = 0");
+    char want[64];
+    snprintf(want, sizeof want, "%lld", ping);
+    tl_proc u = RUN_OK(db, "stats", "--unmatched", "--customer", "acme");
+    first_column(u.out, cols, sizeof cols);
+    char expect[96];
+    snprintf(expect, sizeof expect, "event_id|%s", want);
+    assert_string_equal(cols, expect);
+    tl_assert_contains(u.out, "ping");
+    tl_proc_free(&u);
+    u = RUN_OK(db, "stats", "--unmatched", "--customer", "solo");
+    first_column(u.out, cols, sizeof cols);
+    assert_string_equal(cols, "event_id");
+    tl_proc_free(&u);
 }
 
 /* `pgpace events` names the customer and the endpoint of each (an endpoint's recorded under its
