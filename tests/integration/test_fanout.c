@@ -705,6 +705,8 @@ static void delivered_end_to_end(void **state)
     make_customers(c, base);
     fx_run(f, "http.enqueue_token = fan-token\n");
     int port = fx_admin_port(f);
+    /* The listener comes up before the database session that answers POSTs (503 until then). */
+    assert_true(fx_wait_log(f, "event=leader_elected", 10000));
 
     /* HTTP: the event's id, and the deliveries it made. */
     char *out = NULL;
