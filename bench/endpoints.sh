@@ -395,6 +395,24 @@ SELECT pgpace.enqueue('fan100', '$payload_small');
 SELECT pgpace.enqueue('fan100', '$payload_small');
 SQL
 } >>"$prof"
+# The WAL of one enqueue of each kind, record by record (pg_waldump between two readings of the
+# insert position; after 20 of the same, so no record is a first change of its page since the
+# last checkpoint). Whatever else the cluster writes meanwhile shows too (rare: it is idle).
+clear_items
+{
+    echo
+    echo "## pg_waldump: the WAL of one enqueue, 78-byte payload: a fan-out to one endpoint (fan1), an item on its own (s1)"
+    for c in fan1 s1; do
+        for _ in $(seq 1 20); do q "$d" "SELECT pgpace.enqueue('$c', '$payload_small')" >/dev/null; done
+        a=$(q "$admin" "SELECT pg_current_wal_insert_lsn()")
+        q "$d" "SELECT pgpace.enqueue('$c', '$payload_small')" >/dev/null
+        b=$(q "$admin" "SELECT pg_current_wal_insert_lsn()")
+        echo
+        echo "### $c: $(q "$admin" "SELECT '$b'::pg_lsn - '$a'::pg_lsn") bytes"
+        as_pg "$PGBIN/pg_waldump" -p "$work/pg/data/pg_wal" -s "$a" -e "$b" 2>/dev/null |
+            sed -E 's/ lsn: [^,]*, prev [^,]*,//; s/ +/ /g' || true
+    done
+} >>"$prof"
 fi
 
 # ================================================================ 4. end to end
@@ -613,7 +631,7 @@ row_enq() { # SIZE N -> table row
     echo "| CPU | $cpu |"
     echo "| cores | $cores |"
     echo "| memory | $mem |"
-    echo "| load average (1 min) at start / after end to end / end | ${load[start]} / ${load[e2e]} / ${load[end]} (other processes on the machine share its cores) |"
+    echo "| load average (1 min) at start / after end to end / end$([ "$merge" = 1 ] && echo " (of the last regeneration)") | ${load[start]} / ${load[e2e]} / ${load[end]} (other processes on the machine share its cores) |"
     echo "| PostgreSQL | $pgver (private cluster from tests/tools/pgcluster.sh, pg_stat_statements loaded, tracking only where said) |"
     while IFS= read -r l; do echo "| ${l%% = *} | ${l#* = } |"; done <<<"$settings"
     echo "| a harness psql session's cost to the cluster, taken off the CPU figures | $(cell machine harness session postgres_cpu_us_per_session) us |"
@@ -624,6 +642,13 @@ row_enq() { # SIZE N -> table row
     echo "on its own (the payload is written once)*. Measured per delivery as PostgreSQL's CPU (the"
     echo "whole cluster, WAL writer and checkpointer included) and WAL, one event fanned out to N"
     echo "endpoints against N items enqueued on their own in one transaction (section 1):"
+    echo
+    echo "Why one endpoint misses on WAL: an event to one endpoint writes two item rows, the event (with"
+    echo "the payload) and its delivery, each with its primary-key entry, and locks the endpoint's row"
+    echo "(KEY SHARE: a WAL record); an item on its own is one row. The records of one enqueue of each"
+    echo "are listed at the end of [\`$(rel "$prof")\`]($(rel "$prof")) (pg_waldump). From a few endpoints on, the"
+    echo "payload written once and the one statement for all deliveries make up for it. The CPU at one"
+    echo "endpoint is the same within the runs' spread (the statements' time is higher: section 1)."
     echo
     echo "| payload | endpoints | PostgreSQL CPU per delivery, fan-out / on its own | WAL per delivery, fan-out / on its own | verdict |"
     echo "|---|---|---|---|---|"
