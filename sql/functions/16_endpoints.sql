@@ -143,6 +143,7 @@ DECLARE
     late       boolean;
     queued     boolean;
     moved      boolean;
+    mv_id      bigint;
     tries      integer;
     notified   bigint;
     late_ids   bigint[];
@@ -264,24 +265,39 @@ BEGIN
              WHERE q.customer_id = ep.id AND q.supersede_key = enqueue_fanout.supersede_key
                FOR UPDATE;
             IF FOUND THEN
-                UPDATE pgpace.item i
-                   SET payload = NULL, event_id = enqueue_fanout.event_id,
-                       kind = enqueue_fanout.kind, expires_at = enqueue_fanout.expires_at,
-                       traceparent = enqueue_fanout.traceparent,
-                       tracestate = enqueue_fanout.tracestate
-                 WHERE i.id = old.item_id;
+                IF pgpace.item_id_day(old.item_id) = pgpace.item_id_day(event_id) THEN
+                    mv_id := old.item_id;
+                    UPDATE pgpace.item i
+                       SET payload = NULL, event_id = enqueue_fanout.event_id,
+                           kind = enqueue_fanout.kind, expires_at = enqueue_fanout.expires_at,
+                           traceparent = enqueue_fanout.traceparent,
+                           tracestate = enqueue_fanout.tracestate
+                     WHERE i.id = old.item_id;
+                ELSE
+                    -- Queued since an earlier day: the delivery moves to the event's day (a new
+                    -- id; it was never claimed, so no receiver saw the old one), since retention
+                    -- keeps a day's partition only while its own ids are queued, and the event's
+                    -- day must outlive every delivery that reads its payload.
+                    mv_id := d_id;
+                    DELETE FROM pgpace.item i WHERE i.id = old.item_id;
+                    INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id,
+                                             priority, run_at, expires_at, traceparent, tracestate)
+                    VALUES (d_id, ep.id, nullif(old.carrier, ''), kind, NULL, event_id,
+                            old.priority, coalesce(run_at, now()), expires_at, traceparent,
+                            tracestate);
+                END IF;
                 due := greatest(old.next_action_at, run_at);
                 deadline := least(expires_at, greatest(due, now()) + ep.max_age);
                 DELETE FROM pgpace.queue q WHERE q.item_id = old.item_id;
                 IF coalesce(deadline <= greatest(due, now()), false) THEN
                     INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
-                    VALUES (old.item_id, ep.id, nullif(old.carrier, ''), old.attempt, 'expired');
+                    VALUES (mv_id, ep.id, nullif(old.carrier, ''), old.attempt, 'expired');
                     n_expired := n_expired + 1;
                 ELSE
                     INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
                                               attempt, max_attempts, last_error, expires_at,
                                               supersede_key)
-                    VALUES (old.item_id, ep.id, old.carrier, old.priority, due, old.attempt,
+                    VALUES (mv_id, ep.id, old.carrier, old.priority, due, old.attempt,
                             old.max_attempts, old.last_error, deadline, old.supersede_key);
                     PERFORM pg_notify('pgpace_enqueue', ep.id::text || ' ' || old.carrier);
                 END IF;

@@ -819,6 +819,48 @@ static int e2e_teardown(void **state)
     return rc;
 }
 
+/* A delivery queued since an earlier day that a new event supersedes moves to the event's day
+ * (a new id: it was never claimed), so that retention, which keeps a day while its own ids are
+ * queued, can never drop the event's payload from under it. */
+static void superseded_delivery_moves_to_the_events_day(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    tl_exec(c, "SELECT pgpace.customer_set('sx', rate_per_minute => 60)");
+    tl_exec(c, "SELECT pgpace.endpoint_add('sx', 'a', 'https://example.com/a', 60)");
+    tl_exec(c, "SELECT pgpace.create_item_partition((now() AT TIME ZONE 'UTC')::date - 1)");
+    long long first =
+        tl_query_int(c, "SELECT pgpace.item_day_first_id((now() AT TIME ZONE 'UTC')::date - 1)");
+    /* Yesterday's event and its delivery, queued with the key. */
+    tl_exec(c,
+            "INSERT INTO pgpace.item (id, customer_id, payload, fanout) SELECT %lld, id, "
+            "'{\"v\": 1}', 1 FROM pgpace.customer WHERE name = 'sx'",
+            first + 1);
+    tl_exec(c,
+            "INSERT INTO pgpace.item (id, customer_id, event_id) SELECT %lld, id, %lld FROM "
+            "pgpace.customer WHERE name = 'sx/a'",
+            first + 2, first + 1);
+    tl_exec(c,
+            "INSERT INTO pgpace.queue (item_id, customer_id, next_action_at, max_attempts, "
+            "supersede_key) SELECT %lld, id, now() - interval '1 hour', 12, 'k' FROM "
+            "pgpace.customer WHERE name = 'sx/a'",
+            first + 2);
+    long long ev = tl_query_int(c, "SELECT pgpace.enqueue('sx', '{\"v\": 2}', supersede_key => "
+                                   "'k')");
+    /* One queued delivery with the key: of today, pointing at the new event, in the old place. */
+    assert_int_equal(
+        tl_query_int(c,
+                     "SELECT count(*) FROM pgpace.queue q JOIN pgpace.item i ON "
+                     "i.id = q.item_id WHERE q.supersede_key = 'k' AND i.event_id = "
+                     "%lld AND pgpace.item_id_day(q.item_id) = pgpace.item_id_day(%lld) "
+                     "AND q.next_action_at < now() - interval '59 minutes'",
+                     ev, ev),
+        1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.queue"), 1);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.item WHERE id = %lld", first + 2),
+                     0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -826,6 +868,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(unmatched_event_is_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(idempotency_key_acts_on_the_event, setup, teardown),
         cmocka_unit_test_setup_teardown(supersede_key_acts_per_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(superseded_delivery_moves_to_the_events_day, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(deadlines_per_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_mixes_events_and_plain_items, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_keyed_lines_one_by_one, setup, teardown),
