@@ -22,13 +22,16 @@
 -- the row is one of several endpoints of its customer (fairness divides among customers first,
 -- then among their endpoints). A customer
 -- without a receiver of its own (no webhook URL) is no row: nothing is ever sent to it.
+-- Limits (0019): `limit_windows` are the row's own windows and `tenant_limit_windows` its
+-- customer's over all of its endpoints, in pgpace.limits_machine's form ('' for none);
+-- `ratelimit_headers`: follow the limit the receiver announces in its answers.
 -- @params: customer_ids after_id page
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
 -- @columns: breaker_open_until_us throttle_decrease throttle_increase throttle_floor disabled
 -- @columns: failing_since_us headers oauth_token_url oauth_client_id oauth_client_secret
 -- @columns: oauth_scope client_cert client_key proxy disabled_at_us tenant_id tenant_rate
--- @columns: tenant_burst grouped
+-- @columns: tenant_burst grouped limit_windows tenant_limit_windows ratelimit_headers
 WITH ids AS MATERIALIZED (
     (SELECT cu.id FROM pgpace.customer cu
       WHERE $1::bigint[] IS NULL AND cu.id > $2::bigint AND cu.webhook_url IS NOT NULL
@@ -67,7 +70,10 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        coalesce(c.parent_id, c.id) AS tenant_id,
        t.rate_per_minute AS tenant_rate, t.burst AS tenant_burst,
        c.parent_id IS NOT NULL
-           OR EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = c.id) AS grouped
+           OR EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = c.id) AS grouped,
+       pgpace.limits_machine(c.limits) AS limit_windows,
+       coalesce(pgpace.limits_machine(t.limits), '') AS tenant_limit_windows,
+       c.ratelimit_headers
   FROM ids
  -- OFFSET 0 keeps each join a probe by key (not a merge over the whole table).
  CROSS JOIN LATERAL (SELECT cc.* FROM pgpace.customer cc WHERE cc.id = ids.id OFFSET 0) c
@@ -75,7 +81,7 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
          ON true
   LEFT JOIN LATERAL (SELECT hh.* FROM pgpace.customer_health hh WHERE hh.customer_id = c.id
                       OFFSET 0) h ON true
-  LEFT JOIN LATERAL (SELECT tt.rate_per_minute, tt.burst FROM pgpace.customer tt
+  LEFT JOIN LATERAL (SELECT tt.rate_per_minute, tt.burst, tt.limits FROM pgpace.customer tt
                       WHERE tt.id = coalesce(c.parent_id, c.id)
                         AND tt.rate_per_minute IS NOT NULL AND tt.mode <> 'unlimited'
                         AND EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = tt.id)
