@@ -43,6 +43,7 @@ static void on_timer_closed(uv_handle_t *h)
 static void dispatcher_free(dispatcher *d)
 {
     state_free(d);
+    limits_free(d);
     status_free(d);
     delivery_pool_free(d);
     claim_scratch_free(d);
@@ -76,6 +77,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
     hmap_init(&d->carriers);
     hmap_init(&d->gates);
     hmap_init(&d->hosts);
+    hmap_init(&d->host_limits);
     hmap_init(&d->status_tenants);
     sched_heap_init(&d->heap);
     prng_seed(&d->rng);
@@ -113,7 +115,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         return rc;
     }
     static const char *const channels[] = {CHANNEL_ENQUEUE, CHANNEL_CUSTOMER, CHANNEL_CARRIER,
-                                           CHANNEL_EVENT, NULL};
+                                           CHANNEL_EVENT,   CHANNEL_HOST,     NULL};
     pgconn_options po = {.conninfo = cfg->conninfo,
                          .application_name = d->app_name,
                          .keepalive_idle_s = cfg->keepalive_idle_s,

@@ -33,6 +33,11 @@ typedef struct obs {
     int throttled;         /* counter {customer}: answers that throttled (429, 503) */
     int events;            /* counter {kind}: operator events handled (health.c) */
     int expired;           /* counter {customer}: items dead-lettered past their deadline */
+    int limit_holds;       /* counter {customer}: sends held until a limit window had room */
+    int host_rate;         /* gauge {host}: a host limit's rate divided, per minute */
+    int host_customers;    /* gauge {host}: customers its rate was divided among */
+    int announced_rate;    /* gauge {customer}: the limit its receiver announced, per minute */
+    int ratelimit_ignored; /* counter {customer, reason}: RateLimit headers not followed */
     int oauth_requests;    /* counter {customer, result}: OAuth2 token requests */
     int leader;            /* gauge */
     int reconnects;        /* counter */

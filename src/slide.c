@@ -111,7 +111,7 @@ static int window_grow(slide_window *w)
     return 0;
 }
 
-static int window_record(slide_window *w, int64_t t, int64_t n)
+int slide_window_record(slide_window *w, int64_t t, int64_t n)
 {
     if (n <= 0)
         return 0;
@@ -147,7 +147,7 @@ int slide_limit_record(slide_limit *l, int64_t t, int64_t n)
 {
     int rc = 0;
     for (int i = 0; i < l->n; i++) {
-        int r = window_record(&l->w[i], t, n);
+        int r = slide_window_record(&l->w[i], t, n);
         if (r != 0)
             rc = r;
     }
@@ -230,7 +230,7 @@ void slide_limit_carry(slide_limit *to, slide_limit *from)
     for (int i = 0; donor && i < to->n; i++)
         for (size_t k = 0; k < donor->n; k++) {
             const slide_rec *r = rec_at(donor, k);
-            (void)window_record(&to->w[i], r->last_us, r->n);
+            (void)slide_window_record(&to->w[i], r->last_us, r->n);
         }
     slide_limit_free(from);
 }

@@ -76,6 +76,9 @@ void slide_limit_free(slide_limit *l);
  * later than they were: still never exceeded). */
 int slide_limit_record(slide_limit *l, int64_t t, int64_t n);
 
+/* Records n sends at t in one window (as slide_limit_record does in each). */
+int slide_window_record(slide_window *w, int64_t t, int64_t n);
+
 /* Sends every window still allows at now, less `pending` (promised, not yet recorded): the
  * smallest of COUNT - (sends in (now - PERIOD, now]) - pending, at least 0. INT64_MAX for a limit
  * without windows. */

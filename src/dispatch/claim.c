@@ -108,13 +108,13 @@ static void spaced_recount(dispatcher *d, host_state *h, int64_t now)
             continue;
         h->spaced_active++;
         h->spaced_weight += claim_weight(c);
-        h->spaced_concurrency += pace_rate(&c->pace, c->rate) / 60.0 * h->latency_ms / 1000.0;
+        h->spaced_concurrency += customer_effective_rate(c) / 60.0 * h->latency_ms / 1000.0;
     }
 }
 
 share_pool host_pool(dispatcher *d, host_state *h, int n_open, int64_t now)
 {
-    int max = d->cfg.max_host_connections;
+    int max = host_max_connections(d, h);
     int room = max - (h ? h->in_flight + h->claiming_room : 0);
     if (room < 0)
         room = 0;
@@ -301,6 +301,9 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
     r->late[r->n] = 0;
     r->rec_held[r->n] = false;
     r->gate_of[r->n] = 0;
+    r->limit_of[r->n] = c->host ? c->host->limit : NULL;
+    if (r->limit_of[r->n])
+        r->limit_of[r->n]->claiming += n; /* sent, or not, once the claim returns */
     if (c->gate) {
         c->gate->reserved += n; /* its slots are handed out when the claim returns */
         r->gate_of[r->n] = c->gate->id;
@@ -347,6 +350,16 @@ static void round_free(claim_round *r)
  * moved or gone meanwhile. */
 static void round_gates_release(dispatcher *d, claim_round *r)
 {
+    /* Host limits are never freed while the dispatcher runs (limits.c). */
+    for (size_t k = 0; k < r->n; k++) {
+        host_limit *hl = r->limit_of[k];
+        if (hl) {
+            hl->claiming -= r->asked[k];
+            if (hl->claiming < 0)
+                hl->claiming = 0;
+            r->limit_of[k] = NULL;
+        }
+    }
     for (size_t k = 0; r->gated && k < r->n; k++) {
         tenant_gate *g =
             r->gate_of[k] ? hmap_get(&d->gates, &r->gate_of[k], sizeof r->gate_of[k]) : NULL;
@@ -550,9 +563,12 @@ static void consider(dispatcher *d, round_build *b, customer *c, int demand, int
         }
         pool = c->host->pool_slot;
     }
-    /* What it asks is kept from the tenant's other endpoints considered after it. */
+    /* What it asks is kept from the tenant's other endpoints considered after it, and from
+     * the other customers of a limited host. */
     if (c->gate)
         c->gate->considering += demand;
+    if (c->host && c->host->limit)
+        c->host->limit->considering += demand;
     b->cand[b->n] = (candidate){.c = c, .base = base, .credit = credit, .allowed = allowed};
     b->cl[b->n] = (share_claimant){.demand = demand,
                                    .use = c->in_flight + c->claiming,
@@ -627,6 +643,11 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
         share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
     for (size_t k = 0; k < b->n; k++) {
         customer *c = b->cand[k].c;
+        if (c->host && c->host->limit) {
+            c->host->limit->considering -= b->cl[k].demand;
+            if (c->host->limit->considering < 0)
+                c->host->limit->considering = 0;
+        }
         if (c->gate) {
             c->gate->considering -= b->cl[k].demand;
             if (c->gate->considering < 0)
@@ -732,7 +753,7 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
     /* Held by a Retry-After: a spaced customer may be claimed its lookahead before the end. */
     if (c->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0))
         return 0;
-    want = gate_limit(c, now, claim_limit(want, c));
+    want = limits_allow(c, now, gate_limit(c, now, claim_limit(want, c)));
     carrier_state *held[16];
     size_t n_held = 0;
     int demand = want > 0 ? pairs_demand(d, c, want, now, held, &n_held, PGP_ARRAY_LEN(held)) : 0;
@@ -866,8 +887,9 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         if (c->pace.hold_until_us <= now) {
             carrier_state *held[16];
             size_t n_held = 0;
-            demand = pairs_demand(d, c, gate_limit(c, now, claim_limit(allowed, c)), now, held,
-                                  &n_held, PGP_ARRAY_LEN(held));
+            demand = pairs_demand(d, c,
+                                  limits_allow(c, now, gate_limit(c, now, claim_limit(allowed, c))),
+                                  now, held, &n_held, PGP_ARRAY_LEN(held));
             demand = breaker_allowance(d, c, demand, now);
         }
         batch_refund(&credit, 0);

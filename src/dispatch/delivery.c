@@ -186,9 +186,19 @@ static void unqueue(dispatcher *d, delivery *dl)
     unbook(dl);
 }
 
+/* Sent, or ended without being sent: no longer pending against the limit windows. */
+static void unsent_done(dispatcher *d, delivery *dl, customer *c)
+{
+    if (!dl->unsent)
+        return;
+    dl->unsent = false;
+    limits_unsent(d, c, dl->host, -1);
+}
+
 /* A delivery ends, first part: the room it held (dispatcher, host, customer, pair) is freed. */
 static void delivery_unhold(dispatcher *d, delivery *dl, customer *c)
 {
+    unsent_done(d, dl, c);
     pgp_list_remove(&dl->link);
     d->in_flight--;
     unqueue(d, dl);
@@ -426,6 +436,12 @@ static int64_t earliest_send(const customer *c, const delivery *dl, int64_t plan
     int64_t gate = c && c->gate ? tenant_gate_earliest(c->gate) : INT64_MIN;
     if (gate > planned)
         planned = gate;
+    /* Every limit window it counts against (limits.c). */
+    if (c) {
+        int64_t windows = limits_send_at(c, dl->host, planned);
+        if (windows > planned)
+            planned = windows;
+    }
     if (!c || c->mode != MODE_SPACED || c->burst > 1 || !c->last_sent_us)
         return planned;
     int64_t min = c->last_sent_us + c->period_us;
@@ -525,8 +541,19 @@ void delivery_send(dispatcher *d, delivery *dl)
             delivery_give_back(d, dl);
         return;
     }
+    /* No window of its own, its customer's or its host's is ever exceeded (limits.c): a send
+     * that does not fit yet waits in the slot heap until the exact time it does. */
+    int64_t windows_at = c ? limits_send_at(c, dl->host, now_us()) : 0;
+    if (c && windows_at > now_us()) {
+        metrics_counter_add(d->obs.m, d->obs.limit_holds, (const char *[]){c->name}, 1);
+        if (!defer_until(d, dl, windows_at))
+            delivery_give_back(d, dl);
+        return;
+    }
     unqueue(d, dl);
     dl->started_us = now_us();
+    unsent_done(d, dl, c);
+    limits_sent(d, c, dl->host, dl->started_us);
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
      * (at most the lookahead) has only booked one. */
     if (dl->host) {
@@ -772,6 +799,8 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
         cs->in_flight++;
     if (c) {
         dl->host = c->host; /* counted in flight there once the request is actually sent */
+        dl->unsent = true;
+        limits_unsent(d, c, dl->host, +1);
         c->in_flight++;
         pair_in_flight_add(c, dl->carrier, 1);
         if (c->breaker.state == BREAKER_HALF_OPEN && !c->breaker.probe_in_flight) {

@@ -50,6 +50,7 @@
 #include "pgconn.h"
 #include "prng.h"
 #include "sched_heap.h"
+#include "slide.h"
 #include "sql_embed.h"
 #include "strbuf.h"
 #include "timebase.h"
@@ -82,6 +83,7 @@
 #define CHANNEL_CUSTOMER "pgpace_customer"
 #define CHANNEL_CARRIER  "pgpace_carrier"
 #define CHANNEL_EVENT    "pgpace_event"
+#define CHANNEL_HOST     "pgpace_host"
 /* Operator events already logged, remembered so a webhook retry does not log them again. */
 #define EVENTS_SEEN 256
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
@@ -169,6 +171,7 @@ typedef struct host_state {
     /* Requests on the wire per customer (tenant) whose endpoints are grouped: int64 tenant id ->
      * count (window.c), so the window's drain compares customers, not endpoints. */
     hmap tenant_out;
+    struct host_limit *limit; /* its pgpace.host row's limit, or NULL (limits.c) */
 } host_state;
 
 typedef struct carrier_state {
@@ -207,6 +210,29 @@ typedef struct pace_policy {
     int64_t hold_base_us, hold_cap_us; /* unlimited without Retry-After */
 } pace_policy;
 
+/* A receiver host's own limit (a pgpace.host row; limits.c), shared by every receiver host whose
+ * URL host matches the row (http and https alike): its windows count every send to it from every
+ * customer and endpoint, and its rate is divided among the customers waiting for it. Kept until
+ * the dispatcher ends (a deleted row is emptied, not freed), so rounds and deliveries may point
+ * at one. */
+typedef struct host_limit {
+    char *key;           /* the row's host: "name" or "name:port" */
+    slide_limit lim;     /* n == 0: none (no row, or a row with only max_connections) */
+    int max_connections; /* 0: [delivery] max_host_connections */
+    int unsent;          /* deliveries claimed for it, not yet sent */
+    int claiming;        /* items asked of the claims in flight for it */
+    int considering;     /* items asked for it in the round being built */
+    /* Host-wide throttles (answers about the host, not one endpoint): its effective rate. */
+    pace pace;
+    int64_t throttled_ids[4]; /* the latest customers throttled, and when */
+    int64_t throttled_at[4];
+    int64_t success_at;       /* the latest success from it */
+    int64_t divided_us;       /* last division of its rate among its customers */
+    double rate_shared;       /* the rate divided, per minute (0 none) */
+    int active;               /* customers it was divided among */
+    long long holds;          /* sends it held back (metric) */
+} host_limit;
+
 /* A customer's limit over all of its endpoints (migration 0018): one GCRA cell that every
  * endpoint of the customer (its own receiver included) takes its sends from, beside its own
  * limit (tenant.c). Shared by the endpoints that point at it; freed with the last. */
@@ -221,6 +247,8 @@ typedef struct tenant_gate {
     int64_t sent_tat; /* GCRA over the sends that actually went out: no send breaks it */
     int refs;
     int64_t listed_in; /* the token of the latest round that stores its cell (claim.c) */
+    slide_limit lim;   /* the customer's windows over all of its endpoints (limits.c) */
+    int unsent;        /* its endpoints' deliveries claimed, not yet sent */
 } tenant_gate;
 
 typedef struct customer {
@@ -316,6 +344,16 @@ typedef struct customer {
     int64_t tenant_id;
     tenant_gate *gate;
     int64_t gate_served_us;
+    /* Its own limit windows (limits.c) and its deliveries claimed but not yet sent (they count
+     * against every window they will be sent under). */
+    slide_limit lim;
+    int unsent;
+    /* Its share of its host's limit (per minute; 0: none), and what the receiver announced in
+     * its answers' RateLimit headers (0: nothing, or expired at announced_until_us). */
+    double host_share;
+    double announced_rate;
+    int64_t announced_until_us;
+    bool ratelimit_headers;
     bool grouped; /* one of several endpoints of its customer: shares divide among customers */
 } customer;
 
@@ -421,6 +459,7 @@ typedef struct delivery {
     bool host_counted; /* sent, so counted in host->in_flight */
     bool host_booked;  /* waiting for its slot, so counted in host->booked */
     bool spaced;       /* sent for a spaced customer: counted in host->spaced_in_flight */
+    bool unsent;       /* claimed, not sent yet: counted in the limits' `unsent` (limits.c) */
     /* OAuth2 (oauth.h): waiting for its customer's token, the token generation it was sent
      * with, and whether it was already sent again after a 401 (once per attempt). */
     oauth_waiter oauth_wait;
@@ -484,6 +523,7 @@ typedef struct claim_round {
     bool recovery_paced; /* a customer of the round is known to have a recovery pace */
     bool gated;          /* a customer of the round shares a tenant limit (tenant.c) */
     int64_t gate_of[ROUND_MAX_CUSTOMERS]; /* the tenant gate each customer asked of, or 0 */
+    host_limit *limit_of[ROUND_MAX_CUSTOMERS]; /* the host limit each customer asked of */
 } claim_round;
 
 /* ---- share.c ------------------------------------------------------------------------------- */
@@ -513,6 +553,13 @@ int share_divide(share_claimant *v, size_t n, share_pool *pools, int total, uint
  * one's demand and use the sums of its members', its weight the largest of theirs), then each
  * group's grant among its members. gv (n_groups entries), members (n) and heap (n + 1) are
  * scratch space. Returns the units granted. Pure. */
+/* Divides a rate `capacity` among n claimants that want demand[i] each (INFINITY: all they can
+ * get), by weighted max-min fairness: each gets at least its weighted share (weight[i] / the sum,
+ * <= 0 counts as 1) of what is left, or its demand if that is less, and what one does not use
+ * goes to the others; out[i] is what claimant i gets. -ENOMEM (out untouched) when scratch
+ * space could not be had. Pure otherwise. */
+int share_rates(const double *demand, const double *weight, size_t n, double capacity,
+                double *out) PGP_MUST_CHECK;
 int share_divide_grouped(share_claimant *v, size_t n, const uint32_t *group, size_t n_groups,
                          share_claimant *gv, uint32_t *members, share_pool *pools, int total,
                          uint64_t rotate, uint32_t *heap);
@@ -606,7 +653,14 @@ typedef struct customer_row {
     double tenant_rate; /* that customer's limit over its endpoints; 0: none to share */
     int tenant_burst;
     bool grouped; /* one of several endpoints of its customer */
+    const char *limit_windows, *tenant_limit_windows; /* slide_limit_parse's form */
+    bool ratelimit_headers;
 } customer_row;
+
+typedef struct host_row {
+    const char *host, *limit_windows;
+    int max_connections;
+} host_row;
 
 typedef struct frontier_row {
     int64_t customer_id;
@@ -664,6 +718,7 @@ void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], bool recover
                      claim_stmt *out);
 void claim_row_parse(const PGresult *res, int r, claim_row *out);
 void customer_row_parse(const PGresult *res, int r, customer_row *out);
+void host_row_parse(const PGresult *res, int r, host_row *out);
 void frontier_row_parse(const PGresult *res, int r, frontier_row *out);
 void backstop_row_parse(const PGresult *res, int r, backstop_row *out);
 void metrics_row_parse(const PGresult *res, int r, metrics_row *out);
@@ -703,6 +758,9 @@ typedef enum leader_state {
 } leader_state;
 
 void leader_enter(struct dispatcher *d, leader_state to);
+/* A start-up step failed (res may be NULL): logged, and the step is tried again after
+ * ERROR_RETRY_MS. */
+void leader_retry_step(struct dispatcher *d, const char *step, const PGresult *res);
 const char *leader_state_name(leader_state s);
 void leader_on_db_state(pgconn *conn, pgconn_state state, void *arg);
 void leader_on_notify(pgconn *conn, const char *channel, const char *payload, void *arg);
@@ -742,6 +800,7 @@ enum dispatcher_timer {
     TIMER_EXPIRE,   /* the expiry sweep (housekeeping.c) */
     TIMER_CLOCK,    /* next sample of the server's clock (clock.c) */
     TIMER_SCAN,     /* the backstop scan's next slice (housekeeping.c) */
+    TIMER_HOSTS,    /* next division of the host limits' rates (limits.c) */
     TIMER_COUNT
 };
 
@@ -793,6 +852,7 @@ struct dispatcher {
     hmap gates;      /* int64 tenant id -> tenant_gate* (tenant.c) */
     hmap carriers;   /* name -> carrier_state* */
     hmap hosts;      /* "scheme://authority" -> host_state* */
+    hmap host_limits; /* pgpace.host's host -> host_limit* (limits.c) */
     sched_heap heap;
     claim_round *claims[CLAIM_PIPELINE]; /* the claim statements in flight, oldest first */
     int n_claims;
@@ -939,6 +999,9 @@ void pair_drop(customer *c, const char *carrier);
 void pair_in_flight_add(customer *c, const char *carrier, int delta);
 bool has_due_pair(const customer *c, int64_t now);
 int64_t batch_tick_at(const pgp_config *cfg, int64_t t_us);
+/* The rate it is paced at: its configured rate as a throttling receiver, its share of its
+ * host's limit and the receiver's announced limit leave it (the lowest). Pure. */
+double customer_effective_rate(const customer *c);
 /* Sets a spaced customer's GCRA period from its effective rate. */
 void customer_pace_period(customer *c);
 /* What a batch customer may still claim of its latest tick; 0 once the next tick began. Pure. */
@@ -1050,6 +1113,44 @@ double claim_weight(const customer *c);
  * after a gap); *credit gets the credit to carry. -1 when the customer already had this tick
  * (from this leader or a previous one). Pure. */
 int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
+
+/* limits.c: limit windows (slide.h) of endpoints, their customers and receiver hosts */
+/* A reload's windows for the customer (its own) and its tenant gate (its customer's); a changed
+ * limit keeps what was sent. */
+void limits_customer_apply(dispatcher *d, customer *c, const customer_row *row);
+/* The most of `want` items every window of the customer, its customer's and its host's lets a
+ * round ask for now, less what is claimed or asked already and not yet sent. Pure. */
+int limits_allow(const customer *c, int64_t now, int want);
+/* Earliest time the customer's windows let one more item be claimed (now when they do;
+ * INT64_MIN when it has none). Never "never": when what is pending fills a window, the time the
+ * window frees one anyway (the claim limit then asks for none, and it looks again). Pure. */
+int64_t limits_due(const customer *c, int64_t now);
+/* Earliest time one send of c to host h fits every window (now when it does). Pure. */
+int64_t limits_send_at(const customer *c, const host_state *h, int64_t now);
+/* A send of c to h went out at `at`: recorded in every window. */
+void limits_sent(dispatcher *d, customer *c, host_state *h, int64_t at);
+/* A delivery of c to h was claimed (+1), or was sent or ended unsent (-1). */
+void limits_unsent(dispatcher *d, customer *c, host_state *h, int delta);
+/* The host limit a host_state falls under, after its host rows loaded or changed. */
+void limits_host_match(dispatcher *d, host_state *h);
+/* Loads pgpace.host (all, or the one a NOTIFY named) and applies it. */
+void limits_hosts_load(dispatcher *d, const char *host);
+/* A host's connections: its row's max_connections, within [delivery] max_host_connections. */
+int host_max_connections(const dispatcher *d, const host_state *h);
+/* On taking over: every window resumes from the sends the attempt log and the leased claims
+ * hold, then the leader enters LEADER_LEADING. */
+void limits_history_load(dispatcher *d);
+/* A throttled answer from a limited host: whether it is about the host (several of its
+ * customers throttled at once, none answered since) rather than the endpoint; if so the host's
+ * effective rate was lowered. A success lets it climb back. */
+bool limits_host_throttled(dispatcher *d, customer *c, int64_t sent_us, int64_t now);
+void limits_host_success(dispatcher *d, customer *c);
+/* The division of host limits' rates among their customers (TIMER_HOSTS). */
+void limits_on_timer(uv_timer_t *t);
+void limits_arm(dispatcher *d);
+void limits_free(dispatcher *d);
+/* "10/s, 50000/day" of a limit ("" for none). */
+const char *limits_text(const slide_limit *l, char *buf, size_t len);
 
 /* throttle.c */
 /* A delivery's answer, for the customer's pace: a throttle slows it (a Retry-After holds it), a

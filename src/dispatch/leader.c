@@ -43,12 +43,17 @@ static void publish_config(dispatcher *d);
 
 /* A statement of the chain failed while the connection stayed up: retry that step after a
  * pause rather than sit connected, neither leading nor standing by. */
-static void retry_step(dispatcher *d, const char *step, const PGresult *res)
+void leader_retry_step(dispatcher *d, const char *step, const PGresult *res)
 {
     LOG_ERROR("startup_step_failed", LOG_S("step", step), LOG_S("error", PQresultErrorMessage(res)),
               LOG_I("retry_ms", ERROR_RETRY_MS));
     if (d->stop == STOP_NONE)
         uv_timer_start(&d->timers[TIMER_RETRY], on_retry_timer, ERROR_RETRY_MS, 0);
+}
+
+static void retry_step(dispatcher *d, const char *step, const PGresult *res)
+{
+    leader_retry_step(d, step, res);
 }
 
 /* ---- LOADING: schema check, carriers, customers ------------------------------------------- */
@@ -69,6 +74,7 @@ static void on_carriers(pgconn *conn, PGresult *res, void *arg)
 static void load_carriers(dispatcher *d)
 {
     DSP_QUERY0(d, run_carriers, on_carriers, d, "carriers");
+    limits_hosts_load(d, NULL);
 }
 
 static void load_customers(dispatcher *d, int64_t after);
@@ -253,7 +259,7 @@ static void on_tenant_frontier(pgconn *conn, PGresult *res, void *arg)
     }
     LOG_INFO("tenant_limits_resumed", LOG_I("customers", PQntuples(res)));
     if (d->state == LEADER_FRONTIER)
-        leader_enter(d, LEADER_LEADING);
+        limits_history_load(d); /* then LEADER_LEADING */
 }
 
 /* The shared tenant limits (tenant.c) resume from the database before the leader claims. */
@@ -278,7 +284,7 @@ static void frontier_loaded(dispatcher *d)
     }
     if (n == 0) {
         strbuf_free(&ids);
-        leader_enter(d, LEADER_LEADING);
+        limits_history_load(d); /* then LEADER_LEADING */
         return;
     }
     strbuf_puts(&ids, "}");
@@ -647,6 +653,10 @@ void leader_on_notify(pgconn *conn, const char *channel, const char *payload, vo
     }
     if (strcmp(channel, CHANNEL_CARRIER) == 0) {
         load_carriers(d);
+        return;
+    }
+    if (strcmp(channel, CHANNEL_HOST) == 0) {
+        limits_hosts_load(d, payload);
         return;
     }
     if (strcmp(channel, CHANNEL_EVENT) == 0) {

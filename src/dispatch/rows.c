@@ -214,6 +214,18 @@ void customer_row_parse(const PGresult *res, int r, customer_row *out)
         .tenant_burst = row_null(res, r, SQL_RUN_CUSTOMERS_C_TENANT_BURST)
                             ? 1
                             : row_int(res, r, SQL_RUN_CUSTOMERS_C_TENANT_BURST),
+        .limit_windows = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_LIMIT_WINDOWS),
+        .tenant_limit_windows = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_C_TENANT_LIMIT_WINDOWS),
+        .ratelimit_headers = row_bool(res, r, SQL_RUN_CUSTOMERS_C_RATELIMIT_HEADERS),
+    };
+}
+
+void host_row_parse(const PGresult *res, int r, host_row *out)
+{
+    *out = (host_row){
+        .host = PQgetvalue(res, r, SQL_RUN_HOSTS_C_HOST),
+        .limit_windows = PQgetvalue(res, r, SQL_RUN_HOSTS_C_LIMIT_WINDOWS),
+        .max_connections = row_int(res, r, SQL_RUN_HOSTS_C_MAX_CONNECTIONS),
     };
 }
 

@@ -24,6 +24,8 @@
 #include "internal.h"
 
 #include <stddef.h>
+#include <errno.h>
+#include <stdlib.h>
 
 static double level(const share_claimant *c)
 {
@@ -168,4 +170,46 @@ int share_divide_grouped(share_claimant *v, size_t n, const uint32_t *group, siz
         at = end;
     }
     return given;
+}
+
+/* Water-filling in order of demand per unit of weight: whoever wants less than its weighted
+ * share of what is left gets what it wants, and the rest is divided again among the others. */
+typedef struct rate_claim {
+    double per_weight, demand, weight;
+    size_t i;
+} rate_claim;
+
+static int cmp_per_weight(const void *a, const void *b)
+{
+    double x = ((const rate_claim *)a)->per_weight, y = ((const rate_claim *)b)->per_weight;
+    return (x > y) - (x < y);
+}
+
+int share_rates(const double *demand, const double *weight, size_t n, double capacity, double *out)
+{
+    if (n == 0)
+        return 0;
+    rate_claim *v = malloc(n * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    double total_weight = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = weight[i] > 0 ? weight[i] : 1;
+        double dm = demand[i] > 0 ? demand[i] : 0;
+        v[i] = (rate_claim){.per_weight = dm / w, .demand = dm, .weight = w, .i = i};
+        total_weight += w;
+    }
+    qsort(v, n, sizeof *v, cmp_per_weight);
+    double left = capacity > 0 ? capacity : 0;
+    for (size_t k = 0; k < n; k++) {
+        double fair = total_weight > 0 ? left * v[k].weight / total_weight : 0;
+        double got = v[k].demand < fair ? v[k].demand : fair;
+        out[v[k].i] = got;
+        left -= got;
+        if (left < 0)
+            left = 0;
+        total_weight -= v[k].weight;
+    }
+    free(v);
+    return 0;
 }

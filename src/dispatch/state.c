@@ -30,6 +30,7 @@ void customer_free(customer *c)
         free(c->pairs[i].carrier);
     free(c->pairs);
     free(c->activity);
+    slide_limit_free(&c->lim);
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
@@ -286,6 +287,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->request_timeout_ms = row->request_timeout_ms;
     tenant_gate_attach(d, c, row->tenant_id, row->tenant_rate, row->tenant_burst);
     c->grouped = row->grouped;
+    limits_customer_apply(d, c, row);
     if (fresh) {
         /* A new leader resumes the breaker where the last one left it, except a probe: that
          * died with the old leader, so the breaker is open again and lets a new one through. */
@@ -515,6 +517,7 @@ host_state *host_for_url(dispatcher *d, const char *url)
     h->pool_slot = -1;
     h->waiting.host = h;
     hmap_init(&h->tenant_out);
+    limits_host_match(d, h);
     return h;
 }
 
@@ -566,7 +569,7 @@ void wake(dispatcher *d, waiters *w)
     int conns = INT_MAX, ahead = 0;
     if (w->host) {
         const host_state *h = w->host;
-        conns = d->cfg.max_host_connections - h->in_flight - h->claiming_room - h->booked;
+        conns = host_max_connections(d, h) - h->in_flight - h->claiming_room - h->booked;
         ahead = window_room(&d->cfg, h);
     } else if (w->carrier) {
         conns = carrier_budget(&d->cfg, w->carrier);
@@ -716,9 +719,19 @@ bool has_due_pair(const customer *c, int64_t now)
     return false;
 }
 
+double customer_effective_rate(const customer *c)
+{
+    double rate = pace_rate(&c->pace, c->rate);
+    if (c->host_share > 0 && c->host_share < rate)
+        rate = c->host_share;
+    if (c->announced_rate > 0 && c->announced_rate < rate)
+        rate = c->announced_rate;
+    return rate;
+}
+
 void customer_pace_period(customer *c)
 {
-    int64_t period = gcra_period_us(pace_rate(&c->pace, c->rate));
+    int64_t period = gcra_period_us(customer_effective_rate(c));
     c->period_us = period > 0 ? period : 60000000;
 }
 
@@ -772,6 +785,11 @@ bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
     }
     if (c->breaker.state == BREAKER_OPEN && c->breaker.open_until > at)
         at = c->breaker.open_until;
+    /* Its limit windows, its customer's and its host's (limits.c): claimed its lookahead
+     * before one more fits (its send waits for the exact time in the slot heap). */
+    int64_t windows_at = limits_due(c, now_us());
+    if (windows_at != INT64_MIN && windows_at - LOOKAHEAD_US > at)
+        at = windows_at - LOOKAHEAD_US;
     *due = at;
     return true;
 }

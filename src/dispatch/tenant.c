@@ -70,6 +70,7 @@ void tenant_gate_detach(dispatcher *d, customer *c)
     if (--g->refs > 0)
         return;
     hmap_del(&d->gates, &g->id, sizeof g->id);
+    slide_limit_free(&g->lim);
     free(g);
 }
 
@@ -77,8 +78,10 @@ void tenant_gates_free(dispatcher *d)
 {
     size_t pos = 0;
     tenant_gate *g;
-    while ((g = hmap_next(&d->gates, &pos)) != NULL)
+    while ((g = hmap_next(&d->gates, &pos)) != NULL) {
+        slide_limit_free(&g->lim);
         free(g);
+    }
     hmap_free(&d->gates);
 }
 

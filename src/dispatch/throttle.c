@@ -38,7 +38,7 @@ void throttle_apply(dispatcher *d, customer *c)
     if (c->mode == MODE_UNLIMITED)
         return;
     const char *labels[] = {c->name};
-    metrics_gauge_set(d->obs.m, d->obs.effective_rate, labels, pace_rate(&c->pace, c->rate));
+    metrics_gauge_set(d->obs.m, d->obs.effective_rate, labels, customer_effective_rate(c));
 }
 
 static void mark_all_dirty(dispatcher *d)
@@ -139,9 +139,17 @@ void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_resul
         const char *labels[] = {c->name};
         metrics_counter_add(d->obs.m, d->obs.throttled, labels, 1);
         int64_t held_before = c->pace.hold_until_us;
-        bool lowered =
-            pace_on_throttle(&c->pace, c->mode, c->rate, c->in_flight, &pol, sent_us,
-                             v->retry_after_ms >= 0 ? v->retry_after_ms * 1000 : -1, now);
+        int64_t retry_after_us = v->retry_after_ms >= 0 ? v->retry_after_ms * 1000 : -1;
+        bool lowered = false;
+        /* About the host (several of its customers throttled at once): the host's rate is
+         * lowered (limits.c), not this endpoint's; its Retry-After still holds the endpoint. */
+        if (limits_host_throttled(d, c, sent_us, now)) {
+            if (retry_after_us > 0 && now + retry_after_us > c->pace.hold_until_us)
+                c->pace.hold_until_us = now + retry_after_us;
+        } else {
+            lowered = pace_on_throttle(&c->pace, c->mode, c->rate, c->in_flight, &pol, sent_us,
+                                       retry_after_us, now);
+        }
         if (lowered) {
             changed(d, c);
             c->pace.logged_us = now;
@@ -158,6 +166,7 @@ void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_resul
     }
     if (v->outcome != OUTCOME_SUCCESS)
         return;
+    limits_host_success(d, c);
     int cap_max = c->max_in_flight > 0 && c->max_in_flight < d->cfg.max_host_connections
                       ? c->max_in_flight
                       : d->cfg.max_host_connections;
