@@ -66,6 +66,20 @@ bad:
     return -EINVAL;
 }
 
+void slide_limit_guard(slide_limit *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        int64_t g = l->w[i].period_us / 50;
+        l->w[i].guard_us = g < 1000 ? 1000 : g > 500000 ? 500000 : g;
+    }
+}
+
+/* How long a send stays in the window. */
+static int64_t stay(const slide_window *w)
+{
+    return w->period_us + w->guard_us;
+}
+
 bool slide_limit_same(const slide_limit *a, const slide_limit *b)
 {
     if (a->n != b->n)
@@ -88,7 +102,7 @@ static void window_expire(slide_window *w, int64_t now)
 {
     while (w->n > 0) {
         slide_rec *r = rec_at(w, 0);
-        if (r->last_us > INT64_MAX - w->period_us || r->last_us + w->period_us > now)
+        if (r->last_us > INT64_MAX - stay(w) || r->last_us + stay(w) > now)
             break;
         w->used -= r->n;
         w->head = (w->head + 1) % w->cap;
@@ -161,7 +175,7 @@ static size_t first_in(const slide_window *w, int64_t now, int64_t *gone)
     *gone = 0;
     for (; i < w->n; i++) {
         const slide_rec *r = rec_at(w, i);
-        if (r->last_us > INT64_MAX - w->period_us || r->last_us + w->period_us > now)
+        if (r->last_us > INT64_MAX - stay(w) || r->last_us + stay(w) > now)
             break;
         *gone += r->n;
     }
@@ -190,9 +204,9 @@ int64_t slide_window_free_at(const slide_window *w, int64_t now, int64_t pending
         const slide_rec *r = rec_at(w, i);
         excess -= r->n;
         if (excess <= 0) {
-            if (r->last_us > INT64_MAX - w->period_us)
+            if (r->last_us > INT64_MAX - stay(w))
                 return SLIDE_NEVER;
-            int64_t at = r->last_us + w->period_us;
+            int64_t at = r->last_us + stay(w);
             return at > now ? at : now;
         }
     }
@@ -239,7 +253,7 @@ double slide_limit_rate(const slide_limit *l)
 {
     if (l->n == 0)
         return 0;
-    return (double)l->w[0].count * 60e6 / (double)l->w[0].period_us;
+    return (double)l->w[0].count * 60e6 / (double)stay(&l->w[0]);
 }
 
 const char *slide_period_text(int64_t period_us, char *buf, size_t len)

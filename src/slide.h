@@ -44,6 +44,7 @@ typedef struct slide_window {
     int64_t count;     /* COUNT */
     int64_t period_us; /* PERIOD */
     int64_t merge_us;  /* records span at most this (0: every send its own record) */
+    int64_t guard_us;  /* a send stays this much longer than PERIOD (slide_limit_guard) */
     slide_rec *ring;   /* records, oldest first from head */
     size_t head, n, cap;
     int64_t used;      /* sends in the records */
@@ -60,6 +61,11 @@ typedef struct slide_limit {
  * text is not that form, a count or period is out of range (1..1e9, 1..604800 s) or there are
  * more than SLIDE_MAX_WINDOWS. */
 int slide_limit_parse(const char *machine, slide_limit *out) PGP_MUST_CHECK;
+
+/* Keeps each send in its windows a little longer than PERIOD: 2 % of it, at least 1 ms and at
+ * most 500 ms. A receiver counts arrivals, not sends: a request that took a millisecond longer
+ * on its way than the one a PERIOD after it would otherwise arrive inside that one's window. */
+void slide_limit_guard(slide_limit *l);
 
 /* Whether two limits have the same windows (the records are not compared). */
 bool slide_limit_same(const slide_limit *a, const slide_limit *b);
@@ -94,7 +100,8 @@ int64_t slide_window_free_at(const slide_window *w, int64_t now, int64_t pending
 /* Sends in (now - PERIOD, now] of one window. */
 int64_t slide_window_used(const slide_window *w, int64_t now);
 
-/* The rate per minute of the limit's shortest window (its pace), 0 for none. */
+/* The rate per minute of the limit's shortest window (its pace: COUNT per PERIOD and guard, so
+ * that evenly spaced sends never wait for the window), 0 for none. */
 double slide_limit_rate(const slide_limit *l);
 
 /* "10/s, 50000/day" into buf (canonical text, as pgpace.limits_normalize writes it); "" for

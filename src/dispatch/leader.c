@@ -523,6 +523,7 @@ void leader_enter(dispatcher *d, leader_state to)
         housekeeping_restart_timers(d, true);
         health_restart_timer(d, true);
         tick_arm(d, batch_tick_at(&d->cfg, now_us()));
+        limits_arm(d);
         claim_arm(d);
         break;
     }

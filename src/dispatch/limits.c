@@ -54,6 +54,7 @@ static void limit_set(slide_limit *l, const char *machine, const char *who, cons
                   LOG_S("action", "kept the windows it had"));
         return;
     }
+    slide_limit_guard(&next);
     if (slide_limit_same(l, &next)) {
         slide_limit_free(&next);
         return;
@@ -66,6 +67,14 @@ void limits_customer_apply(dispatcher *d, customer *c, const customer_row *row)
 {
     (void)d;
     limit_set(&c->lim, row->limit_windows, "customer", c->name);
+    /* Paced at its shortest window's rate when that is lower than its own (run_customers.sql
+     * returns the lower of the two already; this adds the guard, so that sends spaced evenly
+     * never wait for the window). */
+    double windows_rate = slide_limit_rate(&c->lim);
+    if (windows_rate > 0 && windows_rate < c->rate) {
+        c->rate = windows_rate;
+        customer_pace_period(c);
+    }
     if (c->gate)
         limit_set(&c->gate->lim, row->tenant_limit_windows, "customer", c->name);
     c->ratelimit_headers = row->ratelimit_headers;

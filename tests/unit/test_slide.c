@@ -200,6 +200,23 @@ static void carry_keeps_history(void **state)
     slide_limit_free(&neu);
 }
 
+/* The guard keeps each send 2 % of its period longer (1 ms..500 ms), and the pace follows. */
+static void guard_keeps_sends_longer(void **state)
+{
+    (void)state;
+    slide_limit l;
+    assert_int_equal(slide_limit_parse("4/1 10/5 100/86400", &l), 0);
+    slide_limit_guard(&l);
+    assert_int_equal(l.w[0].guard_us, 20000);
+    assert_int_equal(l.w[1].guard_us, 100000);
+    assert_int_equal(l.w[2].guard_us, 500000);
+    assert_true(slide_limit_rate(&l) > 235.29 && slide_limit_rate(&l) < 235.30); /* 4/1.02 s */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(slide_limit_record(&l, T0 + i * 250000, 1), 0);
+    assert_int_equal(slide_limit_free_at(&l, T0 + SEC, 0, 1), T0 + SEC + 20000);
+    slide_limit_free(&l);
+}
+
 /* Extremes: counts of a billion, a week's period, times near the int64 limits. */
 static void extremes_do_not_overflow(void **state)
 {
@@ -230,6 +247,7 @@ int main(void)
         cmocka_unit_test(day_window_frees_one_day_after_each_send),
         cmocka_unit_test(clock_steps_free_nothing_early),
         cmocka_unit_test(carry_keeps_history),
+        cmocka_unit_test(guard_keeps_sends_longer),
         cmocka_unit_test(extremes_do_not_overflow),
     };
     return TL_RUN(tests, NULL, NULL);
