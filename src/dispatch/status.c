@@ -354,6 +354,96 @@ static const char *endpoint_name(const customer *c)
     return slash ? slash + 1 : "default";
 }
 
+/* Its limit windows (limits.c): "limits" as configured ("10/s, 50000/day", "" for none) and,
+ * live, each window's sends in its last period ("windows"); its customer's windows over all
+ * of its endpoints ("customer_limits"); its host's limit and its share of that host's rate
+ * ("host_limit", null for none); the limit its receiver announced (per minute, null for none). */
+static void put_window_use(strbuf *j, const slide_limit *l, bool live, int64_t now)
+{
+    strbuf_puts(j, "[");
+    for (int i = 0; i < l->n; i++) {
+        char period[32];
+        strbuf_printf(j, "%s{\"count\":%" PRId64 ",\"period\":", i ? "," : "", l->w[i].count);
+        put_str(j, slide_period_text(l->w[i].period_us, period, sizeof period));
+        strbuf_puts(j, ",\"used\":");
+        if (live)
+            strbuf_printf(j, "%" PRId64, slide_window_used(&l->w[i], now));
+        else
+            strbuf_puts(j, "null");
+        strbuf_puts(j, "}");
+    }
+    strbuf_puts(j, "]");
+}
+
+static void put_limits(strbuf *j, const customer *c, bool live, int64_t now)
+{
+    char text[256];
+    strbuf_puts(j, ",\"limits\":");
+    put_str(j, limits_text(&c->lim, text, sizeof text));
+    strbuf_puts(j, ",\"windows\":");
+    put_window_use(j, &c->lim, live, now);
+    strbuf_puts(j, ",\"customer_limits\":");
+    if (c->gate && c->gate->lim.n > 0) {
+        put_str(j, limits_text(&c->gate->lim, text, sizeof text));
+        strbuf_puts(j, ",\"customer_windows\":");
+        put_window_use(j, &c->gate->lim, live, now);
+    } else {
+        strbuf_puts(j, "\"\",\"customer_windows\":[]");
+    }
+    const host_limit *hl = c->host ? c->host->limit : NULL;
+    strbuf_puts(j, ",\"host_limit\":");
+    if (hl && hl->lim.n > 0) {
+        strbuf_puts(j, "{\"host\":");
+        put_str(j, hl->key);
+        strbuf_puts(j, ",\"limits\":");
+        put_str(j, limits_text(&hl->lim, text, sizeof text));
+        strbuf_puts(j, ",\"share_per_minute\":");
+        if (live && c->host_share > 0)
+            put_num(j, round(c->host_share * 1000) / 1000);
+        else
+            strbuf_puts(j, "null");
+        strbuf_puts(j, "}");
+    } else {
+        strbuf_puts(j, "null");
+    }
+    strbuf_puts(j, ",\"announced_rate\":");
+    if (live && c->announced_rate > 0)
+        put_num(j, round(c->announced_rate * 1000) / 1000);
+    else
+        strbuf_puts(j, "null");
+}
+
+/* Receiver hosts with a limit of their own: their windows, sends in each window's last period,
+ * the rate divided (after host-wide throttles) and among how many customers. */
+static void put_hosts(strbuf *j, dispatcher *d, bool live, int64_t now)
+{
+    strbuf_puts(j, ",\"hosts\":[");
+    size_t pos = 0, m = 0;
+    host_limit *hl;
+    while ((hl = hmap_next(&d->host_limits, &pos)) != NULL) {
+        if (hl->lim.n == 0 && hl->max_connections == 0)
+            continue;
+        char text[256];
+        strbuf_puts(j, m++ ? ",{\"host\":" : "{\"host\":");
+        put_str(j, hl->key);
+        strbuf_puts(j, ",\"limits\":");
+        put_str(j, limits_text(&hl->lim, text, sizeof text));
+        strbuf_puts(j, ",\"windows\":");
+        put_window_use(j, &hl->lim, live, now);
+        strbuf_printf(j, ",\"max_connections\":%d,\"rate_per_minute\":",
+                      hl->max_connections > 0 && hl->max_connections < d->cfg.max_host_connections
+                          ? hl->max_connections
+                          : d->cfg.max_host_connections);
+        if (live && hl->lim.n > 0)
+            put_num(j, round(hl->rate_shared * 1000) / 1000);
+        else
+            strbuf_puts(j, "null");
+        strbuf_printf(j, ",\"customers\":%d,\"throttled\":%s}", live ? hl->active : 0,
+                      hl->pace.rate > 0 ? "true" : "false");
+    }
+    strbuf_puts(j, "]");
+}
+
 /* A customer alone (endpoint NULL: then with "endpoints": []), or one endpoint of a customer's
  * entry (its name within the customer as "endpoint"). */
 static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGresult *res,
@@ -385,6 +475,7 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
     else
         strbuf_puts(j, "null");
     strbuf_printf(j, ",\"max_in_flight\":%d", c->max_in_flight);
+    put_limits(j, c, live, now);
 
     /* Over the window observed, in whole ms: the rate is the count over the window given, so
      * a reader can check one against the other. */
@@ -779,6 +870,7 @@ static void status_answer(status_req *r)
     }
     strbuf_puts(&j, "]");
     put_carriers(&j, d);
+    put_hosts(&j, d, is_leading(d), now_us());
     strbuf_puts(&j, "}");
     const char *text = strbuf_str(&j);
     if (text && !j.failed)
