@@ -14,7 +14,9 @@
  * Throttles are decided on the loop thread under the same lock that records the request and
  * picks its rule, with the monotonic clock read at that moment: a token bucket refills lazily
  * (tokens += elapsed * rate, capped at burst) each time it is consulted; a fixed window resets
- * its count when the request falls in a later window than the last one counted.
+ * its count when the request falls in a later window than the last one counted; sliding windows
+ * keep the arrival times they let through in a ring as long as their largest limit (window i is
+ * full when its limit-th newest arrival is still inside it, so older ones never matter).
  *
  * answered_us is stamped under the lock in the same step that records the status sent, just
  * before the bytes go to uv_write (which writes at once when nothing is queued): stamping in the

@@ -23,10 +23,14 @@
  * its handlers: the last added throttle whose prefix matches the path takes the request; when it
  * has no room, the request is answered at once with the throttle's status (default 429) and
  * Retry-After, and never reaches the rules (a rule's `times` is not used up). Otherwise, or when
- * no throttle matches, the rules answer as above. Each throttle keeps its own state (tokens, or
- * the current window's count), shared by every connection, and is decided when the request is
- * complete, in arrival order (pipelined requests too). Every recorded request carries the
- * status actually sent and whether a throttle sent it (receiver_request.status / .throttled).
+ * no throttle matches, the rules answer as above. Each throttle keeps its own state (tokens,
+ * the current window's count, or the arrivals its sliding windows let through), shared by every
+ * connection, and is decided when the request is complete, in arrival order (pipelined requests
+ * too). Every recorded request carries the status actually sent and whether a throttle sent it
+ * (receiver_request.status / .throttled). A throttle with `announce` also states its limit and
+ * state in rate limit headers on every answer of its paths (receiver_announce). A throttle on every
+ * path (path_prefix NULL) plays a receiver host's own limit; receiver_count_status(r, prefix, 429)
+ * counts its refusals per path prefix (per customer or endpoint).
  */
 #ifndef PGPACE_RECEIVER_H
 #define PGPACE_RECEIVER_H
