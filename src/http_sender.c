@@ -37,6 +37,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,83 @@ void hs_req_put(http_req *r)
     s->n_idle++;
 }
 
+/* The rate limit fields captured (hs_ratelimit), in rl_raw's order. */
+static const struct {
+    const char *name; /* lowercase, with the colon */
+    size_t off, cap;
+} rl_fields[HS_RL_FIELDS] = {
+#define RLF(n, f)                                                                                  \
+    {                                                                                              \
+        n ":", offsetof(hs_ratelimit, f), sizeof(((hs_ratelimit *)0)->f)                           \
+    }
+    RLF("ratelimit-policy", policy),
+    RLF("ratelimit", ratelimit),
+    RLF("ratelimit-limit", limit),
+    RLF("ratelimit-remaining", remaining),
+    RLF("ratelimit-reset", reset),
+    RLF("x-ratelimit-limit", x_limit),
+    RLF("x-ratelimit-remaining", x_remaining),
+    RLF("x-ratelimit-reset", x_reset),
+    RLF("x-ratelimit-reset-after", x_reset_after),
+#undef RLF
+};
+
+/* If the header line data[0..n) is one of rl_fields, appends its value (", " after an earlier
+ * line of the same field) and returns true. Bounded: what does not fit marks the capture
+ * unusable rather than keeping a prefix that could read as another number ("1000" cut to
+ * "100"); so does a control byte, which no form allows (and a NUL would end the string early). */
+static bool rl_capture(hs_ratelimit *c, const char *data, size_t n)
+{
+    const char *colon = memchr(data, ':', n);
+    if (!colon)
+        return false;
+    size_t namelen = (size_t)(colon - data) + 1;
+    size_t i = 0;
+    while (i < HS_RL_FIELDS && !(strlen(rl_fields[i].name) == namelen &&
+                                 strncasecmp(data, rl_fields[i].name, namelen) == 0))
+        i++;
+    if (i == HS_RL_FIELDS)
+        return false;
+    const char *v = colon + 1, *end = data + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    char *buf = (char *)c + rl_fields[i].off;
+    size_t cap = rl_fields[i].cap, len = (c->present & (1u << i)) ? c->len[i] : 0;
+    size_t add = (size_t)(end - v), sep = len ? 2 : 0;
+    for (const char *p = v; p < end; p++)
+        if ((unsigned char)*p < 0x20 ? *p != '\t' : *p == 0x7f)
+            c->unusable = true;
+    if (!(c->present & (1u << i)))
+        buf[0] = '\0';
+    c->present |= 1u << i;
+    if (len + sep + add >= cap) {
+        c->unusable = true; /* what was kept stays, unused */
+        return true;
+    }
+    memcpy(buf + len, ", ", sep);
+    memcpy(buf + len + sep, v, add);
+    c->len[i] = len + sep + add;
+    buf[c->len[i]] = '\0';
+    return true;
+}
+
+/* The captured fields as rl_parse reads them, or NULL when the response had none. */
+static const rl_raw *rl_raw_fill(hs_ratelimit *c)
+{
+    if (!c->present)
+        return NULL;
+    const char **slot[HS_RL_FIELDS] = {
+        &c->raw.policy,  &c->raw.ratelimit,   &c->raw.limit,   &c->raw.remaining,     &c->raw.reset,
+        &c->raw.x_limit, &c->raw.x_remaining, &c->raw.x_reset, &c->raw.x_reset_after,
+    };
+    for (size_t i = 0; i < HS_RL_FIELDS; i++)
+        *slot[i] = (c->present & (1u << i)) ? (const char *)c + rl_fields[i].off : NULL;
+    c->raw.truncated = c->unusable;
+    return &c->raw;
+}
+
 /* Unlinks r, runs its callback once with `res` filled in, releases it. */
 void hs_req_finish(http_req *r, http_result *res)
 {
@@ -213,6 +291,7 @@ void hs_req_finish(http_req *r, http_result *res)
     res->excerpt = r->excerpt;
     res->excerpt_len = r->excerpt_len;
     res->retry_after = r->have_retry_after ? r->retry_after : NULL;
+    res->ratelimit = rl_raw_fill(&r->rl);
     res->duration_ms = (double)(uv_hrtime() - r->start_ns) / 1e6;
     if (r->form) {
         res->body = r->rbody ? r->rbody : "";
@@ -619,7 +698,11 @@ static size_t header_cb(char *data, size_t size, size_t nitems, void *userp)
     if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
         /* A new response (after a 1xx): forget headers of the previous one. */
         r->have_retry_after = false;
+        r->rl.present = 0;
+        r->rl.unusable = false;
         r->saw_response = true;
+    } else if (rl_capture(&r->rl, data, n)) {
+        /* one of the rate limit fields */
     } else if (n > nlen && strncasecmp(data, name, nlen) == 0) {
         const char *v = data + nlen;
         const char *end = data + n;
@@ -826,6 +909,8 @@ http_req *hs_req_get(http_sender *s)
     r->truncated = false;
     r->saw_response = false;
     r->have_retry_after = false;
+    r->rl.present = 0;
+    r->rl.unusable = false;
     r->connects_allowed = 0;
     r->proxied = false;
     r->resolving = false;

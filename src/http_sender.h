@@ -33,6 +33,10 @@
  *   cannot be reached or refuses the CONNECT (a non-2xx answer) fails the request with
  *   error_class "proxy". The environment's proxy variables are never used.
  * - The response body is read up to max_response_bytes; the first bytes (excerpt) are kept.
+ *   Retry-After and the rate limit fields (RateLimit-Policy, RateLimit, RateLimit-Limit/
+ *   -Remaining/-Reset, X-RateLimit-Limit/-Remaining/-Reset/-Reset-After) are kept in bounded
+ *   copies for the callback (http_result.retry_after, .ratelimit); the sender does not read
+ *   them: rl_parse (ratelimit_header.h) does, with the caller's clock and bounds.
  * - The done callback runs exactly once per accepted request, from the loop, never from inside
  *   http_send(). Secrets and bodies are never logged.
  * - http_post_form() is the other kind of request, for a customer's OAuth2 token endpoint: a
@@ -48,6 +52,7 @@
 #include "client_cert.h"
 #include "common.h"
 #include "netcheck.h"
+#include "ratelimit_header.h"
 #include "secret.h"
 
 #include <stddef.h>
@@ -119,6 +124,13 @@ typedef struct http_result {
     const char *body;        /* http_post_form: the whole response body (not NUL-terminated),
                                 body_len bytes; NULL for webhooks */
     size_t body_len;
+    /* The response's RateLimit-Policy, RateLimit, RateLimit-Limit/-Remaining/-Reset and
+     * X-RateLimit-Limit/-Remaining/-Reset/-Reset-After values for rl_parse(), or NULL when it
+     * had none of them. Names matched case-insensitively; a field's repeated lines joined with
+     * ", "; a value longer than its buffer (512 bytes for RateLimit-Policy and RateLimit, 64 for
+     * the others) or holding a control byte sets .truncated (rl_parse: "malformed"). Only the
+     * final response's fields (not a 1xx's). */
+    const rl_raw *ratelimit;
 } http_result;
 
 /* The result and its strings are valid only during the callback. */

@@ -16,6 +16,7 @@
 #include "http_sender.h"
 #include "list.h"
 #include "proxy.h"
+#include "ratelimit_header.h"
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -25,6 +26,23 @@
 
 typedef struct sock_ctx sock_ctx;
 typedef struct http_req http_req;
+
+/* The RateLimit / X-RateLimit-* fields of a response (ratelimit_header.h), copied as they
+ * arrive: repeated lines of one field joined with ", " (RFC 9110 §5.3), each field bounded.
+ * The two structured IETF fields may list several policies, hence the longer buffers. */
+#define HS_RL_FIELDS    9
+#define HS_RL_LONG_MAX  512 /* RateLimit-Policy, RateLimit */
+#define HS_RL_SHORT_MAX 64  /* the single-number fields */
+typedef struct hs_ratelimit {
+    unsigned present; /* bit i: field i (http_sender.c's table) arrived */
+    size_t len[HS_RL_FIELDS];
+    bool unusable; /* a value was cut short or held a control byte */
+    char policy[HS_RL_LONG_MAX], ratelimit[HS_RL_LONG_MAX];
+    char limit[HS_RL_SHORT_MAX], remaining[HS_RL_SHORT_MAX], reset[HS_RL_SHORT_MAX];
+    char x_limit[HS_RL_SHORT_MAX], x_remaining[HS_RL_SHORT_MAX], x_reset[HS_RL_SHORT_MAX];
+    char x_reset_after[HS_RL_SHORT_MAX];
+    rl_raw raw; /* what http_result.ratelimit points at, filled when the request ends */
+} hs_ratelimit;
 
 struct http_sender {
     uv_loop_t *loop;
@@ -81,6 +99,7 @@ struct http_req {
     bool saw_response; /* a status line arrived: CURLINFO_RESPONSE_CODE is this request's */
     bool have_retry_after;
     char retry_after[128];
+    hs_ratelimit rl;           /* the answer's RateLimit / X-RateLimit-* fields */
     unsigned connects_allowed; /* sockets opened after a netcheck pass */
     char refused[192];         /* first SSRF refusal, "" if none */
     char errbuf[CURL_ERROR_SIZE];

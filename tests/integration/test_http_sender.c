@@ -58,6 +58,12 @@ typedef struct outcome {
     char retry_after[64];
     double duration_ms;
     int send_from_cb_rc; /* close test: what http_send returned from inside an aborted cb */
+    bool has_ratelimit;  /* http_result.ratelimit != NULL; its fields ("" when NULL): */
+    char rl_policy[600], rl_ratelimit[600], rl_x_limit[80], rl_x_remaining[80], rl_reset[80];
+    bool rl_other; /* a field this test never sends came through */
+    bool rl_truncated;
+    rl_status rl_parsed; /* rl_parse of them at a fixed clock */
+    rl_announce rl;
 } outcome;
 
 /* ---- loop helpers ---- */
@@ -181,6 +187,20 @@ static void done_cb(const http_result *r, void *arg)
     o->excerpt[n] = '\0';
     o->has_retry_after = r->retry_after != NULL;
     snprintf(o->retry_after, sizeof o->retry_after, "%s", r->retry_after ? r->retry_after : "");
+    const rl_raw *rl = r->ratelimit;
+    o->has_ratelimit = rl != NULL;
+    if (rl) {
+#define RLCOPY(dst, f) snprintf(o->dst, sizeof o->dst, "%s", rl->f ? rl->f : "")
+        RLCOPY(rl_policy, policy);
+        RLCOPY(rl_ratelimit, ratelimit);
+        RLCOPY(rl_x_limit, x_limit);
+        RLCOPY(rl_x_remaining, x_remaining);
+        RLCOPY(rl_reset, reset);
+#undef RLCOPY
+        o->rl_other = rl->limit || rl->remaining || rl->x_reset || rl->x_reset_after;
+        o->rl_truncated = rl->truncated;
+        o->rl_parsed = rl_parse(rl, 1748785031.0, 3600, &o->rl, NULL);
+    }
     o->duration_ms = r->duration_ms;
     o->fx->done++;
     /* UV_RUN_ONCE runs timers before it blocks in poll: without this, a completion delivered
@@ -451,6 +471,65 @@ static void status_503_records_retry_after(void **state)
     assert_true(o.has_retry_after);
     assert_string_equal(o.retry_after, "120");
     assert_string_equal(o.excerpt, "slow down");
+}
+
+/* RateLimit / X-RateLimit-* answer headers reach the callback: names in any case, a repeated
+ * field joined with ", ", the ones not sent NULL, nothing left over on the pooled handle for
+ * the next answer, an over-long value flagged rather than cut into another number. */
+static void ratelimit_headers_are_captured(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/limited",
+                                          .action = RECV_RESPOND,
+                                          .status = 429,
+                                          .retry_after = "2",
+                                          .headers = "RateLimit-Policy: \"burst\";q=10;w=1\n"
+                                                     "ratelimit: \"burst\";r=0;t=2\n"
+                                                     "X-RATELIMIT-LIMIT: 10\n"
+                                                     "x-ratelimit-remaining: 0\n"
+                                                     "X-RateLimit-Remaining:  0 \n"
+                                                     "RateLimit-Reset: 2\n"
+                                                     "X-RateLimit-Used: 10"});
+    char long_policy[700];
+    memset(long_policy, 'a', sizeof long_policy);
+    memcpy(long_policy, "RateLimit-Policy: ", 18);
+    long_policy[sizeof long_policy - 1] = '\0';
+    receiver_on(fx->rcv, &(receiver_rule){.path_prefix = "/long",
+                                          .action = RECV_RESPOND,
+                                          .status = 200,
+                                          .headers = long_policy});
+    char url[256];
+    url_for(fx, "/limited", url, sizeof url);
+    outcome o = {0};
+    send_and_wait(fx, url, NULL, &o, 5000);
+    assert_int_equal(o.status, 429);
+    assert_true(o.has_ratelimit);
+    assert_string_equal(o.rl_policy, "\"burst\";q=10;w=1");
+    assert_string_equal(o.rl_ratelimit, "\"burst\";r=0;t=2");
+    assert_string_equal(o.rl_x_limit, "10");
+    assert_string_equal(o.rl_x_remaining, "0, 0");
+    assert_string_equal(o.rl_reset, "2");
+    assert_false(o.rl_other);
+    assert_false(o.rl_truncated);
+    assert_int_equal(o.rl_parsed, RL_OK);
+    assert_true(o.rl.limit == 10 && o.rl.window_s == 1 && o.rl.remaining == 0 && o.rl.reset_s == 2);
+    assert_string_equal(o.retry_after, "2"); /* still captured beside them */
+
+    /* The next answer on the same connection and pooled handle has none. */
+    url_for(fx, "/plain", url, sizeof url);
+    outcome plain = {0};
+    send_and_wait(fx, url, NULL, &plain, 5000);
+    assert_int_equal(plain.status, 200);
+    assert_false(plain.has_ratelimit);
+
+    url_for(fx, "/long", url, sizeof url);
+    outcome lo = {0};
+    send_and_wait(fx, url, NULL, &lo, 5000);
+    assert_int_equal(lo.status, 200);
+    assert_true(lo.has_ratelimit);
+    assert_true(lo.rl_truncated);
+    assert_int_equal(lo.rl_parsed, RL_IGNORED);
 }
 
 static void excerpt_is_capped(void **state)
@@ -1332,6 +1411,7 @@ int main(void)
         T(two_secrets_give_two_verifiable_signatures),
         T(extra_headers_are_borrowed_by_requests),
         T(status_503_records_retry_after),
+        T(ratelimit_headers_are_captured),
         T(excerpt_is_capped),
         T(hang_times_out_within_total_timeout),
         T(reset_is_reset),

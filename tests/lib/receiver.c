@@ -14,7 +14,9 @@
  * Throttles are decided on the loop thread under the same lock that records the request and
  * picks its rule, with the monotonic clock read at that moment: a token bucket refills lazily
  * (tokens += elapsed * rate, capped at burst) each time it is consulted; a fixed window resets
- * its count when the request falls in a later window than the last one counted.
+ * its count when the request falls in a later window than the last one counted; sliding windows
+ * keep the arrival times they let through in a ring as long as their largest limit (window i is
+ * full when its limit-th newest arrival is still inside it, so older ones never matter).
  *
  * answered_us is stamped under the lock in the same step that records the status sent, just
  * before the bytes go to uv_write (which writes at once when nothing is queued): stamping in the
@@ -59,6 +61,7 @@ typedef struct rule {
     int every;        /* take each every-th request that reaches the rule (<= 1: all) */
     uint64_t reached; /* matching requests that reached the rule (for every) */
     char *require_authorization, *require_body; /* or NULL */
+    char *headers; /* extra header lines, each ending in CRLF; or NULL */
 } rule;
 
 typedef struct throttle {
@@ -77,6 +80,14 @@ typedef struct throttle {
     receiver_retry_after retry_after;
     int retry_after_s;
     char *retry_after_literal;
+    receiver_announce announce;
+    /* sliding windows: nwin windows; the admitted arrival times (monotonic ns), the newest
+     * sw_cap of them in a ring (sw_cap = the largest limit: older ones count in no window) */
+    int nwin;
+    int sw_limit[RECV_SLIDING_MAX];
+    int64_t sw_window_ns[RECV_SLIDING_MAX];
+    int64_t *sw_times;
+    size_t sw_cap, sw_head, sw_n;
 } throttle;
 
 typedef enum conn_state {
@@ -628,8 +639,9 @@ static int effective_status(int status)
 }
 
 /* Builds a full answer (r->mu held: the rule's strings are read here). */
-static char *build_response(int status, const char *body, const char *retry_after, bool head,
-                            bool close, size_t *len)
+static char *build_response(int status, const char *body, const char *retry_after,
+                            const char *extra1, const char *extra2, bool head, bool close,
+                            size_t *len)
 {
     status = effective_status(status);
     bool no_body = status < 200 || status == 204 || status == 304;
@@ -637,10 +649,11 @@ static char *build_response(int status, const char *body, const char *retry_afte
     char cl[64] = "";
     if (status >= 200 && status != 204)
         snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", blen);
-    char *s = fmt_alloc(blen, len, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n%s%s%s%s%s\r\n",
-                        status, reason(status), cl, retry_after ? "Retry-After: " : "",
-                        retry_after ? retry_after : "", retry_after ? "\r\n" : "",
-                        close ? "Connection: close\r\n" : "");
+    char *s =
+        fmt_alloc(blen, len, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n%s%s%s%s%s%s%s\r\n",
+                  status, reason(status), cl, retry_after ? "Retry-After: " : "",
+                  retry_after ? retry_after : "", retry_after ? "\r\n" : "", extra1 ? extra1 : "",
+                  extra2 ? extra2 : "", close ? "Connection: close\r\n" : "");
     if (s && !head && blen) {
         memcpy(s + *len, body, blen);
         *len += blen;
@@ -727,6 +740,52 @@ static size_t record_request(receiver *r, receiver_request *rq)
 
 #define NS_PER_S 1000000000LL
 
+/* The k-th newest admitted arrival time (1 <= k <= sw_n). */
+static int64_t sw_newest(const throttle *t, size_t k)
+{
+    return t->sw_times[(t->sw_head + t->sw_cap - k) % t->sw_cap];
+}
+
+/* Requests admitted in window i's (now - window, now], and the arrival of the oldest of them. */
+static int sw_count(const throttle *t, int i, int64_t now, int64_t *oldest)
+{
+    int n = 0;
+    for (size_t k = 1; k <= t->sw_n && sw_newest(t, k) > now - t->sw_window_ns[i]; k++) {
+        *oldest = sw_newest(t, k);
+        n++;
+    }
+    return n;
+}
+
+/* Admitted when every window has room: window i holds fewer than its limit in
+ * (now - window, now]. Throttled requests are not recorded, so they use up nothing. The delay
+ * is when the last blocking window frees a place (its limit-th newest request leaves it). */
+static bool sliding_admit(throttle *t, int64_t now, int64_t *delay_ns)
+{
+    int64_t wait = 0;
+    for (int i = 0; i < t->nwin; i++) {
+        size_t lim = (size_t)t->sw_limit[i];
+        int64_t w = t->sw_window_ns[i], free_at;
+        if (lim == 0)
+            free_at = now + w; /* never: say one window */
+        else if (t->sw_n >= lim && sw_newest(t, lim) > now - w)
+            free_at = sw_newest(t, lim) + w;
+        else
+            continue;
+        if (free_at - now > wait)
+            wait = free_at - now;
+    }
+    if (wait > 0) {
+        *delay_ns = wait;
+        return false;
+    }
+    t->sw_times[t->sw_head] = now;
+    t->sw_head = (t->sw_head + 1) % t->sw_cap;
+    if (t->sw_n < t->sw_cap)
+        t->sw_n++;
+    return true;
+}
+
 /* Takes a token (or a place in the current window) and returns true, or returns false with
  * *delay_ns = the time until one is there. */
 static bool throttle_admit(throttle *t, int64_t now, int64_t start, int64_t *delay_ns)
@@ -746,6 +805,8 @@ static bool throttle_admit(throttle *t, int64_t now, int64_t start, int64_t *del
         *delay_ns = wait < 1e18 ? (int64_t)wait + 1 : (int64_t)1e18; /* a very slow rate */
         return false;
     }
+    if (t->kind == RECV_SLIDING_WINDOW)
+        return sliding_admit(t, now, delay_ns);
     int64_t idx = (now - start) / t->window_ns;
     if (idx != t->window_idx) {
         t->window_idx = idx;
@@ -797,24 +858,131 @@ static const char *throttle_retry_after(const throttle *t, int64_t delay_ns, cha
     }
 }
 
-/* When the last added throttle matching path has no room: builds its answer into *resp and
- * returns its status. Returns 0 when the request may go on to the rules. */
+/* ---- announcements (RECV_ANNOUNCE_*, r->mu held) ---- */
+
+/* One window of a throttle's state as announced: whole seconds, rounded up (a sub-second
+ * window is announced as 1 s, a slower rate than the real one, never a faster one). */
+typedef struct ann_state {
+    int64_t limit, window_s, remaining, reset_s;
+} ann_state;
+
+static int64_t ceil_s(double ns)
+{
+    return ns <= 0 ? 0 : (int64_t)((ns + NS_PER_S - 1) / NS_PER_S);
+}
+
+/* The state of each of t's windows at `now` (after the request was counted, if it was);
+ * returns how many (1, or nwin for sliding windows). */
+static int ann_states(const throttle *t, int64_t now, int64_t start, ann_state *st)
+{
+    if (t->kind == RECV_TOKEN_BUCKET) {
+        /* limit = burst, window = the time to refill it all; reset = until full, or until the
+         * next whole token when none is left. */
+        int64_t whole = (int64_t)t->tokens;
+        double need = whole > 0 ? t->burst - t->tokens : 1.0 - t->tokens;
+        st[0] =
+            (ann_state){t->burst, ceil_s(t->burst / t->per_ns), whole, ceil_s(need / t->per_ns)};
+        if (st[0].window_s < 1)
+            st[0].window_s = 1;
+        return 1;
+    }
+    if (t->kind == RECV_FIXED_WINDOW) {
+        int64_t idx = (now - start) / t->window_ns;
+        int used = idx == t->window_idx ? t->count : 0;
+        int64_t w = ceil_s((double)t->window_ns);
+        st[0] = (ann_state){t->limit, w < 1 ? 1 : w, t->limit - used,
+                            ceil_s((double)(start + (idx + 1) * t->window_ns - now))};
+        return 1;
+    }
+    for (int i = 0; i < t->nwin; i++) {
+        int64_t oldest = now;
+        int used = sw_count(t, i, now, &oldest);
+        int64_t w = ceil_s((double)t->sw_window_ns[i]);
+        int64_t left = t->sw_limit[i] - used;
+        /* reset: when the oldest request counted leaves the window (a place frees) */
+        st[i] = (ann_state){t->sw_limit[i], w < 1 ? 1 : w, left < 0 ? 0 : left,
+                            used ? ceil_s((double)(oldest + t->sw_window_ns[i] - now)) : 0};
+    }
+    return t->nwin;
+}
+
+/* The header lines (CRLF-terminated) announcing t's state into buf ("" for none). */
+static void announce_headers(const throttle *t, int64_t now, int64_t start, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (t->announce == RECV_ANNOUNCE_NONE)
+        return;
+    ann_state st[RECV_SLIDING_MAX] = {{0}};
+    int n = ann_states(t, now, start, st);
+    if (t->announce == RECV_ANNOUNCE_IETF) {
+        /* Every window as a policy of its own: the client picks the most restrictive. */
+        char pol[512] = "", cur[512] = "";
+        size_t pl = 0, cl = 0;
+        for (int i = 0; i < n; i++) {
+            pl += (size_t)snprintf(pol + pl, sizeof pol - pl, "%s\"w%d\";q=%lld;w=%lld",
+                                   i ? ", " : "", i, (long long)st[i].limit,
+                                   (long long)st[i].window_s);
+            cl += (size_t)snprintf(cur + cl, sizeof cur - cl, "%s\"w%d\";r=%lld;t=%lld",
+                                   i ? ", " : "", i, (long long)st[i].remaining,
+                                   (long long)st[i].reset_s);
+        }
+        snprintf(buf, len, "RateLimit-Policy: %s\r\nRateLimit: %s\r\n", pol, cur);
+        return;
+    }
+    /* The single-window forms: the tightest window (fewest left, then the latest reset). */
+    int k = 0;
+    for (int i = 1; i < n; i++)
+        if (st[i].remaining < st[k].remaining ||
+            (st[i].remaining == st[k].remaining && st[i].reset_s > st[k].reset_s))
+            k = i;
+    long long lim = st[k].limit, w = st[k].window_s, rem = st[k].remaining, rst = st[k].reset_s;
+    switch (t->announce) {
+    case RECV_ANNOUNCE_IETF_EARLY:
+        snprintf(buf, len,
+                 "RateLimit-Limit: %lld\r\nRateLimit-Remaining: %lld\r\nRateLimit-Reset: "
+                 "%lld\r\nRateLimit-Policy: %lld;w=%lld\r\n",
+                 lim, rem, rst, lim, w);
+        break;
+    case RECV_ANNOUNCE_X:
+        snprintf(buf, len,
+                 "X-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\nX-RateLimit-Reset: "
+                 "%lld\r\n",
+                 lim, rem, rst);
+        break;
+    case RECV_ANNOUNCE_X_EPOCH:
+    default:
+        snprintf(buf, len,
+                 "X-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\nX-RateLimit-Reset: "
+                 "%lld\r\n",
+                 lim, rem, (long long)((realtime_us() + 999999) / 1000000) + rst);
+        break;
+    }
+}
+
+/* The last added throttle matching path decides. When it has no room: builds its answer into
+ * *resp and returns its status; otherwise returns 0 (the request goes on to the rules). Either
+ * way ann gets the header lines announcing its state (RECV_ANNOUNCE_*), or "". */
 static int throttle_check(receiver *r, const char *path, bool head, bool close, char **resp,
-                          size_t *len)
+                          size_t *len, char *ann, size_t ann_len)
 {
     throttle *t = NULL;
+    ann[0] = '\0';
     for (size_t i = r->nthrottles; i-- > 0;) {
         if (strncmp(path, r->throttles[i].prefix, strlen(r->throttles[i].prefix)) == 0) {
             t = &r->throttles[i];
             break;
         }
     }
-    int64_t delay_ns = 0;
-    if (!t || throttle_admit(t, monotonic_ns(), r->start_ns, &delay_ns))
+    if (!t)
+        return 0;
+    int64_t delay_ns = 0, now = monotonic_ns();
+    bool admitted = throttle_admit(t, now, r->start_ns, &delay_ns);
+    announce_headers(t, now, r->start_ns, ann, ann_len);
+    if (admitted)
         return 0;
     char ra[64];
     *resp = build_response(t->status, t->body, throttle_retry_after(t, delay_ns, ra, sizeof ra),
-                           head, close, len);
+                           ann, NULL, head, close, len);
     return t->status;
 }
 
@@ -876,9 +1044,11 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
     char *resp = NULL;
     int status = 0; /* what is sent, for the record */
 
+    char ann[1536];
     pthread_mutex_lock(&r->mu);
     size_t rec = record_request(r, rq);
-    int throttled = throttle_check(r, rq->path, h->head_method, close, &resp, &len);
+    int throttled =
+        throttle_check(r, rq->path, h->head_method, close, &resp, &len, ann, sizeof ann);
     rule *m = NULL;
     for (size_t i = r->nrules; !throttled && i-- > 0;) {
         rule *ru = &r->rules[i];
@@ -894,7 +1064,7 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
     if (throttled) {
         status = throttled;
     } else if (!m) {
-        resp = build_response(200, "ok", NULL, h->head_method, close, &len);
+        resp = build_response(200, "ok", NULL, ann, NULL, h->head_method, close, &len);
         status = 200;
     } else {
         action = m->action;
@@ -906,10 +1076,11 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
             resp = build_response(refused,
                                   refused == 401 ? "{\"error\":\"invalid_client\"}"
                                                  : "{\"error\":\"invalid_request\"}",
-                                  NULL, h->head_method, close, &len);
+                                  NULL, ann, NULL, h->head_method, close, &len);
             status = refused;
         } else if (action == RECV_RESPOND) {
-            resp = build_response(m->status, m->body, m->retry_after, h->head_method, close, &len);
+            resp = build_response(m->status, m->body, m->retry_after, ann, m->headers,
+                                  h->head_method, close, &len);
             status = effective_status(m->status);
         } else if (action == RECV_TRICKLE_HUGE) {
             status = 200;
@@ -920,6 +1091,7 @@ static void handle_request(conn *c, receiver_request *rq, const request_head *h)
             free(m->retry_after);
             free(m->require_authorization);
             free(m->require_body);
+            free(m->headers);
             size_t i = (size_t)(m - r->rules);
             memmove(m, m + 1, (r->nrules - i - 1) * sizeof *m);
             r->nrules--;
@@ -1265,6 +1437,7 @@ static void free_rule(rule *ru)
     free(ru->retry_after);
     free(ru->require_authorization);
     free(ru->require_body);
+    free(ru->headers);
 }
 
 static void free_throttle(throttle *t)
@@ -1272,6 +1445,7 @@ static void free_throttle(throttle *t)
     free(t->prefix);
     free(t->body);
     free(t->retry_after_literal);
+    free(t->sw_times);
 }
 
 void receiver_stop(receiver *r)
@@ -1312,6 +1486,28 @@ void receiver_url(const receiver *r, const char *path, char *buf, size_t len)
     snprintf(buf, len, "http://127.0.0.1:%d%s", r->port, path ? path : "");
 }
 
+/* "A: 1\nB: 2" (LF or CRLF separated, the last line's end optional) as CRLF-ended lines. */
+static char *header_lines(const char *in)
+{
+    size_t n = strlen(in);
+    char *out = malloc(2 * n + 3), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = in; *p;) {
+        size_t l = strcspn(p, "\r\n");
+        if (l) {
+            memcpy(o, p, l);
+            o += l;
+            *o++ = '\r';
+            *o++ = '\n';
+        }
+        p += l;
+        p += strspn(p, "\r\n");
+    }
+    *o = '\0';
+    return out;
+}
+
 void receiver_on(receiver *r, const receiver_rule *in)
 {
     rule ru = {
@@ -1325,10 +1521,11 @@ void receiver_on(receiver *r, const receiver_rule *in)
         .every = in->every,
         .require_authorization = dup_or_null(in->require_authorization),
         .require_body = dup_or_null(in->require_body),
+        .headers = in->headers && *in->headers ? header_lines(in->headers) : NULL,
     };
     if (!ru.prefix || (in->body && !ru.body) || (in->retry_after && !ru.retry_after) ||
         (in->require_authorization && !ru.require_authorization) ||
-        (in->require_body && !ru.require_body)) {
+        (in->require_body && !ru.require_body) || (in->headers && *in->headers && !ru.headers)) {
         fprintf(stderr, "receiver: out of memory adding a rule\n");
         abort();
     }
@@ -1361,6 +1558,18 @@ static const char *throttle_invalid(const receiver_throttle *in)
             return "limit must be >= 0";
         if (in->window_ms <= 0)
             return "window_ms must be > 0";
+    } else if (in->kind == RECV_SLIDING_WINDOW) {
+        int n = 0;
+        while (n < RECV_SLIDING_MAX && in->sliding_window_ms[n] != 0)
+            n++;
+        if (n == 0)
+            return "sliding_window_ms[0] must be > 0";
+        for (int i = 0; i < n; i++) {
+            if (in->sliding_window_ms[i] < 0)
+                return "sliding_window_ms must be > 0";
+            if (in->sliding_limit[i] < 0 || in->sliding_limit[i] > RECV_SLIDING_LIMIT_MAX)
+                return "sliding_limit must be 0..1000000";
+        }
     } else {
         return "unknown kind";
     }
@@ -1374,6 +1583,10 @@ static const char *throttle_invalid(const receiver_throttle *in)
     if (in->retry_after == RECV_RA_LITERAL &&
         (!in->retry_after_literal || strpbrk(in->retry_after_literal, "\r\n")))
         return "retry_after_literal must be set, on one line";
+    if (in->announce != RECV_ANNOUNCE_NONE && in->announce != RECV_ANNOUNCE_IETF &&
+        in->announce != RECV_ANNOUNCE_IETF_EARLY && in->announce != RECV_ANNOUNCE_X &&
+        in->announce != RECV_ANNOUNCE_X_EPOCH)
+        return "unknown announce form";
     return NULL;
 }
 
@@ -1401,9 +1614,22 @@ int receiver_throttle_on(receiver *r, const receiver_throttle *in)
         .retry_after_s = in->retry_after_s,
         .retry_after_literal =
             in->retry_after == RECV_RA_LITERAL ? dup_or_null(in->retry_after_literal) : NULL,
+        .announce = in->announce,
     };
+    if (in->kind == RECV_SLIDING_WINDOW) {
+        t.sw_cap = 1;
+        while (t.nwin < RECV_SLIDING_MAX && in->sliding_window_ms[t.nwin] > 0) {
+            t.sw_limit[t.nwin] = in->sliding_limit[t.nwin];
+            t.sw_window_ns[t.nwin] = (int64_t)in->sliding_window_ms[t.nwin] * 1000000;
+            if ((size_t)t.sw_limit[t.nwin] > t.sw_cap)
+                t.sw_cap = (size_t)t.sw_limit[t.nwin];
+            t.nwin++;
+        }
+        t.sw_times = calloc(t.sw_cap, sizeof *t.sw_times);
+    }
     if (!t.prefix || (in->body && !t.body) ||
-        (in->retry_after == RECV_RA_LITERAL && !t.retry_after_literal)) {
+        (in->retry_after == RECV_RA_LITERAL && !t.retry_after_literal) ||
+        (in->kind == RECV_SLIDING_WINDOW && !t.sw_times)) {
         fprintf(stderr, "receiver: out of memory adding a throttle\n");
         abort();
     }

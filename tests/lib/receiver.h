@@ -23,10 +23,14 @@
  * its handlers: the last added throttle whose prefix matches the path takes the request; when it
  * has no room, the request is answered at once with the throttle's status (default 429) and
  * Retry-After, and never reaches the rules (a rule's `times` is not used up). Otherwise, or when
- * no throttle matches, the rules answer as above. Each throttle keeps its own state (tokens, or
- * the current window's count), shared by every connection, and is decided when the request is
- * complete, in arrival order (pipelined requests too). Every recorded request carries the
- * status actually sent and whether a throttle sent it (receiver_request.status / .throttled).
+ * no throttle matches, the rules answer as above. Each throttle keeps its own state (tokens,
+ * the current window's count, or the arrivals its sliding windows let through), shared by every
+ * connection, and is decided when the request is complete, in arrival order (pipelined requests
+ * too). Every recorded request carries the status actually sent and whether a throttle sent it
+ * (receiver_request.status / .throttled). A throttle with `announce` also states its limit and
+ * state in rate limit headers on every answer of its paths (receiver_announce). A throttle on every
+ * path (path_prefix NULL) plays a receiver host's own limit; receiver_count_status(r, prefix, 429)
+ * counts its refusals per path prefix (per customer or endpoint).
  */
 #ifndef PGPACE_RECEIVER_H
 #define PGPACE_RECEIVER_H
@@ -60,6 +64,9 @@ typedef struct receiver_rule {
      * require_body 400 ({"error":"invalid_request"}); its `times` is used up all the same. */
     const char *require_authorization; /* copied */
     const char *require_body;          /* copied */
+    /* RECV_RESPOND: extra header lines sent as they are, "Name: value" separated by "\n"
+     * (e.g. a receiver's own RateLimit announcement); NULL: none (copied). */
+    const char *headers;
 } receiver_rule;
 
 typedef struct receiver_request {
@@ -101,7 +108,36 @@ typedef enum receiver_throttle_kind {
      * start (window k is [start + k * window_ms, start + (k + 1) * window_ms) on the monotonic
      * clock), so the first window after adding a throttle may be short. */
     RECV_FIXED_WINDOW,
+    /* Up to RECV_SLIDING_MAX windows enforced together on arrival times: a request is let
+     * through when, for every window i, fewer than sliding_limit[i] requests were let through
+     * in (now - sliding_window_ms[i], now]; throttled requests do not count. Retry-After's
+     * delay: until every window has a place (the limit-th newest request has left it). */
+    RECV_SLIDING_WINDOW,
 } receiver_throttle_kind;
+
+#define RECV_SLIDING_MAX       4
+#define RECV_SLIDING_LIMIT_MAX 1000000
+
+/* The rate limit headers a throttle puts on every answer of its paths, let through (whatever
+ * answers it: a rule or the default) or throttled, describing its state just after deciding
+ * that request. Whole seconds, rounded up (a window under a second is announced as 1 s: a
+ * slower rate than the real one). A token bucket is announced as limit = burst, window = the
+ * time to refill a whole burst, remaining = whole tokens, reset = the time until full (or, with
+ * no whole token left, until the next one). A fixed window: its limit, length, places left and
+ * the time until it ends. Sliding windows: each window's limit, length, places left in
+ * (now - window, now], and reset = when the oldest request counted leaves it (0: none counted);
+ * the single-window forms describe the tightest (fewest left, then the latest reset). */
+typedef enum receiver_announce {
+    RECV_ANNOUNCE_NONE = 0,
+    /* RateLimit-Policy: "w0";q=LIMIT;w=WINDOW, "w1";... and RateLimit: "w0";r=LEFT;t=RESET, ...
+     * (the current IETF draft; every window a policy) */
+    RECV_ANNOUNCE_IETF,
+    /* RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset and RateLimit-Policy: LIMIT;w=WINDOW
+     * (the earlier IETF drafts) */
+    RECV_ANNOUNCE_IETF_EARLY,
+    RECV_ANNOUNCE_X,       /* X-RateLimit-Limit, -Remaining, -Reset (seconds from now) */
+    RECV_ANNOUNCE_X_EPOCH, /* the same with X-RateLimit-Reset in epoch seconds (rounded up) */
+} receiver_announce;
 
 /* The Retry-After header of throttled answers. "The delay" is retry_after_s when it is > 0,
  * otherwise computed: the time until the bucket holds a whole token, or until the current window
@@ -126,6 +162,11 @@ typedef struct receiver_throttle {
     receiver_retry_after retry_after;
     int retry_after_s;               /* RECV_RA_SECONDS / RECV_RA_DATE: fixed delay when > 0 */
     const char *retry_after_literal; /* RECV_RA_LITERAL: the header value (copied) */
+    /* RECV_SLIDING_WINDOW: window i lets through sliding_limit[i] (0..RECV_SLIDING_LIMIT_MAX)
+     * requests per sliding_window_ms[i] (> 0); the first 0 window ends the list (>= 1). */
+    int sliding_limit[RECV_SLIDING_MAX];
+    int sliding_window_ms[RECV_SLIDING_MAX];
+    receiver_announce announce; /* RECV_ANNOUNCE_NONE: no rate limit headers */
 } receiver_throttle;
 
 /* Starts the server; returns NULL on failure (message on stderr). */

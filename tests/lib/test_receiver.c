@@ -2,6 +2,7 @@
  * plain blocking sockets (exact bytes on the wire) and libcurl (what the dispatcher uses). */
 #include "testlib.h"
 
+#include "ratelimit_header.h"
 #include "receiver.h"
 
 #include <arpa/inet.h>
@@ -1908,6 +1909,243 @@ static void cli_rule_answers_as_configured(void **state)
     child_done(&running);
 }
 
+/* ---- sliding windows, announcements, a host-wide throttle ---- */
+
+/* The admitted (status 200) arrival times under prefix, oldest first (realtime us). */
+static size_t admitted_times(receiver *r, const char *prefix, int64_t *at, size_t cap)
+{
+    size_t n = 0;
+    receiver_request rq;
+    for (size_t i = 0; receiver_get(r, i, &rq) == 0; i++) {
+        free(rq.body);
+        if (strncmp(rq.path, prefix, strlen(prefix)) == 0 && rq.status == 200 && !rq.throttled) {
+            assert_true(n < cap);
+            at[n++] = rq.at_us;
+        }
+    }
+    return n;
+}
+
+/* Sliding-window invariant on the record: no (t - window, t] holds more than limit admitted
+ * requests. at_us (realtime, taken when the request was complete) and the throttle's monotonic
+ * reading differ by microseconds: 2 ms of slack. */
+static void assert_window_held(const int64_t *at, size_t n, int64_t window_us, int limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        int in = 0;
+        for (size_t j = 0; j <= i; j++)
+            in += at[j] > at[i] - window_us + 2000;
+        if (in > limit)
+            fail_msg("%d requests let through in the %lld us before request %zu", in,
+                     (long long)window_us, i);
+    }
+}
+
+static void throttle_sliding_windows_enforced_together(void **state)
+{
+    receiver *r = *state;
+    /* 2 per 1.5 s and 4 per minute, together. (1.5 s: the test needs a request decided within
+     * the short window after a pipelined burst, which a busy machine still manages.) */
+    receiver_throttle t = {.path_prefix = "/sw",
+                           .kind = RECV_SLIDING_WINDOW,
+                           .sliding_limit = {2, 4},
+                           .sliding_window_ms = {1500, 60000}};
+    assert_int_equal(receiver_throttle_on(r, &t), 0);
+    client *cl = client_open(r);
+    response resp;
+    int st[6];
+    int64_t t0 = now_ms();
+    assert_int_equal(burst(cl, "/sw/a", 5, st, &resp), 2);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(st[i], i < 2 ? 200 : 429);
+    long ra = retry_after_seconds(&resp);
+    assert_true(ra >= 1 && ra <= 2); /* under 1.5 s, rounded up */
+
+    /* One throttled request later in the first window: it must not count. */
+    int64_t at[16];
+    assert_int_equal(admitted_times(r, "/sw", at, 16), 2);
+    assert_int_equal(get_status(cl, "/sw/b", &resp), 429);
+    /* Wait (test side) until the first two left the short window, by the receiver's record. */
+    while (real_ms() * 1000 <= at[1] + 1500000 + 5000)
+        sleep_ms(10);
+    assert_int_equal(burst(cl, "/sw/c", 3, st, &resp), 2);
+    assert_int_equal(st[0], 200);
+    assert_int_equal(st[1], 200);
+    assert_int_equal(st[2], 429);
+
+    /* 4 let through within the minute: the long window now refuses even after the short one
+     * has room again, and says until when (the first request's minute, rounded up). */
+    assert_int_equal(admitted_times(r, "/sw", at, 16), 4);
+    while (real_ms() * 1000 <= at[3] + 1500000 + 5000)
+        sleep_ms(10);
+    assert_int_equal(get_status(cl, "/sw/d", &resp), 429);
+    ra = retry_after_seconds(&resp);
+    long lo = 60 - (long)((now_ms() - t0) / 1000) - 1;
+    if (ra < lo || ra > 60)
+        fail_msg("Retry-After %ld, want %ld..60", ra, lo);
+    size_t n = admitted_times(r, "/sw", at, 16);
+    assert_int_equal(n, 4);
+    assert_window_held(at, n, 1500000, 2);
+    assert_window_held(at, n, 60000000, 4);
+    assert_int_equal(receiver_count_status(r, "/sw", 429), 3 + 1 + 1 + 1);
+    client_close(cl);
+
+    /* Parameters out of range are refused. */
+    receiver_throttle bad = {.kind = RECV_SLIDING_WINDOW};
+    assert_int_equal(receiver_throttle_on(r, &bad), -1); /* no window */
+    bad.sliding_window_ms[0] = -5;
+    assert_int_equal(receiver_throttle_on(r, &bad), -1);
+    bad.sliding_window_ms[0] = 1000;
+    bad.sliding_limit[0] = -1;
+    assert_int_equal(receiver_throttle_on(r, &bad), -1);
+    bad.sliding_limit[0] = RECV_SLIDING_LIMIT_MAX + 1;
+    assert_int_equal(receiver_throttle_on(r, &bad), -1);
+    bad.sliding_limit[0] = 0; /* lets nothing through: allowed */
+    bad.path_prefix = "/none";
+    assert_int_equal(receiver_throttle_on(r, &bad), 0);
+    cl = client_open(r);
+    assert_int_equal(get_status(cl, "/none", &resp), 429);
+    client_close(cl);
+}
+
+/* The rate limit fields of a response, read with pgpace's own parser. */
+static rl_status announced(const response *resp, rl_announce *a)
+{
+    static char v[9][600];
+    static const char *const names[9] = {
+        "RateLimit-Policy",      "RateLimit",         "RateLimit-Limit",
+        "RateLimit-Remaining",   "RateLimit-Reset",   "X-RateLimit-Limit",
+        "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Reset-After"};
+    const char *p[9];
+    for (int i = 0; i < 9; i++)
+        p[i] = header_value(resp, names[i], v[i], sizeof v[i]) ? v[i] : NULL;
+    rl_raw raw = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], false};
+    const char *why = NULL;
+    rl_status st = rl_parse(&raw, (double)real_ms() / 1000, 3600, a, &why);
+    if (st == RL_IGNORED)
+        fail_msg("announcement ignored (%s):\n%s", why, resp->head);
+    return st;
+}
+
+static void throttle_announces_its_state(void **state)
+{
+    receiver *r = *state;
+    static const struct {
+        receiver_announce form;
+        const char *path, *header;
+        unsigned forms;
+    } cases[] = {
+        {RECV_ANNOUNCE_IETF, "/ietf", "RateLimit-Policy", RL_FORM_IETF},
+        {RECV_ANNOUNCE_IETF_EARLY, "/early", "RateLimit-Remaining", RL_FORM_IETF_EARLY},
+        {RECV_ANNOUNCE_X, "/x", "X-RateLimit-Reset", RL_FORM_X},
+        {RECV_ANNOUNCE_X_EPOCH, "/epoch", "X-RateLimit-Reset", RL_FORM_X},
+    };
+    response resp;
+    rl_announce a;
+    char v[128];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        /* A token every 10 s, 3 saved up: limit 3 per 30 s; nothing comes back during this. */
+        receiver_throttle t = {.path_prefix = cases[c].path,
+                               .kind = RECV_TOKEN_BUCKET,
+                               .rate_per_minute = 6,
+                               .burst = 3,
+                               .announce = cases[c].form};
+        assert_int_equal(receiver_throttle_on(r, &t), 0);
+        client *cl = client_open(r);
+        for (int i = 0; i < 4; i++) {
+            int want = i < 3 ? 200 : 429;
+            assert_int_equal(get_status(cl, cases[c].path, &resp), want);
+            assert_true(header_value(&resp, cases[c].header, v, sizeof v));
+            assert_int_equal(announced(&resp, &a), RL_OK);
+            assert_int_equal(a.forms, cases[c].forms);
+            assert_true(a.have_limit && a.limit == 3);
+            if (cases[c].form != RECV_ANNOUNCE_X && cases[c].form != RECV_ANNOUNCE_X_EPOCH)
+                assert_true(a.window_s == 30);
+            assert_true(a.have_remaining);
+            assert_int_equal(a.remaining, i < 3 ? 2 - i : 0);
+            /* until full (10 s per token missing) or, with none left, until the next token;
+             * the epoch form's rounding adds up to a second */
+            double most = (a.remaining > 0 ? 10.0 * (3 - (double)a.remaining) : 10.0) + 1;
+            if (!(a.have_reset && a.reset_s >= 1 && a.reset_s <= most))
+                fail_msg("case %zu request %d: reset %g, want 1..%g:\n%s", c, i, a.reset_s, most,
+                         resp.head);
+        }
+        double hold;
+        assert_true(rl_hold_s(&a, &hold));
+        client_close(cl);
+    }
+    /* The X-RateLimit-Reset of the epoch form is an epoch instant, of the other one seconds. */
+    client *cl = client_open(r);
+    assert_int_equal(get_status(cl, "/epoch", &resp), 429);
+    assert_true(header_value(&resp, "X-RateLimit-Reset", v, sizeof v));
+    assert_true(strtoll(v, NULL, 10) > 1000000000LL);
+    assert_int_equal(get_status(cl, "/x", &resp), 429);
+    assert_true(header_value(&resp, "X-RateLimit-Reset", v, sizeof v));
+    assert_true(strtoll(v, NULL, 10) <= 11);
+
+    /* Announced on a rule's answers too, beside the rule's own headers; not on other paths. */
+    receiver_throttle fw = {.path_prefix = "/fw",
+                            .kind = RECV_FIXED_WINDOW,
+                            .limit = 5,
+                            .window_ms = 3600000,
+                            .announce = RECV_ANNOUNCE_IETF_EARLY};
+    assert_int_equal(receiver_throttle_on(r, &fw), 0);
+    receiver_on(r, &(receiver_rule){.path_prefix = "/fw",
+                                    .action = RECV_RESPOND,
+                                    .status = 202,
+                                    .headers = "X-Extra: yes"});
+    assert_int_equal(get_status(cl, "/fw/1", &resp), 202);
+    assert_true(header_value(&resp, "X-Extra", v, sizeof v));
+    assert_string_equal(v, "yes");
+    assert_int_equal(announced(&resp, &a), RL_OK);
+    assert_true(a.limit == 5 && a.window_s == 3600 && a.remaining == 4);
+    assert_true(a.reset_s >= 1 && a.reset_s <= 3600);
+    assert_int_equal(get_status(cl, "/plain", &resp), 200);
+    assert_false(header_value(&resp, "RateLimit-Limit", v, sizeof v));
+    assert_int_equal(announced(&resp, &a), RL_NONE);
+
+    /* Sliding windows in the IETF form: every window a policy; the parser takes the tightest
+     * rate (2 per 60 s) as the limit and the exhausted state. */
+    receiver_throttle sw = {.path_prefix = "/swa",
+                            .kind = RECV_SLIDING_WINDOW,
+                            .sliding_limit = {3, 2},
+                            .sliding_window_ms = {1000, 60000},
+                            .announce = RECV_ANNOUNCE_IETF};
+    assert_int_equal(receiver_throttle_on(r, &sw), 0);
+    assert_int_equal(get_status(cl, "/swa", &resp), 200);
+    assert_true(header_value(&resp, "RateLimit-Policy", v, sizeof v));
+    assert_string_equal(v, "\"w0\";q=3;w=1, \"w1\";q=2;w=60");
+    assert_int_equal(announced(&resp, &a), RL_OK);
+    assert_true(a.limit == 2 && a.window_s == 60 && a.remaining == 1 && a.n_windows == 2);
+    assert_int_equal(get_status(cl, "/swa", &resp), 200);
+    assert_int_equal(get_status(cl, "/swa", &resp), 429);
+    assert_int_equal(announced(&resp, &a), RL_OK);
+    assert_int_equal(a.remaining, 0);
+    assert_true(a.reset_s >= 1 && a.reset_s <= 60);
+    client_close(cl);
+}
+
+/* A throttle on every path (a receiver host's own limit) answers 429s that can be counted per
+ * path prefix: which endpoint (or customer) was refused how often. */
+static void host_throttle_counts_per_prefix(void **state)
+{
+    receiver *r = *state;
+    receiver_throttle host = {.kind = RECV_FIXED_WINDOW, .limit = 3, .window_ms = 3600000};
+    assert_int_equal(receiver_throttle_on(r, &host), 0);
+    client *cl = client_open(r);
+    response resp;
+    int st[8];
+    assert_int_equal(burst(cl, "/c/a/1", 2, st, &resp), 2);
+    assert_int_equal(burst(cl, "/c/b/1", 4, st, &resp), 1);
+    assert_int_equal(burst(cl, "/c/a/2", 2, st, &resp), 0);
+    assert_int_equal(receiver_count_status(r, "/c/a", 429), 2);
+    assert_int_equal(receiver_count_status(r, "/c/b", 429), 3);
+    assert_int_equal(receiver_count_status(r, "/c/a", 200), 2);
+    assert_int_equal(receiver_count_status(r, "/c/b", 200), 1);
+    assert_int_equal(receiver_count_status(r, NULL, 429), 5);
+    client_close(cl);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1941,6 +2179,9 @@ int main(void)
         T(answered_us_is_when_the_answer_was_sent),
         T(max_concurrent_sweeps_the_open_intervals),
         T(rule_every_takes_each_nth_and_the_rest_fall_through),
+        T(throttle_sliding_windows_enforced_together),
+        T(throttle_announces_its_state),
+        T(host_throttle_counts_per_prefix),
         cmocka_unit_test_setup_teardown(cli_rule_bad_specs_exit_2_naming_the_bad_part, setup,
                                         teardown_child),
         cmocka_unit_test_setup_teardown(cli_rule_answers_as_configured, setup, teardown_child),
