@@ -353,6 +353,7 @@ typedef struct customer {
     double host_share;
     double announced_rate;
     int64_t announced_until_us;
+    int64_t announce_logged_us; /* an ignored announcement was last logged */
     bool ratelimit_headers;
     bool grouped; /* one of several endpoints of its customer: shares divide among customers */
 } customer;

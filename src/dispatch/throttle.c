@@ -131,10 +131,79 @@ static void log_change(const customer *c, const char *event, int status, int64_t
                  LOG_I("retry_after_ms", retry_after_ms));
 }
 
+/* An announcement is followed this long after the answer that made it, at least: a receiver
+ * that stops announcing (or a proxy that strips the fields) gets the configured pace back. */
+#define ANNOUNCED_FOR_US (60 * 1000000LL)
+/* Ignored announcements are logged at most this often per customer (every one is counted). */
+#define ANNOUNCE_LOG_EVERY_US (60 * 1000000LL)
+
+/* What the receiver announced in the answer's RateLimit / X-RateLimit-* fields (pacing before
+ * the 429): its rate bounds the customer's effective rate (never above the configured one:
+ * customer_effective_rate takes the lowest), and "none remaining" holds the customer until
+ * the reset (never longer than retry_after_max_s: rl_parse clamps it). An answer that is
+ * malformed, contradictory or absurd is counted and otherwise ignored. */
+static void note_announcement(dispatcher *d, customer *c, const http_result *r, int64_t now)
+{
+    if (c->announced_rate > 0 && now >= c->announced_until_us) {
+        c->announced_rate = 0; /* not repeated: expired */
+        throttle_apply(d, c);
+        metrics_gauge_set(d->obs.m, d->obs.announced_rate, (const char *[]){c->name}, 0);
+    }
+    if (!c->ratelimit_headers || !r->ratelimit || c->mode == MODE_UNLIMITED)
+        return;
+    rl_announce a;
+    const char *why = NULL;
+    rl_status st = rl_parse(r->ratelimit, (double)now / 1e6, (double)d->cfg.retry_after_max_s,
+                            &a, &why);
+    if (st == RL_NONE)
+        return;
+    if (st == RL_IGNORED) {
+        const char *labels[] = {c->name, why ? why : "malformed"};
+        metrics_counter_add(d->obs.m, d->obs.ratelimit_ignored, labels, 1);
+        if (now - c->announce_logged_us >= ANNOUNCE_LOG_EVERY_US) {
+            c->announce_logged_us = now;
+            LOG_WARN("ratelimit_headers_ignored", LOG_S("customer", c->name),
+                     LOG_S("reason", why ? why : "malformed"), LOG_I("status", (int)r->status));
+        }
+        return;
+    }
+    double per_minute;
+    if (rl_rate_per_minute(&a, &per_minute) && per_minute > 0) {
+        int64_t keep = a.window_s > 0 ? (int64_t)(a.window_s * 2e6) : 0;
+        c->announced_until_us = now + (keep > ANNOUNCED_FOR_US ? keep : ANNOUNCED_FOR_US);
+        if (per_minute != c->announced_rate) {
+            bool first = c->announced_rate == 0;
+            c->announced_rate = per_minute;
+            throttle_apply(d, c);
+            metrics_gauge_set(d->obs.m, d->obs.announced_rate, (const char *[]){c->name},
+                              per_minute);
+            if (first && per_minute < c->rate)
+                LOG_INFO("pace_announced", LOG_S("customer", c->name),
+                         LOG_D("announced_per_minute", per_minute),
+                         LOG_D("rate_per_minute", c->rate));
+        }
+    }
+    double hold_s;
+    if (rl_hold_s(&a, &hold_s) && hold_s > 0) {
+        int64_t until = now + (int64_t)(hold_s * 1e6);
+        if (until > c->pace.hold_until_us) {
+            c->pace.hold_until_us = until;
+            /* As after a Retry-After: the next slot is after the hold, one item there. */
+            if (c->mode == MODE_SPACED) {
+                int64_t at = until + gcra_tolerance_us(c->period_us, c->burst);
+                if (c->tat == GCRA_TAT_NONE || c->tat < at)
+                    c->tat = at;
+            }
+            customer_schedule(d, c);
+        }
+    }
+}
+
 void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_result *r,
                    const outcome_decision *v, int64_t now)
 {
     pace_policy pol = policy_for(d, c);
+    note_announcement(d, c, r, now);
     if (v->slow_customer) {
         const char *labels[] = {c->name};
         metrics_counter_add(d->obs.m, d->obs.throttled, labels, 1);

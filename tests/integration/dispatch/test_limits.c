@@ -209,12 +209,131 @@ static void host_limit_is_divided_fairly(void **state)
     free(s3);
 }
 
+/* A receiver that announces its token bucket (2/s, burst 4) in the form `form` and throttles
+ * beyond it; the customer is configured at 240/min. After the first answer the dispatcher paces
+ * at the announced rate: no 429, and no gap under 0.9 x the announced interval (500 ms). */
+static void check_announced(fx *f, receiver_announce form, receiver_throttle_kind kind)
+{
+    receiver_throttle t = {.path_prefix = "/c/acme", .kind = kind, .announce = form};
+    if (kind == RECV_TOKEN_BUCKET) {
+        t.rate_per_minute = 120;
+        t.burst = 4;
+    } else {
+        t.limit = 4;
+        t.window_ms = 2000;
+    }
+    assert_int_equal(receiver_throttle_on(f->recv, &t), 0);
+    fx_customer(f, "acme", (const char *const[]){"--rate", "240", NULL});
+    fx_enqueue_many(f, "acme", 40);
+    fx_run(f, NULL);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 12, 60000), 12);
+    size_t n;
+    int64_t *a = arrivals_of(f, "/c/acme", &n);
+    int64_t gap = min_gap(a, n);
+    size_t throttled = receiver_count_status(f->recv, "/c/acme", 429);
+    print_message("# announced %d (%s): %zu requests, %zu answered 429, shortest gap %.1f ms\n",
+                  (int)form, kind == RECV_TOKEN_BUCKET ? "token bucket" : "fixed window", n,
+                  throttled, (double)gap / 1000.0);
+    assert_int_equal(throttled, 0);
+    if (kind == RECV_TOKEN_BUCKET)
+        assert_true(gap >= 450000);
+    free(a);
+}
+
+static void announced_ietf_policy_paces_before_the_429(void **state)
+{
+    check_announced(*state, RECV_ANNOUNCE_IETF, RECV_TOKEN_BUCKET);
+}
+
+static void announced_early_ietf_fields_pace_before_the_429(void **state)
+{
+    check_announced(*state, RECV_ANNOUNCE_IETF_EARLY, RECV_TOKEN_BUCKET);
+}
+
+/* X-RateLimit-* state no window: what remains is spread until the reset, and none remaining
+ * holds the customer until then (a fixed window of 4 per 2 s, epoch and seconds resets). */
+static void announced_x_ratelimit_paces_before_the_429(void **state)
+{
+    check_announced(*state, RECV_ANNOUNCE_X, RECV_FIXED_WINDOW);
+}
+
+static void announced_x_ratelimit_epoch_paces_before_the_429(void **state)
+{
+    check_announced(*state, RECV_ANNOUNCE_X_EPOCH, RECV_FIXED_WINDOW);
+}
+
+/* Turned off for the customer, the announcement is not followed: the receiver's 429s find the
+ * limit instead (some are answered). */
+static void announced_limit_can_be_turned_off(void **state)
+{
+    fx *f = *state;
+    receiver_throttle t = {.path_prefix = "/c/acme",
+                           .kind = RECV_TOKEN_BUCKET,
+                           .rate_per_minute = 120,
+                           .burst = 4,
+                           .announce = RECV_ANNOUNCE_IETF};
+    assert_int_equal(receiver_throttle_on(f->recv, &t), 0);
+    fx_customer(f, "acme", (const char *const[]){"--rate", "600", NULL});
+    tl_exec(f->db->conn, "UPDATE pgpace.customer SET ratelimit_headers = false WHERE name = 'acme'");
+    fx_enqueue_many(f, "acme", 40);
+    fx_run(f, NULL);
+    assert_int_equal(receiver_wait(f->recv, "/c/acme", 8, 60000), 8);
+    assert_true(receiver_count_status(f->recv, "/c/acme", 429) > 0);
+}
+
+/* A host answering 429 to several of its customers at once is about the host: its effective
+ * rate is lowered (the host_throttled event, and the host's rate gauge below its limit). */
+static void host_wide_throttle_lowers_the_host(void **state)
+{
+    fx *f = *state;
+    tl_exec(f->db->conn, "INSERT INTO pgpace.host (host, limits) VALUES ('127.0.0.1', '{20/s}')");
+    receiver_throttle t = {.path_prefix = NULL,
+                           .kind = RECV_TOKEN_BUCKET,
+                           .rate_per_minute = 240,
+                           .burst = 2,
+                           .retry_after = RECV_RA_NONE};
+    assert_int_equal(receiver_throttle_on(f->recv, &t), 0);
+    const char *names[] = {"h1", "h2", "h3"};
+    for (int i = 0; i < 3; i++) {
+        fx_customer(f, names[i], (const char *const[]){"--rate", "600", NULL});
+        fx_enqueue_many(f, names[i], 100);
+    }
+    fx_run(f, NULL);
+    assert_true(fx_wait_log(f, "host_throttled", 30000));
+    /* The event states the rate the host was lowered to. */
+    char *log = fx_log(f);
+    const char *ev = strstr(log, "host_throttled");
+    assert_non_null(ev);
+    const char *key = strstr(ev, "effective_rate_per_minute");
+    assert_non_null(key);
+    key += strlen("effective_rate_per_minute");
+    while (*key == '"' || *key == ':' || *key == '=')
+        key++;
+    double rate = strtod(key, NULL);
+    print_message("# host limit 20/s, receiver 4/s for all: host rate lowered to %.1f/min\n", rate);
+    assert_true(rate < 1200);
+    free(log);
+    char *m = fx_metrics(f);
+    assert_non_null(strstr(m, "pgpace_host_limit_rate{host=\"127.0.0.1\"}"));
+    free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(windows_are_never_exceeded, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(windows_survive_a_restart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(host_limit_is_divided_fairly, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_ietf_policy_paces_before_the_429, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_early_ietf_fields_pace_before_the_429, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_x_ratelimit_paces_before_the_429, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_x_ratelimit_epoch_paces_before_the_429,
+                                        fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_limit_can_be_turned_off, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(host_wide_throttle_lowers_the_host, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
