@@ -71,7 +71,8 @@ typedef struct rl_raw {
     const char *x_remaining;   /* X-RateLimit-Remaining */
     const char *x_reset;       /* X-RateLimit-Reset */
     const char *x_reset_after; /* X-RateLimit-Reset-After */
-    bool truncated;            /* a value was cut short by its capture: the answer is malformed */
+    bool truncated; /* a value was cut short by its capture, or held a control byte: the answer
+                       is malformed */
 } rl_raw;
 
 /* The forms that contributed (rl_announce.forms bits). */

@@ -5,8 +5,8 @@
 #   bash tests/fuzz/run.sh [options] [SECONDS_PER_TARGET] [TARGET...]
 #
 #   SECONDS_PER_TARGET   default 20 (CI uses 15)
-#   TARGET...            a subset: config validate netcheck retry_after secret receiver admin_http
-#                        oauth_token status_query json_depth enqueue_http
+#   TARGET...            a subset: config validate netcheck retry_after ratelimit_header secret
+#                        receiver admin_http oauth_token status_query json_depth enqueue_http
 #   --update-corpus      afterwards, merge inputs that add coverage into tests/fuzz/corpus/<target>/
 #                        (libFuzzer -merge=1: only new-coverage files are added, seeds are kept)
 #   --build-only         build, print the directory of the binaries, run nothing
@@ -26,8 +26,8 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 fuzzdir="$root/tests/fuzz"
-all_targets=(config validate netcheck retry_after secret receiver admin_http oauth_token status_query
-             json_depth enqueue_http)
+all_targets=(config validate netcheck retry_after ratelimit_header secret receiver admin_http oauth_token
+             status_query json_depth enqueue_http)
 
 seconds=20
 update=0
@@ -114,6 +114,7 @@ sources_of() {
         validate)    echo "src/validate.c src/common.c" ;;
         netcheck)    echo "src/netcheck.c src/common.c" ;;
         retry_after) echo "src/backoff.c src/common.c" ;;
+        ratelimit_header) echo "src/ratelimit_header.c" ;;
         secret)      echo "src/secret.c src/common.c" ;;
         oauth_token) echo "src/dispatch/oauth_token.c src/common.c" ;;
         status_query) echo "src/status_query.c src/common.c" ;;
@@ -131,6 +132,7 @@ libs_of() {
         receiver) echo "-luv -lpthread" ;;
         admin_http|enqueue_http) echo "-I/usr/include/postgresql -I$root/$gen -lhttp_parser -luv -lpq -lcrypto -lpthread" ;;
         json_depth) echo "-ljansson" ;;
+        ratelimit_header) echo "-lm" ;;
         *)        echo "" ;;
     esac
 }

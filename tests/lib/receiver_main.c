@@ -57,12 +57,20 @@ static int usage(FILE *f)
             "      fractions allowed); a request takes a token or is throttled\n"
             "  PREFIX:window:LIMIT:WINDOW_MS[:STATUS][:retry-after=MODE]\n"
             "      at most LIMIT requests per WINDOW_MS window, windows aligned to the start\n"
+            "  PREFIX:sliding:LIMIT/MS[,LIMIT/MS]...[:STATUS][:retry-after=MODE]\n"
+            "      up to 4 sliding windows enforced together: at most LIMIT requests let\n"
+            "      through in any MS milliseconds (throttled ones do not count)\n"
+            "Each may add :announce=FORM after STATUS: every answer of PREFIX then states the\n"
+            "throttle's limit and state in rate limit headers, FORM one of ietf (RateLimit-Policy\n"
+            "and RateLimit), ietf-early (RateLimit-Limit/-Remaining/-Reset), x (X-RateLimit-*,\n"
+            "reset in seconds) or x-epoch (X-RateLimit-Reset in epoch seconds).\n"
             "STATUS is the throttled answer's status: 429 (default) or 503 (any 400..599).\n"
             "MODE is its Retry-After header: auto (default: seconds until a token or the next\n"
             "window, rounded up, at least 1), none (no header), date (an HTTP date of then), or\n"
             "any other text, sent as is (e.g. 99999999999 or soon; it runs to the end of SPEC\n"
             "and may contain ':').\n"
             "Example: pgpace-receiver --port 8080 --throttle /c/acme:token-bucket:60:5:429\n"
+            "         pgpace-receiver --throttle /:sliding:10/1000,300/60000:announce=ietf\n"
             "\n"
             "--rule SPEC answers requests whose path starts with PREFIX (repeatable; added in\n"
             "order, tried last first: the last matching --rule that takes a request answers it;\n"
@@ -96,56 +104,119 @@ static int parse_int(const char *s, size_t len, long min, long max, int *out)
     return 0;
 }
 
+/* Cuts the next ':'-separated field off *p: *f, *n; false when none is left. A ':' at the very
+ * end leaves an empty field, so that a trailing ':' is refused like any empty field. */
+static bool next_field(const char **p, bool *more, const char **f, size_t *n)
+{
+    if (!*more)
+        return false;
+    const char *colon = strchr(*p, ':');
+    *f = *p;
+    *n = colon ? (size_t)(colon - *p) : strlen(*p);
+    *more = colon != NULL;
+    *p = colon ? colon + 1 : *p + *n;
+    return true;
+}
+
+/* "LIMIT/MS[,LIMIT/MS...]" (at most RECV_SLIDING_MAX) into t's sliding windows. */
+static int parse_sliding(const char *s, size_t len, receiver_throttle *t)
+{
+    int n = 0;
+    const char *end = s + len;
+    while (s < end) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *e = comma ? comma : end;
+        const char *slash = memchr(s, '/', (size_t)(e - s));
+        if (n == RECV_SLIDING_MAX || !slash ||
+            parse_int(s, (size_t)(slash - s), 0, RECV_SLIDING_LIMIT_MAX, &t->sliding_limit[n]) !=
+                0 ||
+            parse_int(slash + 1, (size_t)(e - slash - 1), 1, 1000000000,
+                      &t->sliding_window_ms[n]) != 0)
+            return -1;
+        n++;
+        if (comma && comma + 1 == end)
+            return -1;
+        s = comma ? comma + 1 : end;
+    }
+    return n > 0 ? 0 : -1;
+}
+
 /* Parses --throttle's SPEC into *t (whose strings point into spec, or into prefix_buf). */
 static int parse_throttle(const char *spec, receiver_throttle *t, char *prefix_buf, size_t cap)
 {
     memset(t, 0, sizeof *t);
-    const char *f[4]; /* PREFIX, kind, and the kind's two numbers */
+    const char *p = spec, *f[4];
     size_t flen[4];
-    const char *p = spec;
-    for (int i = 0; i < 4; i++) {
-        const char *colon = strchr(p, ':');
-        if (!colon && i < 3)
-            return -1;
-        f[i] = p;
-        flen[i] = colon ? (size_t)(colon - p) : strlen(p);
-        p = colon ? colon + 1 : p + flen[i];
-        if (i == 3 && colon && !*p)
-            return -1; /* a trailing ':' */
-    }
+    bool more = true;
+    if (!next_field(&p, &more, &f[0], &flen[0]) || !more ||
+        !next_field(&p, &more, &f[1], &flen[1]) || !more)
+        return -1;
     if (flen[0] == 0 || f[0][0] != '/' || flen[0] >= cap)
         return -1;
     memcpy(prefix_buf, f[0], flen[0]);
     prefix_buf[flen[0]] = '\0';
     t->path_prefix = prefix_buf;
-    if (flen[1] == 12 && memcmp(f[1], "token-bucket", 12) == 0) {
-        char num[64];
-        if (flen[2] == 0 || flen[2] >= sizeof num)
-            return -1;
-        memcpy(num, f[2], flen[2]);
-        num[flen[2]] = '\0';
-        char *end;
-        errno = 0;
-        t->kind = RECV_TOKEN_BUCKET;
-        t->rate_per_minute = strtod(num, &end);
-        if (errno || *end || !(t->rate_per_minute > 0) ||
-            parse_int(f[3], flen[3], 1, 1000000000, &t->burst) != 0)
-            return -1;
-    } else if (flen[1] == 6 && memcmp(f[1], "window", 6) == 0) {
-        t->kind = RECV_FIXED_WINDOW;
-        if (parse_int(f[2], flen[2], 0, 1000000000, &t->limit) != 0 ||
-            parse_int(f[3], flen[3], 1, 1000000000, &t->window_ms) != 0)
+    if (flen[1] == 7 && memcmp(f[1], "sliding", 7) == 0) {
+        t->kind = RECV_SLIDING_WINDOW;
+        if (!next_field(&p, &more, &f[2], &flen[2]) || parse_sliding(f[2], flen[2], t) != 0)
             return -1;
     } else {
-        return -1;
+        if (!next_field(&p, &more, &f[2], &flen[2]) || !more ||
+            !next_field(&p, &more, &f[3], &flen[3]))
+            return -1;
+        if (flen[1] == 12 && memcmp(f[1], "token-bucket", 12) == 0) {
+            char num[64];
+            if (flen[2] == 0 || flen[2] >= sizeof num)
+                return -1;
+            memcpy(num, f[2], flen[2]);
+            num[flen[2]] = '\0';
+            char *end;
+            errno = 0;
+            t->kind = RECV_TOKEN_BUCKET;
+            t->rate_per_minute = strtod(num, &end);
+            if (errno || *end || !(t->rate_per_minute > 0) ||
+                parse_int(f[3], flen[3], 1, 1000000000, &t->burst) != 0)
+                return -1;
+        } else if (flen[1] == 6 && memcmp(f[1], "window", 6) == 0) {
+            t->kind = RECV_FIXED_WINDOW;
+            if (parse_int(f[2], flen[2], 0, 1000000000, &t->limit) != 0 ||
+                parse_int(f[3], flen[3], 1, 1000000000, &t->window_ms) != 0)
+                return -1;
+        } else {
+            return -1;
+        }
     }
-    /* p is at the options: [STATUS][:retry-after=MODE], the mode running to the end. */
-    if (*p && strncmp(p, "retry-after=", 12) != 0) {
+    if (more && !*p)
+        return -1; /* a trailing ':' */
+    /* p is at the options: [STATUS][:announce=FORM][:retry-after=MODE], the mode running to
+     * the end. */
+    if (*p && strncmp(p, "retry-after=", 12) != 0 && strncmp(p, "announce=", 9) != 0) {
         const char *colon = strchr(p, ':');
         size_t n = colon ? (size_t)(colon - p) : strlen(p);
         if (parse_int(p, n, 400, 599, &t->status) != 0)
             return -1;
         p = colon ? colon + 1 : p + n;
+        if (colon && !*p)
+            return -1;
+    }
+    if (strncmp(p, "announce=", 9) == 0) {
+        static const struct {
+            const char *name;
+            receiver_announce form;
+        } forms[] = {{"ietf", RECV_ANNOUNCE_IETF},
+                     {"ietf-early", RECV_ANNOUNCE_IETF_EARLY},
+                     {"x", RECV_ANNOUNCE_X},
+                     {"x-epoch", RECV_ANNOUNCE_X_EPOCH}};
+        const char *v = p + 9, *colon = strchr(v, ':');
+        size_t n = colon ? (size_t)(colon - v) : strlen(v);
+        size_t i = 0;
+        while (i < sizeof forms / sizeof forms[0] &&
+               !(strlen(forms[i].name) == n && memcmp(forms[i].name, v, n) == 0))
+            i++;
+        if (i == sizeof forms / sizeof forms[0])
+            return -1;
+        t->announce = forms[i].form;
+        p = colon ? colon + 1 : v + n;
         if (colon && !*p)
             return -1;
     }

@@ -1909,6 +1909,52 @@ static void cli_rule_answers_as_configured(void **state)
     child_done(&running);
 }
 
+/* --throttle with sliding windows and an announcement; bad specs exit 2. */
+static void cli_throttle_sliding_and_announce(void **state)
+{
+    static const char *const bad[] = {
+        "/s:sliding",
+        "/s:sliding:",
+        "/s:sliding:2",
+        "/s:sliding:2/0",
+        "/s:sliding:-1/1000",
+        "/s:sliding:2/1000,",
+        "/s:sliding:1/1,1/2,1/3,1/4,1/5",
+        "/s:sliding:2/1000:",
+        "/s:sliding:2/1000:announce=json",
+        "/s:window:1:1000:announce=",
+        "/s:window:1:1000:announce=x:",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out, *err;
+        int st = run_receiver(TL_ARGV("--throttle", bad[i]), &out, &err);
+        if (st != 2 || !strstr(err, "bad --throttle"))
+            fail_msg("--throttle %s: exit %d, stderr \"%s\"; want exit 2", bad[i], st, err);
+        free(out);
+        free(err);
+    }
+    child_spawn(&running, TL_ARGV("--throttle", "/s:sliding:2/60000,5/3600000:429:announce=x",
+                                  "--throttle", "/w:window:1:3600000:503:announce=ietf"));
+    client *cl = client_open_port(child_port());
+    response resp;
+    char v[64];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(get_status(cl, "/s/x", &resp), i < 2 ? 200 : 429);
+        assert_true(header_value(&resp, "X-RateLimit-Limit", v, sizeof v));
+        assert_string_equal(v, "2");
+        assert_true(header_value(&resp, "X-RateLimit-Remaining", v, sizeof v));
+        assert_int_equal(atoi(v), i < 2 ? 1 - i : 0);
+    }
+    assert_int_equal(get_status(cl, "/w", &resp), 200);
+    assert_int_equal(get_status(cl, "/w", &resp), 503);
+    assert_true(header_value(&resp, "RateLimit", v, sizeof v));
+    assert_contains(v, ";r=0;t=");
+    client_close(cl);
+    assert_int_equal(kill(running.pid, SIGTERM), 0);
+    assert_int_equal(child_wait(&running, 10000), 0);
+    child_done(&running);
+}
+
 /* ---- sliding windows, announcements, a host-wide throttle ---- */
 
 /* The admitted (status 200) arrival times under prefix, oldest first (realtime us). */
@@ -2185,6 +2231,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cli_rule_bad_specs_exit_2_naming_the_bad_part, setup,
                                         teardown_child),
         cmocka_unit_test_setup_teardown(cli_rule_answers_as_configured, setup, teardown_child),
+        cmocka_unit_test_setup_teardown(cli_throttle_sliding_and_announce, setup, teardown_child),
 #undef T
     };
     return TL_RUN(tests, NULL, NULL);
