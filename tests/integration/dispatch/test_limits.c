@@ -139,6 +139,39 @@ static void windows_are_never_exceeded(void **state)
     free(a);
 }
 
+/* A customer's windows bound all of its endpoints together: 3/s and 8/4s over three endpoints
+ * of 600/min each (their own receivers would take 30/s). */
+static void customer_windows_bind_all_its_endpoints(void **state)
+{
+    fx *f = *state;
+    tl_exec(f->db->conn, "SELECT pgpace.customer_set('shop', rate_per_minute => 6000)");
+    set_limits(f, "shop", "{3/s,8/4s}");
+    const char *names[] = {"e1", "e2", "e3"};
+    for (int i = 0; i < 3; i++) {
+        char url[256], path[64];
+        snprintf(path, sizeof path, "/c/shop/%s", names[i]);
+        receiver_url(f->recv, path, url, sizeof url);
+        tl_exec(f->db->conn, "SELECT pgpace.endpoint_add('shop', '%s', '%s', 600)", names[i], url);
+    }
+    for (int i = 0; i < 12; i++)
+        tl_exec(f->db->conn, "SELECT pgpace.enqueue('shop', '{\"n\": %d}')", i);
+    fx_run(f, NULL);
+    assert_int_equal(receiver_wait(f->recv, "/c/shop/", 17, 60000), 17);
+    wait_sends(f, "shop/%", 17, 20000);
+    size_t n;
+    int64_t *s = sends_of(f, "shop/%", &n);
+    print_message("# %zu sends of three endpoints: most in any 1 s %zu, in any 4 s %zu; 9th send "
+                  "%.3f s after the first; e1 %zu e2 %zu e3 %zu\n",
+                  n, most_in_window(s, n, SEC), most_in_window(s, n, 4 * SEC),
+                  (double)(s[8] - s[0]) / 1e6, receiver_count(f->recv, "/c/shop/e1"),
+                  receiver_count(f->recv, "/c/shop/e2"), receiver_count(f->recv, "/c/shop/e3"));
+    assert_true(most_in_window(s, n, SEC) <= 3);
+    assert_true(most_in_window(s, n, 4 * SEC) <= 8);
+    assert_true(s[8] - s[0] >= 4 * SEC);
+    assert_true(s[16] - s[0] >= 8 * SEC);
+    free(s);
+}
+
 /* A restart (a new leader) resumes the windows from the attempt log: 6/10s used up before the
  * stop holds after the start until the first send is ten seconds old. */
 static void windows_survive_a_restart(void **state)
@@ -323,6 +356,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(windows_are_never_exceeded, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(windows_survive_a_restart, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(customer_windows_bind_all_its_endpoints, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(host_limit_is_divided_fairly, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(announced_ietf_policy_paces_before_the_429, fx_setup,
                                         fx_teardown),
