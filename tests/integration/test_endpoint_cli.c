@@ -831,7 +831,7 @@ static void sql_functions_and_who_may_call_them(void **state)
         "pgpace.endpoint_disable(text, text)",
         "pgpace.endpoint_enable(text, text)",
         "pgpace.endpoint_add(text, text, text, double precision, text, integer, text[], text[], "
-        "jsonb, integer)",
+        "jsonb, integer, text[], boolean)",
         "pgpace.endpoint_set_routing(text, text, text[], jsonb, boolean)",
         "pgpace.endpoint_delete(text, text, boolean)"};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
