@@ -191,6 +191,17 @@ BEGIN
 END
 $$;
 
+-- A receiver's limit in one word, as `pgpace stats` shows it: its rate per minute as before
+-- when it has no windows ('60'), else its rate (as COUNT/min, when it has one) and its windows
+-- separated by commas ('10/s,50000/day', '60/min,50000/day'); NULL when it has neither.
+CREATE OR REPLACE FUNCTION pgpace.rate_text(rate_per_minute double precision, limits text[])
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN coalesce(cardinality(limits), 0) = 0 THEN rate_per_minute::text
+            ELSE concat_ws(',', rate_per_minute::text || '/min', array_to_string(limits, ','))
+       END;
+
 -- When the next sends may go under one list of windows: the earliest time at which a send that
 -- has `ahead` others before it is allowed by every window, given the sends of the receivers
 -- `ids` (pgpace.delivery_attempt rows of those customer ids, outcome <> 'released', by
@@ -258,5 +269,6 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.host_set(text, text[], integer, boolean),
     pgpace.host_delete(text),
     pgpace.host_list(text),
+    pgpace.rate_text(double precision, text[]),
     pgpace.limits_earliest(bigint[], text[], bigint)
     FROM PUBLIC;
