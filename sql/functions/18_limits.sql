@@ -166,7 +166,7 @@ END
 $$;
 
 -- The hosts with a limit of their own, by name (or the one `only_host` names, normalised; none
--- when it has no row): their windows as text ('10/s, 50000/day'; '-' for none), connection cap
+-- when it has no row): their windows as text ('10/s,50000/day'; '-' for none), connection cap
 -- ('default': [delivery] max_connections_per_host), how many receivers' URLs count against it,
 -- and when it was last changed.
 CREATE OR REPLACE FUNCTION pgpace.host_list(only_host text DEFAULT NULL)
@@ -180,7 +180,7 @@ DECLARE
     h text := CASE WHEN only_host IS NOT NULL THEN pgpace.host_normalize(only_host) END;
 BEGIN
     RETURN QUERY
-    SELECT t.host, coalesce(nullif(array_to_string(t.limits, ', '), ''), '-'),
+    SELECT t.host, coalesce(nullif(array_to_string(t.limits, ','), ''), '-'),
            coalesce(t.max_connections::text, 'default'),
            (SELECT count(*) FROM pgpace.customer c
              WHERE c.webhook_url IS NOT NULL AND pgpace.host_for_url(c.webhook_url) = t.host),
