@@ -69,13 +69,12 @@ static int host_arg(cli_ctx *ctx, int argc, char **argv, const char **host)
 
 static int host_set(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        CLI_COMMON_OPTIONS,
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        {"no-limits", no_argument, NULL, OPT_NO_LIMITS},
-        {"max-connections", required_argument, NULL, OPT_MAX_CONN},
-        {"no-max-connections", no_argument, NULL, OPT_NO_MAX_CONN},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                         {"limit", required_argument, NULL, OPT_LIMIT},
+                                         {"no-limits", no_argument, NULL, OPT_NO_LIMITS},
+                                         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+                                         {"no-max-connections", no_argument, NULL, OPT_NO_MAX_CONN},
+                                         {NULL, 0, NULL, 0}};
     const char *limit_args[2 * RS_LIMITS_MAX];
     size_t n_limits = 0;
     bool no_limits = false, no_max_conn = false;

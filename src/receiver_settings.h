@@ -11,9 +11,9 @@
  * Adding a setting is one row here (and its SQL, when it is a new column).
  *
  * Options whose value needs more than a range check (secrets, header lists, auth, OAuth2, the
- * client certificate files, the proxy, event patterns, the payload filter, limit windows) name a small
- * handler of their own in the row. No I/O but rs_check reading the OAuth2 client secret file
- * (or stdin) it was given; messages never quote a secret.
+ * client certificate files, the proxy, event patterns, the payload filter, limit windows) name
+ * a small handler of their own in the row. No I/O but rs_check reading the OAuth2 client secret
+ * file (or stdin) it was given; messages never quote a secret.
  */
 #ifndef PGPACE_RECEIVER_SETTINGS_H
 #define PGPACE_RECEIVER_SETTINGS_H
@@ -131,8 +131,8 @@ int rs_long_options(unsigned scope, const struct option *common, int base, struc
 int rs_take(size_t index, const char *arg, rs_values *v, pgp_error *err) PGP_MUST_CHECK;
 
 /* The rules between options, once all are read: --header or --clear-headers; --limit or
- * --no-limits (the windows of every --limit, at most RS_LIMITS_MAX, become one text[]); the --oauth-*
- * options with --auth oauth2 (and its client secret read from its file or stdin); both
+ * --no-limits (the windows of every --limit, at most RS_LIMITS_MAX, become one text[]); the
+ * --oauth-* options with --auth oauth2 (and its client secret read from its file or stdin); both
  * --client-cert and --client-key, or --clear-client-cert; one of --secret, --rotate-secret,
  * --retire-old-secrets; --key-type only for a generated secret; --filter or --no-filter. Fills
  * the parameters the custom options make. 0, or -EINVAL (a usage error) or another negative

@@ -59,17 +59,17 @@ static tl_proc run_ok(const tl_db *db, const char *const *args)
 /* Runs a command that must fail with `status`, its error holding `want`, changing nothing. */
 static void refused(tl_db *db, int status, const char *want, const char *const *args)
 {
-    char *before = tl_query_str(db->conn,
-                                "SELECT coalesce(md5(string_agg(c::text, ',' ORDER BY c.id)), '-') "
-                                "|| coalesce((SELECT md5(string_agg(h::text, ',' ORDER BY h.host)) "
-                                "FROM pgpace.host h), '-') FROM pgpace.customer c");
+    char *before =
+        tl_query_str(db->conn, "SELECT coalesce(md5(string_agg(c::text, ',' ORDER BY c.id)), '-') "
+                               "|| coalesce((SELECT md5(string_agg(h::text, ',' ORDER BY h.host)) "
+                               "FROM pgpace.host h), '-') FROM pgpace.customer c");
     tl_proc p = run_args(db, args);
     if (p.status != status || !strstr(p.err, want))
         fail_msg("pgpace %s %s: expected exit %d and '%s', got exit %d:\n%s", args[0], args[1],
                  status, want, p.status, p.err);
     tl_proc_free(&p);
-    char *after = tl_query_str(db->conn,
-                               "SELECT coalesce(md5(string_agg(c::text, ',' ORDER BY c.id)), '-') "
+    char *after =
+        tl_query_str(db->conn, "SELECT coalesce(md5(string_agg(c::text, ',' ORDER BY c.id)), '-') "
                                "|| coalesce((SELECT md5(string_agg(h::text, ',' ORDER BY h.host)) "
                                "FROM pgpace.host h), '-') FROM pgpace.customer c");
     assert_string_equal(after, before);
@@ -162,8 +162,8 @@ static void windows_are_normalised_and_shown(void **state)
     tl_proc_free(&p);
 
     /* An endpoint: added with windows (and no rate), changed with endpoint set. */
-    p = RUN_OK(db, "endpoint", "add", "acme", "crm", "--url", URL2, "--limit", "5/s",
-               "--limit", "100/h", "--ratelimit-headers", "off");
+    p = RUN_OK(db, "endpoint", "add", "acme", "crm", "--url", URL2, "--limit", "5/s", "--limit",
+               "100/h", "--ratelimit-headers", "off");
     tl_proc_free(&p);
     assert_get(db, TL_ARGV("endpoint", "get", "acme", "crm"), "limits", "5/s, 100/h");
     assert_get(db, TL_ARGV("endpoint", "get", "acme", "crm"), "ratelimit_headers", "off");
@@ -215,8 +215,8 @@ static void bad_windows_are_refused(void **state)
             "set", "acme", "--limit", "0/s");
     REFUSED(db, 1, "limits: limit window '1/8day': the period must be 1 second to 7 days",
             "customer", "set", "acme", "--limit", "1/8day");
-    REFUSED(db, 1, "limits: limit windows 10/min, 600/60s: two windows of 1/min", "customer",
-            "set", "acme", "--limit", "10/min", "--limit", "600/60s");
+    REFUSED(db, 1, "limits: limit windows 10/min, 600/60s: two windows of 1/min", "customer", "set",
+            "acme", "--limit", "10/min", "--limit", "600/60s");
     REFUSED(db, 1, "limits: limit window 'ten per second' is not COUNT/PERIOD", "customer", "set",
             "acme", "--limit", "ten per second");
     REFUSED(db, 2, "--limit: a limit has at most 8 windows, got 9", "customer", "set", "acme",
@@ -329,8 +329,8 @@ static PGnotify *wait_notify(PGconn *conn, int timeout_ms)
         if (n)
             return n;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        long long left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000LL +
-                                       (now.tv_nsec - t0.tv_nsec) / 1000000);
+        long long left =
+            timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000LL + (now.tv_nsec - t0.tv_nsec) / 1000000);
         if (left <= 0)
             return NULL;
         struct pollfd pfd = {PQsocket(conn), POLLIN, 0};
@@ -356,8 +356,8 @@ static void host_set_get_list_delete(void **state)
     PGconn *listener = PQconnectdb(db->conninfo);
     assert_int_equal(PQstatus(listener), CONNECTION_OK);
     tl_exec(listener, "LISTEN pgpace_host");
-    tl_proc p = RUN_OK(db, "host", "set", "API.Example.COM.:08443", "--limit", "100/s",
-                       "--limit", "5000/min", "--max-connections", "4");
+    tl_proc p = RUN_OK(db, "host", "set", "API.Example.COM.:08443", "--limit", "100/s", "--limit",
+                       "5000/min", "--max-connections", "4");
     tl_assert_contains(p.out, "created host api.example.com:8443");
     tl_proc_free(&p);
     assert_notified(listener, "api.example.com:8443");
@@ -430,8 +430,9 @@ static void host_set_get_list_delete(void **state)
 static void bad_hosts_are_refused(void **state)
 {
     tl_db *db = *state;
-    REFUSED(db, 1, "host: 'https://hooks.example.com/in' is a URL, not a host; hint: give its "
-                   "host, with :PORT when the limit is for that port only (hooks.example.com)",
+    REFUSED(db, 1,
+            "host: 'https://hooks.example.com/in' is a URL, not a host; hint: give its "
+            "host, with :PORT when the limit is for that port only (hooks.example.com)",
             "host", "set", "https://hooks.example.com/in", "--limit", "10/s");
     REFUSED(db, 1, "host: '2001:db8::1' looks like an IPv6 address: write it in brackets", "host",
             "set", "2001:db8::1");
