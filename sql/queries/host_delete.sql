@@ -2,4 +2,5 @@
 -- of the host that was deleted.
 -- @params: host
 -- @columns: host
-SELECT pgpace.host_normalize($1::text) AS host, pgpace.host_delete($1::text)
+SELECT h.host FROM (SELECT pgpace.host_normalize($1::text) AS host) h,
+       LATERAL pgpace.host_delete(h.host)
