@@ -164,6 +164,13 @@ RETURN (SELECT x.count * 60.0 / x.period_s
          ORDER BY x.period_s
          LIMIT 1);
 
+-- Producers get pgpace.enqueue and the estimate only (0001): PostgreSQL grants EXECUTE on new
+-- functions to PUBLIC, so it is taken back here.
+REVOKE EXECUTE ON FUNCTION pgpace.limit_window_parts(text), pgpace.limit_window_error(text),
+    pgpace.limit_period_text(integer), pgpace.limits_error(text[]),
+    pgpace.limits_normalize(text[]), pgpace.limits_machine(text[]), pgpace.limits_rate(text[])
+    FROM PUBLIC;
+
 ALTER TABLE pgpace.customer
     ADD COLUMN limits text[] NOT NULL DEFAULT '{}'
         CONSTRAINT customer_limits_valid
