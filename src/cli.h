@@ -64,6 +64,7 @@ int cli_migrate(cli_ctx *ctx, int argc, char **argv);
 int cli_customer(cli_ctx *ctx, int argc, char **argv);
 int cli_endpoint(cli_ctx *ctx, int argc, char **argv);
 int cli_carrier(cli_ctx *ctx, int argc, char **argv);
+int cli_host(cli_ctx *ctx, int argc, char **argv);
 int cli_enqueue(cli_ctx *ctx, int argc, char **argv);
 int cli_stats(cli_ctx *ctx, int argc, char **argv);
 int cli_setting(cli_ctx *ctx, int argc, char **argv);

@@ -31,10 +31,10 @@ static const char customer_usage[] =
 static const char set_usage[] =
     "usage: pgpace customer set NAME [options]\n"
     "\n"
-    "Creates the customer or updates the given settings. Creating needs --rate; with --url the\n"
-    "customer has a receiver of its own (its 'default' endpoint), without it its endpoints\n"
-    "receive its events ('pgpace endpoint add'). Changes reach a running dispatcher within a\n"
-    "second.\n"
+    "Creates the customer or updates the given settings. Creating needs --rate (or --limit);\n"
+    "with --url the customer has a receiver of its own (its 'default' endpoint), without it its\n"
+    "endpoints receive its events ('pgpace endpoint add'). Changes reach a running dispatcher\n"
+    "within a second.\n"
     "\n";
 
 enum { OPT_SHOW = 1, OPT_FORCE };
@@ -100,10 +100,13 @@ static int customer_set_values(cli_ctx *ctx, int argc, char **argv, rs_values *v
         snprintf(current, sizeof current, "%s", PQgetvalue(cur, 0, 0));
     PQclear(cur);
     const char *rate = v->param[SQL_CUSTOMER_SET_P_RATE];
-    if (!exists && !rate)
+    /* Limit windows stand for the rate (their shortest is the pace); "{}" is --no-limits. */
+    const char *limits = v->param[SQL_CUSTOMER_SET_P_LIMITS];
+    bool windows = limits && strcmp(limits, "{}") != 0;
+    if (!exists && !rate && !windows)
         return cli_fail(ctx, CLI_FAILED,
-                        "customer '%s' does not exist; creating it needs --rate and --url "
-                        "(--rate alone: a customer whose endpoints are its receivers)",
+                        "customer '%s' does not exist; creating it needs --rate (or --limit) and "
+                        "--url (without --url: a customer whose endpoints are its receivers)",
                         name);
     if ((v->rotate || v->retire) && !exists)
         return cli_fail(ctx, CLI_FAILED, "customer '%s' does not exist: nothing to rotate", name);

@@ -45,12 +45,13 @@ static const char endpoint_usage[] =
     "                         them dead letters (endpoint_deleted)\n";
 
 static const char add_usage[] =
-    "usage: pgpace endpoint add CUSTOMER NAME --url URL --rate R [options]\n"
+    "usage: pgpace endpoint add CUSTOMER NAME --url URL --rate R|--limit W [options]\n"
     "\n"
-    "Adds an endpoint to the customer: a receiver of its events with its own limit (--rate:\n"
-    "the receiver's, beside the customer's own over all of its endpoints), secrets (one is\n"
-    "generated unless --secret gives it), auth and health. NAME is 1-128 characters of A-Z\n"
-    "a-z 0-9 . _ : @ -, unique within the customer; 'default' is the customer's own receiver.\n"
+    "Adds an endpoint to the customer: a receiver of its events with its own limit (--rate\n"
+    "and/or --limit windows: the receiver's, beside the customer's own over all of its\n"
+    "endpoints), secrets (one is generated unless --secret gives it), auth and health. NAME\n"
+    "is 1-128 characters of A-Z a-z 0-9 . _ : @ -, unique within the customer; 'default' is\n"
+    "the customer's own receiver.\n"
     "The URL's address is checked against the SSRF rules ([delivery] allow_cidrs) when it is\n"
     "an IP address or localhost. Refused, naming the field, with nothing written: an unknown\n"
     "customer, a name taken, a bad pattern or filter, more endpoints than the\n"
@@ -192,9 +193,10 @@ static int add_values(cli_ctx *ctx, int argc, char **argv, rs_values *v)
     const char *rate = v->param[SQL_CUSTOMER_SET_P_RATE];
     if (!url)
         return cli_usage_error(ctx, "--url is required: the endpoint's webhook URL");
-    if (!rate)
+    /* Limit windows stand for the rate (their shortest is the pace). */
+    if (!rate && v->n_limit_args == 0)
         return cli_usage_error(ctx, "--rate is required: the endpoint's own limit (its "
-                                    "receiver's), in items per minute");
+                                    "receiver's), in items per minute (or --limit windows)");
     status = check_values(ctx, v);
     if (status != CLI_OK)
         return status;
@@ -217,6 +219,7 @@ static int add_values(cli_ctx *ctx, int argc, char **argv, rs_values *v)
             [SQL_ENDPOINT_ADD_P_EVENTS] = v->events,
             [SQL_ENDPOINT_ADD_P_FILTER] = v->filter,
             [SQL_ENDPOINT_ADD_P_MAX_ATTEMPTS] = v->param[SQL_CUSTOMER_SET_P_MAX_ATTEMPTS],
+            [SQL_ENDPOINT_ADD_P_LIMITS] = v->param[SQL_CUSTOMER_SET_P_LIMITS],
         };
         PGresult *res = cli_query(ctx, sql_q_endpoint_add, SQL_ENDPOINT_ADD_NPARAMS, params);
         status = res ? CLI_OK : CLI_FAILED;

@@ -22,6 +22,8 @@ static const char usage[] =
     "  endpoint add|set|get|list|pause|resume|enable|disable|delete\n"
     "                          manage a customer's endpoints: its receivers, their limits and\n"
     "                          subscriptions to event kinds\n"
+    "  host set|get|list|delete\n"
+    "                          a receiver host's own limit, over all of its customers\n"
     "  carrier set|list        manage per-carrier caps\n"
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
@@ -57,7 +59,7 @@ static const struct {
     {"carrier", cli_carrier}, {"enqueue", cli_enqueue},   {"stats", cli_stats},
     {"setting", cli_setting}, {"version", cli_version},   {"run", cli_run},
     {"status", cli_status},   {"dlq", cli_dlq},           {"events", cli_events},
-    {"recover", cli_recover}, {"shard", cli_shard},
+    {"recover", cli_recover}, {"shard", cli_shard},       {"host", cli_host},
 };
 
 int main(int argc, char **argv)

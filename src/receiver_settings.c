@@ -250,6 +250,87 @@ static int h_events(const receiver_setting *s, const char *arg, rs_values *v, pg
     return 0;
 }
 
+/* --limit: one window or several separated by commas (COUNT/PERIOD: 10/s, 50000/day); kept as
+ * given until rs_check joins them. Only the shape a shell can get wrong is checked here (empty,
+ * too many); the windows themselves are checked where they are stored
+ * (pgpace.limits_normalize, whose message names the bad window), so the rule lives once. */
+static int h_limit(const receiver_setting *s, const char *arg, rs_values *v, pgp_error *err)
+{
+    (void)s;
+    if (v->n_limit_args == PGP_ARRAY_LEN(v->limit_args))
+        return pgp_error_set(err, -EINVAL, "--limit: a limit has at most %d windows",
+                             RS_LIMITS_MAX);
+    if (arg[strspn(arg, " \t,")] == '\0')
+        return pgp_error_set(err, -EINVAL,
+                             "--limit: expected COUNT/PERIOD, e.g. 10/s or 50000/day");
+    v->limit_args[v->n_limit_args++] = arg;
+    return 0;
+}
+
+static int h_no_limits(const receiver_setting *s, const char *arg, rs_values *v, pgp_error *err)
+{
+    (void)s, (void)arg, (void)err;
+    v->no_limits = true;
+    return 0;
+}
+
+static int h_ratelimit_headers(const receiver_setting *s, const char *arg, rs_values *v,
+                               pgp_error *err)
+{
+    (void)s;
+    if (strcmp(arg, "on") == 0)
+        v->param[SQL_CUSTOMER_SET_P_RATELIMIT_HEADERS] = "true";
+    else if (strcmp(arg, "off") == 0)
+        v->param[SQL_CUSTOMER_SET_P_RATELIMIT_HEADERS] = "false";
+    else
+        return pgp_error_set(err, -EINVAL, "--ratelimit-headers: expected on or off, got '%.32s'",
+                             arg);
+    return 0;
+}
+
+char *rs_limits_literal(const char *const *args, size_t n_args, pgp_error *err)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n_args; i++)
+        cap += 3 * strlen(args[i]) + 3;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    char *o = out;
+    *o++ = '{';
+    int n = 0;
+    for (size_t i = 0; i < n_args; i++) {
+        for (const char *p = args[i]; *p;) {
+            p += strspn(p, " \t");
+            size_t len = strcspn(p, ",");
+            size_t trimmed = len;
+            while (trimmed > 0 && (p[trimmed - 1] == ' ' || p[trimmed - 1] == '\t'))
+                trimmed--;
+            if (trimmed > 0) {
+                if (++n > RS_LIMITS_MAX) {
+                    free(out);
+                    pgp_error_set(err, -EINVAL, "--limit: a limit has at most %d windows, got %d",
+                                  RS_LIMITS_MAX, n);
+                    return strdup("");
+                }
+                if (n > 1)
+                    *o++ = ',';
+                *o++ = '"';
+                for (size_t j = 0; j < trimmed; j++) {
+                    if (p[j] == '"' || p[j] == '\\')
+                        *o++ = '\\';
+                    *o++ = p[j];
+                }
+                *o++ = '"';
+            }
+            p += len + (p[len] == ',');
+        }
+    }
+    *o++ = '}';
+    *o = '\0';
+    return out;
+}
+
 /* --filter: a JSON object the payload must contain (PostgreSQL's @>); checked here so that the
  * message names the option and says where the JSON went wrong. */
 static int h_filter(const receiver_setting *s, const char *arg, rs_values *v, pgp_error *err)
@@ -294,8 +375,10 @@ static const char *const rs_groups[] = {
     "Egress proxy (see [delivery] proxy):",
     "Pacing that listens to the receiver (429, or 503 with Retry-After, lowers the effective\n"
     "rate; each success raises it again, up to --rate). 'default' uses the [delivery] setting:",
+    "Limit windows (README, \"Limits\"): every window applies beside --rate, the pace is the\n"
+    "slowest of them; a spaced or batch receiver with windows needs no --rate:",
 };
-enum { G_ROUTING, G_MAIN, G_AUTH, G_PROXY, G_THROTTLE };
+enum { G_ROUTING, G_MAIN, G_AUTH, G_PROXY, G_THROTTLE, G_LIMITS };
 
 #define P(x) SQL_CUSTOMER_SET_P_##x
 #define NONE (-1)
@@ -406,6 +489,26 @@ const receiver_setting receiver_settings[] = {
              "enqueue) are dead-lettered as 'expired': 90s, 15m, 2h, 3d (at\n"
              "most 365d); applies to items enqueued from then on",
      .group = G_MAIN},
+
+    {.name = "limit", .arg = "W", .scope = RS_RECEIVER, .kind = RS_CUSTOM,
+     .param = NONE, .word_param = NONE, .handler = h_limit,
+     .column = "limits", .call = "customer_set, endpoint_add", .deflt = "none",
+     .usage = "--limit COUNT/PERIOD",
+     .help = "at most COUNT sends in any PERIOD (a sliding window): 10/s,\n"
+             "600/min, 100/10s, 50000/day; PERIOD 1s to 7day. Repeat it, or\n"
+             "separate windows by commas, for several (at most 8, one per\n"
+             "period); the given ones replace the receiver's whole list",
+     .group = G_LIMITS},
+    {.name = "no-limits", .scope = RS_RECEIVER, .kind = RS_CUSTOM,
+     .param = NONE, .word_param = NONE, .handler = h_no_limits,
+     .column = "limits", .call = "customer_set",
+     .help = "remove every limit window", .group = G_LIMITS},
+    {.name = "ratelimit-headers", .arg = "on|off", .scope = RS_RECEIVER, .kind = RS_CUSTOM,
+     .param = NONE, .word_param = NONE, .handler = h_ratelimit_headers,
+     .column = "ratelimit_headers", .call = "customer_set, endpoint_add", .deflt = "on",
+     .help = "follow the limit the receiver announces in its answers (RateLimit,\n"
+             "RateLimit-Policy, X-RateLimit-*): never above the configured one",
+     .group = G_LIMITS},
 
     {.name = "header", .arg = "'Name: value'", .scope = RS_RECEIVER, .kind = RS_CUSTOM,
      .param = NONE, .word_param = NONE, .handler = h_header,
@@ -719,6 +822,17 @@ int rs_check(rs_values *v, pgp_error *err)
                              "creating without --secret); a given secret's prefix says its kind");
     if (v->filter && v->no_filter)
         return pgp_error_set(err, -EINVAL, "use --filter or --no-filter, not both");
+    if (v->n_limit_args > 0 && v->no_limits)
+        return pgp_error_set(err, -EINVAL, "use --limit or --no-limits, not both");
+    if (v->n_limit_args > 0 || v->no_limits) {
+        free(v->limits);
+        v->limits = rs_limits_literal(v->limit_args, v->n_limit_args, err);
+        if (!v->limits)
+            return pgp_error_set(err, -ENOMEM, "out of memory");
+        if (!v->limits[0])
+            return -EINVAL;
+        v->param[P(LIMITS)] = v->limits;
+    }
 
     if (v->n_headers > 0 || v->clear_headers) {
         free(v->headers);
@@ -752,6 +866,8 @@ void rs_values_free(rs_values *v)
     v->headers = NULL;
     free(v->events);
     v->events = NULL;
+    free(v->limits);
+    v->limits = NULL;
 }
 
 /* ---- documentation ---- */

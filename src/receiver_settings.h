@@ -11,9 +11,9 @@
  * Adding a setting is one row here (and its SQL, when it is a new column).
  *
  * Options whose value needs more than a range check (secrets, header lists, auth, OAuth2, the
- * client certificate files, the proxy, event patterns, the payload filter) name a small
- * handler of their own in the row. No I/O but rs_check reading the OAuth2 client secret file
- * (or stdin) it was given; messages never quote a secret.
+ * client certificate files, the proxy, event patterns, the payload filter, limit windows) name
+ * a small handler of their own in the row. No I/O but rs_check reading the OAuth2 client secret
+ * file (or stdin) it was given; messages never quote a secret.
  */
 #ifndef PGPACE_RECEIVER_SETTINGS_H
 #define PGPACE_RECEIVER_SETTINGS_H
@@ -83,6 +83,7 @@ extern const size_t receiver_settings_count;
 
 /* What the options given say; NULL or false for each one not given. */
 #define RS_EVENTS_MAX 64
+#define RS_LIMITS_MAX 8 /* windows in a limit (pgpace.limits_error) */
 struct rs_values {
     /* customer_set.sql's parameters ([SQL_CUSTOMER_SET_P_NAME] and [.._P_SECRETS] are the
      * caller's: the row's name and the secrets it works out from the ones below). */
@@ -107,6 +108,11 @@ struct rs_values {
     const char *cert_file, *key_file;
     bool clear_client_cert;
     const char *proxy; /* URL, "direct" or "default" */
+    /* Limit windows: --limit as given (each may list several, separated by commas). */
+    const char *limit_args[2 * RS_LIMITS_MAX]; /* room to say how many too many */
+    size_t n_limit_args;
+    bool no_limits;
+    char *limits; /* the text[] literal for SQL (rs_check; rs_values_free) */
     /* Routing (endpoints). */
     char *events;           /* the text[] literal of --events ("{}": every kind) */
     const char *events_arg; /* --events as given */
@@ -124,13 +130,20 @@ int rs_long_options(unsigned scope, const struct option *common, int base, struc
  * message naming the option (a usage error). */
 int rs_take(size_t index, const char *arg, rs_values *v, pgp_error *err) PGP_MUST_CHECK;
 
-/* The rules between options, once all are read: --header or --clear-headers; the --oauth-*
- * options with --auth oauth2 (and its client secret read from its file or stdin); both
+/* The rules between options, once all are read: --header or --clear-headers; --limit or
+ * --no-limits (the windows of every --limit, at most RS_LIMITS_MAX, become one text[]); the
+ * --oauth-* options with --auth oauth2 (and its client secret read from its file or stdin); both
  * --client-cert and --client-key, or --clear-client-cert; one of --secret, --rotate-secret,
  * --retire-old-secrets; --key-type only for a generated secret; --filter or --no-filter. Fills
  * the parameters the custom options make. 0, or -EINVAL (a usage error) or another negative
  * errno (out of memory) with err. */
 int rs_check(rs_values *v, pgp_error *err) PGP_MUST_CHECK;
+
+/* The windows of the --limit values args (each one window or several separated by commas,
+ * blanks around them dropped) as a text[] literal, every element quoted: "{}" for none. More
+ * than RS_LIMITS_MAX windows in all: "" with err naming --limit (a usage error); NULL when out
+ * of memory. The caller frees the result. pgpace.limits_normalize checks each window. */
+char *rs_limits_literal(const char *const *args, size_t n_args, pgp_error *err);
 
 /* Whether any option that customer_set.sql writes was given. */
 bool rs_any_param(const rs_values *v);

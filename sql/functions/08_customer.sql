@@ -9,10 +9,76 @@ LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 RETURN 'whsec_' || encode(decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'), 'base64');
 
+-- A limits argument (0019) in its stored form: NULL stays NULL (unchanged), '{}' clears, any
+-- other list is pgpace.limits_normalize's canonical form. A bad list is refused with SQLSTATE
+-- 22023 naming the field and the window ("limits: limit window '10/fortnight': unknown unit").
+CREATE OR REPLACE FUNCTION pgpace.customer_limits_arg(limits text[])
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    why text := pgpace.limits_error(limits);
+BEGIN
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION 'limits: %', why
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'windows are COUNT/PERIOD: 10/s, 600/min, 100/10s, 50000/day (1 s to 7 days, at most 8, one per period)';
+    END IF;
+    IF limits IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN pgpace.limits_normalize(limits);
+END
+$$;
+
+-- Whether a receiver row as it is about to be written has a pace: a rate, or (spaced, batch)
+-- limit windows; a customer without a receiver needs neither. The rule of the table's
+-- customer_receiver_complete, refused here naming the field (23502).
+CREATE OR REPLACE FUNCTION pgpace.check_receiver_pace(name text, mode text,
+                                                      rate_per_minute double precision,
+                                                      webhook_url text, limits text[])
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF webhook_url IS NULL OR rate_per_minute IS NOT NULL THEN
+        RETURN;
+    END IF;
+    IF coalesce(cardinality(limits), 0) = 0 THEN
+        RAISE EXCEPTION 'limits: % would have neither a rate nor limit windows', quote_literal(name)
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'give a rate (--rate) before clearing its windows';
+    END IF;
+    IF mode = 'unlimited' THEN
+        RAISE EXCEPTION 'rate: % in mode unlimited needs a rate (its windows pace only spaced and batch sending)',
+                        quote_literal(name)
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+END
+$$;
+
 -- Creates or updates a customer; NULL arguments leave the current value (or the default on
 -- creation). Returns true when the customer was created. Used by `pgpace customer set` and
 -- usable from SQL directly; the dispatcher picks changes up through the notify trigger on
 -- pgpace.customer (09_notify.sql).
+-- limits (0019): the COUNT/PERIOD windows ('{}' clears them), stored as
+-- pgpace.limits_normalize writes them; a bad list is refused (22023) naming the field and the
+-- window. A spaced or batch receiver may have windows and no rate_per_minute: its pace is then
+-- its shortest window's. ratelimit_headers: follow the limit the receiver announces.
+--
+-- Before `limits` and `ratelimit_headers`: the ten-argument form is dropped once, in this file's
+-- transaction (with both, a call naming only the first arguments would match either).
+DO $$
+BEGIN
+    IF to_regprocedure('pgpace.customer_set(text, text, double precision, integer, text, text[], '
+                       'integer, integer, boolean, boolean)') IS NOT NULL THEN
+        DROP FUNCTION pgpace.customer_set(text, text, double precision, integer, text, text[],
+                                          integer, integer, boolean, boolean);
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgpace.customer_set(
     name                text,
     mode                text DEFAULT NULL,
@@ -23,12 +89,17 @@ CREATE OR REPLACE FUNCTION pgpace.customer_set(
     max_in_flight       integer DEFAULT NULL,
     max_attempts        integer DEFAULT NULL,
     paused              boolean DEFAULT NULL,
-    clear_max_in_flight boolean DEFAULT false)
+    clear_max_in_flight boolean DEFAULT false,
+    limits              text[] DEFAULT NULL,
+    ratelimit_headers   boolean DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    windows text[] := pgpace.customer_limits_arg(customer_set.limits);
+    cur     record;
 BEGIN
     -- An endpoint's receiver settings are changed here too, by its full name
     -- "<customer>/<endpoint>" (it is created by pgpace.endpoint_add).
@@ -39,6 +110,17 @@ BEGIN
                   HINT = 'names are 1-128 characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit';
     END IF;
     PERFORM pgpace.check_signing_secrets(customer_set.signing_secrets);
+    SELECT c.mode, c.rate_per_minute, c.webhook_url, c.limits INTO cur
+      FROM pgpace.customer c WHERE c.name = customer_set.name FOR UPDATE;
+    IF FOUND THEN
+        -- What the row will be must still have a pace (the table's customer_receiver_complete),
+        -- said here with the field's name rather than the constraint's.
+        PERFORM pgpace.check_receiver_pace(customer_set.name,
+                                           coalesce(customer_set.mode, cur.mode),
+                                           coalesce(customer_set.rate_per_minute, cur.rate_per_minute),
+                                           coalesce(customer_set.webhook_url, cur.webhook_url),
+                                           coalesce(windows, cur.limits));
+    END IF;
     UPDATE pgpace.customer c SET
         mode = coalesce(customer_set.mode, c.mode),
         rate_per_minute = coalesce(customer_set.rate_per_minute, c.rate_per_minute),
@@ -52,6 +134,8 @@ BEGIN
                              ELSE coalesce(customer_set.max_in_flight, c.max_in_flight) END,
         max_attempts = coalesce(customer_set.max_attempts, c.max_attempts),
         paused = coalesce(customer_set.paused, c.paused),
+        limits = coalesce(windows, c.limits),
+        ratelimit_headers = coalesce(customer_set.ratelimit_headers, c.ratelimit_headers),
         updated_at = now()
      WHERE c.name = customer_set.name;
     IF FOUND THEN
@@ -59,8 +143,9 @@ BEGIN
     END IF;
     -- A customer may be created without a receiver of its own (its endpoints are added with
     -- pgpace.endpoint_add); then its rate, the limit over all of its endpoints, is optional.
-    IF customer_set.webhook_url IS NOT NULL AND customer_set.rate_per_minute IS NULL THEN
-        RAISE EXCEPTION 'customer % does not exist; creating it with a webhook URL needs a rate',
+    IF customer_set.webhook_url IS NOT NULL AND customer_set.rate_per_minute IS NULL
+       AND coalesce(cardinality(windows), 0) = 0 THEN
+        RAISE EXCEPTION 'customer % does not exist; creating it with a webhook URL needs a rate (or limits)',
                         quote_literal(customer_set.name)
             USING ERRCODE = 'no_data_found';
     END IF;
@@ -74,15 +159,19 @@ BEGIN
             USING ERRCODE = 'no_data_found',
                   HINT = 'add endpoints with pgpace endpoint add <customer> <endpoint> --url ... --rate ...';
     END IF;
+    PERFORM pgpace.check_receiver_pace(customer_set.name, coalesce(customer_set.mode, 'spaced'),
+                                       customer_set.rate_per_minute, customer_set.webhook_url,
+                                       coalesce(windows, '{}'));
     INSERT INTO pgpace.customer (name, mode, rate_per_minute, burst, webhook_url, signing_secrets,
-                                 max_in_flight, max_attempts, paused)
+                                 max_in_flight, max_attempts, paused, limits, ratelimit_headers)
     VALUES (customer_set.name, coalesce(customer_set.mode, 'spaced'), customer_set.rate_per_minute,
             coalesce(customer_set.burst, 1), customer_set.webhook_url,
             coalesce(customer_set.signing_secrets,
                      CASE WHEN customer_set.webhook_url IS NOT NULL
                           THEN ARRAY[pgpace.new_signing_secret()] END),
             CASE WHEN customer_set.clear_max_in_flight THEN NULL ELSE customer_set.max_in_flight END,
-            coalesce(customer_set.max_attempts, 12), coalesce(customer_set.paused, false));
+            coalesce(customer_set.max_attempts, 12), coalesce(customer_set.paused, false),
+            coalesce(windows, '{}'), coalesce(customer_set.ratelimit_headers, true));
     RETURN true;
 END
 $$;
@@ -639,8 +728,10 @@ $$;
 
 REVOKE EXECUTE ON FUNCTION
     pgpace.new_signing_secret(),
+    pgpace.customer_limits_arg(text[]),
+    pgpace.check_receiver_pace(text, text, double precision, text, text[]),
     pgpace.customer_set(text, text, double precision, integer, text, text[], integer, integer,
-                        boolean, boolean),
+                        boolean, boolean, text[], boolean),
     pgpace.customer_set_timeouts(text, integer, integer),
     pgpace.customer_set_throttle(text, double precision, double precision, double precision),
     pgpace.customer_set_max_age(text, interval),

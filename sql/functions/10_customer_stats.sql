@@ -33,6 +33,9 @@
 -- it: 'default' on a customer's row with a receiver of its own, NULL on one without (such a
 -- row never has queued items: its events are stored once and queued as its endpoints'
 -- deliveries, so every count of it but dead is 0; dead counts what deleted endpoints left).
+-- Limits (0019): the pace is the lesser of rate_per_minute and the shortest limit window's rate
+-- (pgpace.limits_rate; a receiver with windows may have no rate), so effective_rate_per_minute
+-- and backlog_seconds use that; `limits` are the row's windows (canonical, text[]).
 -- Columns can only be appended here (CREATE OR REPLACE VIEW); see README to change others.
 CREATE OR REPLACE VIEW pgpace.customer_stats AS
 SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
@@ -43,19 +46,21 @@ SELECT c.name AS customer, c.mode, c.rate_per_minute, c.burst, c.paused,
        now() - q.oldest_due AS oldest_due_age,
        coalesce(b.state, 'closed') AS breaker,
        CASE WHEN b.state = 'open' THEN b.open_until END AS breaker_open_until,
-       least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)
-           AS effective_rate_per_minute,
+       least(coalesce(f.effective_rate, p.pace), p.pace) AS effective_rate_per_minute,
        CASE WHEN coalesce(q.due, 0) = 0 THEN 0::float8
             WHEN c.mode = 'unlimited' THEN q.due / nullif(u.per_s, 0)
-            ELSE q.due / least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)
+            ELSE q.due / least(coalesce(f.effective_rate, p.pace), p.pace)
                  * CASE WHEN c.mode = 'batch' THEN coalesce(lc.batch_tick_ms, 60000) / 1000.0
                         ELSE 60.0 END
        END AS backlog_seconds,
        c.disabled_at IS NOT NULL AS disabled,
        pc.name AS parent_customer,
        CASE WHEN c.parent_id IS NOT NULL THEN c.endpoint_name
-            WHEN c.webhook_url IS NOT NULL THEN 'default' END AS endpoint
+            WHEN c.webhook_url IS NOT NULL THEN 'default' END AS endpoint,
+       c.limits
   FROM pgpace.customer c
+  -- least() skips a NULL: the rate, the windows' rate, or the lesser of both.
+  CROSS JOIN LATERAL (SELECT least(c.rate_per_minute, pgpace.limits_rate(c.limits)) AS pace) p
   LEFT JOIN pgpace.customer pc ON pc.id = c.parent_id
   LEFT JOIN LATERAL (
       SELECT count(*) FILTER (WHERE qq.next_action_at <= now()) AS due,

@@ -72,6 +72,57 @@ BEGIN
 END
 $$;
 
+-- The send time by a receiver's pace alone (estimate_receiver's mode rules above), for `ahead`
+-- items before it from `start` on.
+CREATE OR REPLACE FUNCTION pgpace.estimate_pace(mode text, rate double precision, burst integer,
+                                                cust_id bigint, tat timestamptz,
+                                                batch_credit double precision,
+                                                start timestamptz, ahead bigint)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    period   double precision;
+    tick_ms  bigint;
+    credit   double precision;
+    ticks    bigint;
+    next_ms  bigint;
+    n_recent bigint;
+    oldest   timestamptz;
+    per_s    double precision;
+BEGIN
+    IF mode = 'spaced' THEN
+        period := 60.0 / rate;
+        RETURN greatest(start, greatest(coalesce(tat, start), start)
+                               + (ahead * period - (burst - 1) * period) * interval '1 second');
+    ELSIF mode = 'batch' THEN
+        SELECT lc.batch_tick_ms INTO tick_ms FROM pgpace.leader_config lc;
+        tick_ms := coalesce(tick_ms, 60000);
+        credit := coalesce(batch_credit, 0);
+        -- Ticks until the allowance covers the items ahead and this one (1e-9: as the
+        -- dispatcher's rounding, gcra.c, a credit of 0.9999999999 is a whole item).
+        ticks := greatest(1, ceil((ahead + 1 - credit) / rate - 1e-9)::bigint);
+        next_ms := (floor(extract(epoch FROM start) * 1000)::bigint / tick_ms + 1) * tick_ms;
+        RETURN to_timestamp((next_ms + (ticks - 1) * tick_ms) / 1000.0);
+    END IF;
+    -- unlimited
+    IF ahead = 0 THEN
+        RETURN start;
+    END IF;
+    SELECT count(*), min(a.started_at) INTO n_recent, oldest
+      FROM (SELECT a.started_at FROM pgpace.delivery_attempt a
+             WHERE a.customer_id = cust_id AND a.started_at > now() - interval '1 minute'
+             ORDER BY a.started_at DESC LIMIT 1000) a;
+    IF n_recent = 0 THEN
+        RETURN start;
+    END IF;
+    per_s := n_recent / CASE WHEN n_recent < 1000 THEN 60.0
+                             ELSE greatest(extract(epoch FROM now() - oldest), 0.001) END;
+    RETURN start + (ahead / per_s) * interval '1 second';
+END
+$$;
+
 -- The expected send time of an item enqueued now for one receiver (a customer's own, or an
 -- endpoint: the row `cust_id`) with `priority`, by its own limits alone, or NULL when
 -- it sends nothing now (paused or disabled). From the customer's mode and rate, its effective rate
@@ -88,6 +139,13 @@ $$;
 --   unlimited: start when nothing is ahead, else start + the items ahead / the customer's
 --              attempts per second over the last minute (from at most the last 1000 attempts;
 --              start when it sent nothing in that minute).
+-- Limit windows (0019): a spaced or batch receiver's rate is the lesser of its rate_per_minute
+-- and its shortest window's (pgpace.limits_rate; either may be missing), and the result is no
+-- earlier than each of its own windows allows and each window of the host its URL counts
+-- against (pgpace.host_for_url) allows, given the sends of the window's last period and the
+-- items ahead (pgpace.limits_earliest, 18_limits.sql, which states the rule; for the host only
+-- this receiver's items ahead are known, the other tenants' backlogs are not counted).
+-- (18_limits.sql comes after this file; its functions are called at run time only.)
 CREATE OR REPLACE FUNCTION pgpace.estimate_receiver(cust_id bigint, priority integer)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -99,17 +157,13 @@ DECLARE
     open_end timestamptz;
     start    timestamptz;
     rate     double precision;
-    period   double precision;
     ahead    bigint;
-    tick_ms  bigint;
-    credit   double precision;
-    ticks    bigint;
-    next_ms  bigint;
-    n_recent bigint;
-    oldest   timestamptz;
-    per_s    double precision;
+    result   timestamptz;
+    host_key text;
+    windows  text[];
 BEGIN
-    SELECT cu.id, cu.mode, cu.rate_per_minute, cu.burst,
+    SELECT cu.id, cu.mode, least(cu.rate_per_minute, pgpace.limits_rate(cu.limits)) AS rate,
+           cu.burst, cu.limits, cu.webhook_url,
            cu.paused OR cu.disabled_at IS NOT NULL AS held INTO c
       FROM pgpace.customer cu WHERE cu.id = estimate_receiver.cust_id;
     -- A customer that sends nothing until an operator acts (paused, or disabled by health) has
@@ -123,37 +177,33 @@ BEGIN
     SELECT b.open_until INTO open_end
       FROM pgpace.breaker b WHERE b.customer_id = c.id AND b.state = 'open';
     start := greatest(now(), open_end);
-    rate := least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute);
+    rate := least(coalesce(f.effective_rate, c.rate), c.rate);
     ahead := pgpace.queue_ahead(c.id, estimate_receiver.priority, 10000);
-
-    IF c.mode = 'spaced' THEN
-        period := 60.0 / rate;
-        RETURN greatest(start, greatest(coalesce(f.tat, start), start)
-                               + (ahead * period - (c.burst - 1) * period) * interval '1 second');
-    ELSIF c.mode = 'batch' THEN
-        SELECT lc.batch_tick_ms INTO tick_ms FROM pgpace.leader_config lc;
-        tick_ms := coalesce(tick_ms, 60000);
-        credit := coalesce(f.batch_credit, 0);
-        -- Ticks until the allowance covers the items ahead and this one (1e-9: as the
-        -- dispatcher's rounding, gcra.c, a credit of 0.9999999999 is a whole item).
-        ticks := greatest(1, ceil((ahead + 1 - credit) / rate - 1e-9)::bigint);
-        next_ms := (floor(extract(epoch FROM start) * 1000)::bigint / tick_ms + 1) * tick_ms;
-        RETURN to_timestamp((next_ms + (ticks - 1) * tick_ms) / 1000.0);
+    result := pgpace.estimate_pace(c.mode, rate, c.burst, c.id, f.tat, f.batch_credit, start,
+                                   ahead);
+    -- Every window of the receiver's own and of its host's (none: result as it is).
+    IF cardinality(c.limits) > 0 THEN
+        result := greatest(result, pgpace.limits_earliest(ARRAY[c.id], c.limits, ahead));
     END IF;
-    -- unlimited
-    IF ahead = 0 THEN
-        RETURN start;
+    host_key := pgpace.host_for_url(c.webhook_url);
+    SELECT h.limits INTO windows FROM pgpace.host h
+     WHERE h.host = host_key AND cardinality(h.limits) > 0;
+    IF FOUND THEN
+        -- The receivers whose URLs count against the same row (strpos first: a cheap test
+        -- before the URL is parsed, as this reads every receiver's URL).
+        result := greatest(result,
+                           pgpace.limits_earliest(ARRAY(SELECT cc.id FROM pgpace.customer cc
+                                                         WHERE cc.webhook_url IS NOT NULL
+                                                           AND strpos(lower(cc.webhook_url),
+                                                                      CASE WHEN left(host_key, 1) = '['
+                                                                           THEN '['
+                                                                           ELSE split_part(host_key, ':', 1)
+                                                                      END) > 0
+                                                           AND pgpace.host_for_url(cc.webhook_url)
+                                                               = host_key),
+                                                  windows, ahead));
     END IF;
-    SELECT count(*), min(a.started_at) INTO n_recent, oldest
-      FROM (SELECT a.started_at FROM pgpace.delivery_attempt a
-             WHERE a.customer_id = c.id AND a.started_at > now() - interval '1 minute'
-             ORDER BY a.started_at DESC LIMIT 1000) a;
-    IF n_recent = 0 THEN
-        RETURN start;
-    END IF;
-    per_s := n_recent / CASE WHEN n_recent < 1000 THEN 60.0
-                             ELSE greatest(extract(epoch FROM now() - oldest), 0.001) END;
-    RETURN start + (ahead / per_s) * interval '1 second';
+    RETURN result;
 END
 $$;
 
@@ -165,7 +215,10 @@ $$;
 -- each endpoint's own (estimate_receiver) and the customer's over all of its endpoints, whose
 -- GCRA cell (pgpace.tenant_frontier) gives every delivery queued for any of its endpoints ahead
 -- of this one a period, and this event's deliveries one each:
---   max(now, max(tat, now) + (ahead + n - 1) * T - tau), T = 60 s / the customer's rate.
+--   max(now, max(tat, now) + (ahead + n - 1) * T - tau), T = 60 s / the customer's rate
+-- (the lesser of its rate_per_minute and its shortest limit window's, 0019), and its limit
+-- windows over the sends to all of its receivers (pgpace.limits_earliest with those ahead
+-- and the event's other deliveries).
 -- It reveals no payload and no other customer, so producers may call it (SECURITY DEFINER: they
 -- cannot read the queue). Bad input: SQLSTATE 22004 (NULL customer), 22023 (priority out of
 -- range), 23503 (unknown customer), P0002 (unknown endpoint).
@@ -186,6 +239,7 @@ DECLARE
     ahead    bigint := 0;
     tat      timestamptz;
     period   double precision;
+    all_eps  bigint[];
 BEGIN
     IF estimate_send_time.customer IS NULL THEN
         RAISE EXCEPTION 'pgpace.estimate_send_time: customer must not be null'
@@ -196,7 +250,8 @@ BEGIN
                         estimate_send_time.priority
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT c.id, c.mode, c.rate_per_minute, c.burst, c.webhook_url IS NOT NULL AS receives INTO cu
+    SELECT c.id, c.mode, least(c.rate_per_minute, pgpace.limits_rate(c.limits)) AS rate_per_minute,
+           c.limits, c.burst, c.webhook_url IS NOT NULL AS receives INTO cu
       FROM pgpace.customer c
      WHERE c.name = estimate_send_time.customer AND c.parent_id IS NULL;
     IF NOT FOUND THEN
@@ -228,15 +283,22 @@ BEGIN
     -- The customer's limit over all of its endpoints (the dispatcher's tenant gate).
     IF cu.rate_per_minute IS NOT NULL AND cu.mode <> 'unlimited'
        AND EXISTS (SELECT 1 FROM pgpace.customer c WHERE c.parent_id = cu.id) THEN
-        SELECT coalesce(sum(pgpace.queue_ahead(c.id, estimate_send_time.priority, 10000)), 0)
+        all_eps := ARRAY(SELECT c.id FROM pgpace.customer c
+                          WHERE c.parent_id = cu.id OR (c.id = cu.id AND cu.receives));
+        SELECT coalesce(sum(pgpace.queue_ahead(u.id, estimate_send_time.priority, 10000)), 0)
           INTO ahead
-          FROM pgpace.customer c WHERE c.parent_id = cu.id OR (c.id = cu.id AND cu.receives);
+          FROM unnest(all_eps) AS u(id);
         SELECT t.tat INTO tat FROM pgpace.tenant_frontier t WHERE t.customer_id = cu.id;
         period := 60.0 / cu.rate_per_minute;
         latest := greatest(latest, now(),
                            greatest(coalesce(tat, now()), now())
                            + ((ahead + cardinality(eps) - held - 1) * period
                               - (cu.burst - 1) * period) * interval '1 second');
+        IF cardinality(cu.limits) > 0 THEN
+            latest := greatest(latest,
+                               pgpace.limits_earliest(all_eps, cu.limits,
+                                                      ahead + cardinality(eps) - held - 1));
+        END IF;
     END IF;
     RETURN latest;
 END
@@ -251,6 +313,8 @@ SET search_path = pg_catalog, pg_temp
 RETURN pgpace.estimate_send_time(customer, priority, NULL::text);
 
 REVOKE EXECUTE ON FUNCTION pgpace.queue_ahead(bigint, integer, integer),
+    pgpace.estimate_pace(text, double precision, integer, bigint, timestamptz, double precision,
+                         timestamptz, bigint),
     pgpace.estimate_receiver(bigint, integer),
     pgpace.estimate_send_time(text, integer, text), pgpace.estimate_send_time(text, integer)
     FROM PUBLIC;

@@ -416,6 +416,22 @@ $$;
 -- more endpoints than the max_endpoints_per_customer setting (54000). The URL's shape is checked
 -- by the table; whether its address may be reached is checked by `pgpace endpoint add` and again
 -- by the dispatcher on every request (SSRF rules). Returns the endpoint's row id.
+-- limits (0019): its COUNT/PERIOD windows (pgpace.customer_limits_arg: normalised, a bad one
+-- refused naming the field and the window); with windows a spaced or batch endpoint needs no
+-- rate (its pace is its shortest window's). ratelimit_headers: follow the limit the receiver
+-- announces (NULL: on).
+--
+-- Before `limits` and `ratelimit_headers`: the ten-argument form is dropped once, in this file's
+-- transaction.
+DO $$
+BEGIN
+    IF to_regprocedure('pgpace.endpoint_add(text, text, text, double precision, text, integer, '
+                       'text[], text[], jsonb, integer)') IS NOT NULL THEN
+        DROP FUNCTION pgpace.endpoint_add(text, text, text, double precision, text, integer,
+                                          text[], text[], jsonb, integer);
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgpace.endpoint_add(
     customer        text,
     endpoint        text,
@@ -426,7 +442,9 @@ CREATE OR REPLACE FUNCTION pgpace.endpoint_add(
     signing_secrets text[] DEFAULT NULL,
     event_types     text[] DEFAULT NULL,
     payload_filter  jsonb DEFAULT NULL,
-    max_attempts    integer DEFAULT NULL)
+    max_attempts    integer DEFAULT NULL,
+    limits          text[] DEFAULT NULL,
+    ratelimit_headers boolean DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -437,6 +455,7 @@ DECLARE
     n        bigint;
     cap      bigint;
     new_id   bigint;
+    windows  text[] := coalesce(pgpace.customer_limits_arg(limits), '{}');
 BEGIN
     -- FOR UPDATE: endpoints of one customer are added one at a time, so the cap holds.
     SELECT c.id INTO cust_id FROM pgpace.customer c
@@ -454,10 +473,12 @@ BEGIN
     IF webhook_url IS NULL THEN
         RAISE EXCEPTION 'url: an endpoint needs a webhook URL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF rate_per_minute IS NULL THEN
-        RAISE EXCEPTION 'rate: an endpoint needs a rate (its receiver''s limit, per minute)'
+    IF rate_per_minute IS NULL AND cardinality(windows) = 0 THEN
+        RAISE EXCEPTION 'rate: an endpoint needs a rate (its receiver''s limit, per minute) or limits'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM pgpace.check_receiver_pace(customer || '/' || endpoint, coalesce(mode, 'spaced'),
+                                       rate_per_minute, webhook_url, windows);
     PERFORM pgpace.check_signing_secrets(signing_secrets);
     PERFORM pgpace.check_endpoint_routing(event_types, payload_filter);
     IF EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cust_id AND e.endpoint_name = endpoint) THEN
@@ -475,11 +496,12 @@ BEGIN
     END IF;
     INSERT INTO pgpace.customer (name, parent_id, endpoint_name, mode, rate_per_minute, burst,
                                  webhook_url, signing_secrets, max_attempts, event_types,
-                                 payload_filter)
+                                 payload_filter, limits, ratelimit_headers)
     VALUES (customer || '/' || endpoint, cust_id, endpoint, coalesce(mode, 'spaced'),
             rate_per_minute, coalesce(burst, 1), webhook_url,
             coalesce(signing_secrets, ARRAY[pgpace.new_signing_secret()]),
-            coalesce(max_attempts, 12), nullif(event_types, '{}'), payload_filter)
+            coalesce(max_attempts, 12), nullif(event_types, '{}'), payload_filter, windows,
+            coalesce(ratelimit_headers, true))
     RETURNING id INTO new_id;
     RETURN new_id;
 END
@@ -570,7 +592,7 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.endpoint_row(text, text),
     pgpace.check_endpoint_routing(text[], jsonb),
     pgpace.endpoint_add(text, text, text, double precision, text, integer, text[], text[], jsonb,
-                        integer),
+                        integer, text[], boolean),
     pgpace.endpoint_set_routing(text, text, text[], jsonb, boolean),
     pgpace.endpoint_delete(text, text, boolean)
     FROM PUBLIC;

@@ -11,10 +11,23 @@
 -- A customer's endpoints, its own receiver ('default') first, then by name: the URL, mode and
 -- rate of each (its receiver's limit), its subscription (`events`: the patterns separated by
 -- commas, '*' for every kind), its payload filter ('-': none), its state (active, paused,
--- disabled, or paused,disabled) and how many deliveries it has queued.
+-- disabled, or paused,disabled), how many deliveries it has queued, and its limit windows
+-- (0019: separated by commas, '-' for none).
+--
+-- Before `limits`: dropped once, in this file's transaction (CREATE OR REPLACE cannot add a
+-- column to its result).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('pgpace.endpoint_list(text)')
+                  AND NOT ('limits' = ANY (p.proargnames))) THEN
+        DROP FUNCTION pgpace.endpoint_list(text);
+    END IF;
+END
+$$;
 CREATE OR REPLACE FUNCTION pgpace.endpoint_list(customer text)
 RETURNS TABLE (endpoint text, url text, mode text, rate double precision, events text,
-               filter text, state text, queued bigint)
+               filter text, state text, queued bigint, limits text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -38,7 +51,8 @@ BEGIN
                 WHEN e.paused THEN 'paused'
                 WHEN e.disabled_at IS NOT NULL THEN 'disabled'
                 ELSE 'active' END,
-           (SELECT count(*) FROM pgpace.queue q WHERE q.customer_id = e.id)
+           (SELECT count(*) FROM pgpace.queue q WHERE q.customer_id = e.id),
+           coalesce(nullif(array_to_string(e.limits, ','), ''), '-')
       FROM pgpace.customer e
      WHERE e.parent_id = cust_id OR (e.id = cust_id AND e.webhook_url IS NOT NULL)
      ORDER BY e.parent_id NULLS FIRST, e.endpoint_name;

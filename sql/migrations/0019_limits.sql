@@ -164,13 +164,29 @@ RETURN (SELECT x.count * 60.0 / x.period_s
          ORDER BY x.period_s
          LIMIT 1);
 
+-- Producers get pgpace.enqueue and the estimate only (0001): PostgreSQL grants EXECUTE on new
+-- functions to PUBLIC, so it is taken back here.
+REVOKE EXECUTE ON FUNCTION pgpace.limit_window_parts(text), pgpace.limit_window_error(text),
+    pgpace.limit_period_text(integer), pgpace.limits_error(text[]),
+    pgpace.limits_normalize(text[]), pgpace.limits_machine(text[]), pgpace.limits_rate(text[])
+    FROM PUBLIC;
+
 ALTER TABLE pgpace.customer
     ADD COLUMN limits text[] NOT NULL DEFAULT '{}'
         CONSTRAINT customer_limits_valid
         CHECK (pgpace.limits_error(limits) IS NULL AND limits = pgpace.limits_normalize(limits)),
     -- Follow what the receiver announces in RateLimit / X-RateLimit-* answer headers (never
     -- above the configured limit).
-    ADD COLUMN ratelimit_headers boolean NOT NULL DEFAULT true;
+    ADD COLUMN ratelimit_headers boolean NOT NULL DEFAULT true,
+    -- A spaced or batch receiver may have windows instead of a rate: its pace is then its
+    -- shortest window's (pgpace.limits_rate). An unlimited one still needs its rate (the
+    -- recovery pace and the estimate read it); a customer without a receiver needs neither.
+    DROP CONSTRAINT customer_receiver_complete,
+    ADD CONSTRAINT customer_receiver_complete
+        CHECK ((webhook_url IS NULL) = (signing_secrets IS NULL)
+               AND (parent_id IS NULL OR webhook_url IS NOT NULL)
+               AND (rate_per_minute IS NOT NULL OR (parent_id IS NULL AND webhook_url IS NULL)
+                    OR (mode <> 'unlimited' AND cardinality(limits) > 0)));
 
 -- A receiver host's own limit, over every delivery to it from every customer and endpoint.
 -- `host` is the lower-case host name or address, with ":port" when the limit is for that port

@@ -1,7 +1,11 @@
 -- `pgpace customer get` (and `endpoint get`, by the endpoint's full name): every setting of the
 -- row. `endpoints` counts what `pgpace endpoint list` shows: the row's own receiver ('default',
--- when it has a webhook URL) and its endpoints.
-SELECT c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
+-- when it has a webhook URL) and its endpoints. `limits`: its windows, canonical, separated by
+-- ", " ('none'); `ratelimit_headers`: on or off.
+SELECT c.name, c.mode, coalesce(c.rate_per_minute::text, '-') AS rate_per_minute,
+       coalesce(nullif(array_to_string(c.limits, ', '), ''), 'none') AS limits,
+       CASE WHEN c.ratelimit_headers THEN 'on' ELSE 'off' END AS ratelimit_headers,
+       c.burst, c.webhook_url,
        (SELECT count(*) FROM pgpace.customer e WHERE e.parent_id = c.id)
          + (c.webhook_url IS NOT NULL)::integer AS endpoints,
        c.paused,

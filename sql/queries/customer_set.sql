@@ -4,14 +4,19 @@
 -- ($17, "Name: value" lines replacing the set; '{}' clears, NULL keeps) and the receiver
 -- authentication ($18 basic|bearer|none, $19 username, $20 password or token; NULL keeps), or
 -- OAuth2 client credentials ($21 token URL, $22 client id, $23 client secret, $24 scope; $21
--- NULL keeps). The receiver settings' table (src/receiver_settings.c) names these parameters.
+-- NULL keeps). The limit windows ($25, a text[]: NULL keeps, '{}' clears) and whether to follow
+-- the receiver's announced limit ($26) go to customer_set itself: a receiver may be created
+-- with windows and no rate. The receiver settings' table (src/receiver_settings.c) names these
+-- parameters.
 -- @params: name mode rate burst url secrets max_in_flight max_attempts paused
 -- @params: clear_max_in_flight connect_timeout_ms request_timeout_ms throttle_decrease
 -- @params: throttle_increase throttle_floor max_age headers auth_scheme auth_username
 -- @params: auth_secret oauth_token_url oauth_client_id oauth_client_secret oauth_scope
+-- @params: limits ratelimit_headers
 WITH s AS (
     SELECT pgpace.customer_set($1, $2, $3::float8, $4::integer, $5, $6::text[], $7::integer,
-                               $8::integer, $9::boolean, coalesce($10::boolean, false)) AS created
+                               $8::integer, $9::boolean, coalesce($10::boolean, false),
+                               $25::text[], $26::boolean) AS created
 )
 SELECT s.created, pgpace.customer_set_timeouts($1, $11::integer, $12::integer),
        pgpace.customer_set_throttle($1, $13::float8, $14::float8, $15::float8),

@@ -25,6 +25,10 @@
 -- Limits (0019): `limit_windows` are the row's own windows and `tenant_limit_windows` its
 -- customer's over all of its endpoints, in pgpace.limits_machine's form ('' for none);
 -- `ratelimit_headers`: follow the limit the receiver announces in its answers.
+-- `rate_per_minute` and `tenant_rate` are the pace: the lesser of the row's rate_per_minute and
+-- its shortest window's rate (pgpace.limits_rate; least() skips a NULL, so a receiver with
+-- windows and no rate is paced by its windows), and a customer with windows but no rate still
+-- shares a limit over its endpoints.
 -- @params: customer_ids after_id page
 -- @columns: id name mode rate_per_minute burst webhook_url secrets max_in_flight paused
 -- @columns: connect_timeout_ms request_timeout_ms breaker_state breaker_failures breaker_trips
@@ -39,7 +43,9 @@ WITH ids AS MATERIALIZED (
     UNION ALL
     SELECT DISTINCT u.id FROM unnest($1::bigint[]) AS u(id)
 )
-SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
+SELECT c.id, c.name, c.mode,
+       least(c.rate_per_minute, pgpace.limits_rate(c.limits)) AS rate_per_minute,
+       c.burst, c.webhook_url,
        array_to_string(c.signing_secrets, ' ') AS secrets,
        coalesce(c.max_in_flight, 0) AS max_in_flight, c.paused,
        coalesce(c.connect_timeout_ms, 0) AS connect_timeout_ms,
@@ -68,7 +74,8 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
        c.proxy,
        (extract(epoch FROM c.disabled_at) * 1000000)::bigint AS disabled_at_us,
        coalesce(c.parent_id, c.id) AS tenant_id,
-       t.rate_per_minute AS tenant_rate, t.burst AS tenant_burst,
+       least(t.rate_per_minute, pgpace.limits_rate(t.limits)) AS tenant_rate,
+       t.burst AS tenant_burst,
        c.parent_id IS NOT NULL
            OR EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = c.id) AS grouped,
        pgpace.limits_machine(c.limits) AS limit_windows,
@@ -83,7 +90,8 @@ SELECT c.id, c.name, c.mode, c.rate_per_minute, c.burst, c.webhook_url,
                       OFFSET 0) h ON true
   LEFT JOIN LATERAL (SELECT tt.rate_per_minute, tt.burst, tt.limits FROM pgpace.customer tt
                       WHERE tt.id = coalesce(c.parent_id, c.id)
-                        AND tt.rate_per_minute IS NOT NULL AND tt.mode <> 'unlimited'
+                        AND (tt.rate_per_minute IS NOT NULL OR cardinality(tt.limits) > 0)
+                        AND tt.mode <> 'unlimited'
                         AND EXISTS (SELECT 1 FROM pgpace.customer ee WHERE ee.parent_id = tt.id)
                      OFFSET 0) t ON true
  WHERE c.webhook_url IS NOT NULL

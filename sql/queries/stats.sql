@@ -16,6 +16,9 @@
 -- worst breaker ("open (1 of 3)" when not every endpoint's). A customer without endpoints is one
 -- line, as before endpoints. $1 is a customer (its line and its endpoints') or an endpoint's
 -- full name ("acme/crm": that line).
+-- Limits (0019): where a row has limit windows, its rate cell lists them after its rate (per
+-- minute, when it has one), separated by commas without blanks so that the cell stays one
+-- word: "10/s,50000/day", "600/min,50000/day".
 -- @params: customer
 -- @columns: customer mode rate eff_rate paused due in_flight delayed dead oldest_due_s
 -- @columns: backlog_s last_error breaker
@@ -33,7 +36,7 @@ WITH r AS (
     SELECT r.tenant, CASE r.kind WHEN 0 THEN 0 ELSE 1 END AS place,
            CASE r.kind WHEN 0 THEN '' WHEN 1 THEN '' ELSE r.endpoint END AS sort_name,
            CASE r.kind WHEN 0 THEN r.customer ELSE '  ' || r.endpoint END AS customer,
-           r.mode, r.rate_per_minute::text AS rate,
+           r.mode, pgpace.rate_text(r.rate_per_minute, r.limits) AS rate,
            trim_scale(round(r.effective_rate_per_minute::numeric,
                             8 - floor(log(r.effective_rate_per_minute::numeric))::integer))::text
                AS eff_rate,
@@ -60,7 +63,8 @@ WITH r AS (
     -- The line of a customer with endpoints, over them all (its own receiver's row included).
     SELECT r.tenant, 0 AS place, '' AS sort_name, r.tenant AS customer,
            min(r.mode) FILTER (WHERE r.kind = 1) AS mode,
-           coalesce(min(r.rate_per_minute) FILTER (WHERE r.kind = 1)::text, '-') AS rate,
+           coalesce(pgpace.rate_text(min(r.rate_per_minute) FILTER (WHERE r.kind = 1),
+                                     min(r.limits) FILTER (WHERE r.kind = 1)), '-') AS rate,
            '-' AS eff_rate,
            bool_or(r.paused) FILTER (WHERE r.kind = 1) AS paused,
            sum(r.due)::bigint AS due, sum(r.in_flight)::bigint AS in_flight,
@@ -70,7 +74,9 @@ WITH r AS (
            coalesce(to_char(greatest(
                max(r.backlog_seconds),
                CASE WHEN min(r.mode) FILTER (WHERE r.kind = 1) <> 'unlimited'
-                    THEN sum(r.due) * 60.0 / min(r.rate_per_minute) FILTER (WHERE r.kind = 1) END),
+                    THEN sum(r.due) * 60.0
+                         / least(min(r.rate_per_minute) FILTER (WHERE r.kind = 1),
+                                 pgpace.limits_rate(min(r.limits) FILTER (WHERE r.kind = 1))) END),
                'FM999999999990.0'), '-') AS backlog_s,
            '-' AS last_error,
            CASE WHEN bool_or(r.breaker = 'open') FILTER (WHERE r.endpoint IS NOT NULL) THEN 'open'

@@ -29,14 +29,16 @@ WITH r AS (
     SELECT r.tenant, CASE r.kind WHEN 0 THEN 0 ELSE 1 END AS place,
            CASE r.kind WHEN 2 THEN r.endpoint ELSE '' END AS sort_name,
            CASE r.kind WHEN 0 THEN r.customer ELSE '  ' || r.endpoint END AS customer,
-           r.mode, coalesce(r.rate_per_minute::text, '-') AS rate,
+           r.mode, coalesce(pgpace.rate_text(r.rate_per_minute, r.limits), '-') AS rate,
            coalesce(trim_scale(round(r.effective_rate_per_minute::numeric,
                                      8 - floor(log(r.effective_rate_per_minute::numeric))::integer))::text,
                     '-') AS eff_rate,
            CASE WHEN r.mode = 'batch'
                 -- The most a tick may carry: the rate rounded up (only a fraction of a request
                 -- carries to the next tick), so 0.5 shows "1 of 1/tick" every second tick.
-                THEN coalesce(t.sent, 0) || ' of ' || ceil(r.rate_per_minute)::bigint || '/tick'
+                THEN coalesce(t.sent, 0) || ' of '
+                     || ceil(least(r.rate_per_minute, pgpace.limits_rate(r.limits)))::bigint
+                     || '/tick'
                 WHEN w.secs >= 60 THEN coalesce(o.sent, 0) || '/min'
                 WHEN w.secs < 1 THEN coalesce(o.sent, 0) || ' in ' || round(w.secs::numeric, 1) || ' s'
                 ELSE trim_scale(round(coalesce(o.sent, 0) * 60 / w.secs::numeric, 1)) || '/min ('
@@ -81,7 +83,8 @@ WITH r AS (
 ), tenants AS (
     SELECT r.tenant, 0 AS place, '' AS sort_name, r.tenant AS customer,
            min(r.mode) FILTER (WHERE r.kind = 1) AS mode,
-           coalesce(min(r.rate_per_minute) FILTER (WHERE r.kind = 1)::text, '-') AS rate,
+           coalesce(pgpace.rate_text(min(r.rate_per_minute) FILTER (WHERE r.kind = 1),
+                                     min(r.limits) FILTER (WHERE r.kind = 1)), '-') AS rate,
            '-' AS eff_rate,
            -- Every endpoint's successes over the customer's window, per minute.
            CASE WHEN min(w.secs) >= 60 THEN sum(o.sent) || '/min'

@@ -10,8 +10,7 @@
 -- @columns: customer_id effective_rate last_error_class last_error_status last_error_age_s
 -- @columns: failing_since_us
 SELECT c.id AS customer_id,
-       least(coalesce(f.effective_rate, c.rate_per_minute), c.rate_per_minute)::float8
-           AS effective_rate,
+       least(coalesce(f.effective_rate, p.pace), p.pace)::float8 AS effective_rate,
        CASE WHEN la.outcome NOT IN ('success', 'released')
             THEN coalesce(la.error_class, 'http') END AS last_error_class,
        CASE WHEN la.outcome NOT IN ('success', 'released') THEN la.http_status END
@@ -20,6 +19,8 @@ SELECT c.id AS customer_id,
             THEN extract(epoch FROM now() - la.started_at)::float8 END AS last_error_age_s,
        (extract(epoch FROM h.failing_since) * 1000000)::bigint AS failing_since_us
   FROM pgpace.customer c
+  -- The pace (0019): the lesser of the rate and the shortest limit window's rate.
+  CROSS JOIN LATERAL (SELECT least(c.rate_per_minute, pgpace.limits_rate(c.limits)) AS pace) p
   LEFT JOIN pgpace.frontier f ON f.customer_id = c.id
   LEFT JOIN pgpace.customer_health h ON h.customer_id = c.id
   LEFT JOIN LATERAL (

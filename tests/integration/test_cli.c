@@ -116,6 +116,11 @@ static void help_for_every_command(void **state)
         {"carrier", "--help"},
         {"carrier", "set", "--help"},
         {"carrier", "list", "--help"},
+        {"host", "--help"},
+        {"host", "set", "--help"},
+        {"host", "get", "--help"},
+        {"host", "list", "--help"},
+        {"host", "delete", "--help"},
         {"enqueue", "--help"},
         {"stats", "--help"},
         {"setting", "--help"},
@@ -197,11 +202,11 @@ static void customer_set_creates_with_a_generated_secret(void **state)
      * test_endpoint_cli.c). */
     tl_proc p = RUN(db, "customer", "set", "acme", "--burst", "2");
     assert_int_equal(p.status, 1);
-    tl_assert_contains(p.err, "creating it needs --rate and --url");
+    tl_assert_contains(p.err, "creating it needs --rate (or --limit) and --url");
     tl_proc_free(&p);
     p = RUN(db, "customer", "set", "acme", "--url", URL);
     assert_int_equal(p.status, 1);
-    tl_assert_contains(p.err, "creating it needs --rate and --url");
+    tl_assert_contains(p.err, "creating it needs --rate (or --limit) and --url");
     tl_proc_free(&p);
     assert_int_equal(count_rows(db->conn, "pgpace.customer"), 0);
 

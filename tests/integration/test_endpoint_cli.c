@@ -215,14 +215,16 @@ static void customer_without_receiver_list_and_get(void **state)
     tl_proc_free(&p);
     p = RUN_OK(db, "customer", "list");
     char line[512], *f[16];
-    assert_int_equal(row_of(p.out, "name", line, sizeof line, f, 16), 11);
-    assert_string_equal(f[9], "endpoints");
-    assert_int_equal(row_of(p.out, "acme", line, sizeof line, f, 16), 11);
+    assert_int_equal(row_of(p.out, "name", line, sizeof line, f, 16), 12);
+    assert_string_equal(f[3], "limits");
+    assert_string_equal(f[10], "endpoints");
+    assert_int_equal(row_of(p.out, "acme", line, sizeof line, f, 16), 12);
     assert_string_equal(f[2], "600");
-    assert_string_equal(f[9], "2");
-    assert_string_equal(f[10], "-");
-    assert_int_equal(row_of(p.out, "beta", line, sizeof line, f, 16), 11);
-    assert_string_equal(f[9], "1"); /* its own receiver, 'default' */
+    assert_string_equal(f[3], "-");
+    assert_string_equal(f[10], "2");
+    assert_string_equal(f[11], "-");
+    assert_int_equal(row_of(p.out, "beta", line, sizeof line, f, 16), 12);
+    assert_string_equal(f[10], "1"); /* its own receiver, 'default' */
     if (strstr(p.out, "acme/crm") || strstr(p.out, URL))
         fail_msg("customer list shows endpoints:\n%s", p.out);
     tl_proc_free(&p);
@@ -333,17 +335,17 @@ static void endpoint_add_with_every_receiver_option(void **state)
 
     p = RUN_OK(db, "endpoint", "list", "acme");
     char line[512], *f[16];
-    assert_int_equal(row_of(p.out, "endpoint", line, sizeof line, f, 16), 8);
-    const char *const header[] = {"endpoint", "url",    "mode",  "rate",
-                                  "events",   "filter", "state", "queued"};
-    for (int i = 0; i < 8; i++)
+    assert_int_equal(row_of(p.out, "endpoint", line, sizeof line, f, 16), 9);
+    const char *const header[] = {"endpoint", "url",   "mode",   "rate",  "events",
+                                  "filter",   "state", "queued", "limits"};
+    for (int i = 0; i < 9; i++)
         assert_string_equal(f[i], header[i]);
-    assert_true(row_of(p.out, "crm", line, sizeof line, f, 16) >= 8);
+    assert_true(row_of(p.out, "crm", line, sizeof line, f, 16) >= 9);
     assert_string_equal(f[1], URL);
     assert_string_equal(f[2], "batch");
     assert_string_equal(f[3], "120");
     assert_string_equal(f[4], "order.*,invoice.paid");
-    assert_int_equal(row_of(p.out, "wh", line, sizeof line, f, 16), 8);
+    assert_int_equal(row_of(p.out, "wh", line, sizeof line, f, 16), 9);
     assert_string_equal(f[4], "*");
     assert_string_equal(f[5], "-");
     assert_string_equal(f[6], "active");
@@ -489,13 +491,13 @@ static void endpoint_pause_disable_enable_and_their_events(void **state)
                      1);
     p = RUN_OK(db, "endpoint", "list", "acme");
     char line[512], *f[16];
-    assert_int_equal(row_of(p.out, "default", line, sizeof line, f, 16), 8);
+    assert_int_equal(row_of(p.out, "default", line, sizeof line, f, 16), 9);
     assert_string_equal(f[6], "active");
     assert_string_equal(f[7], "3");
-    assert_int_equal(row_of(p.out, "crm", line, sizeof line, f, 16), 8);
+    assert_int_equal(row_of(p.out, "crm", line, sizeof line, f, 16), 9);
     assert_string_equal(f[6], "paused");
     assert_string_equal(f[7], "3");
-    assert_int_equal(row_of(p.out, "wh", line, sizeof line, f, 16), 8);
+    assert_int_equal(row_of(p.out, "wh", line, sizeof line, f, 16), 9);
     assert_string_equal(f[4], "invoice.*");
     assert_string_equal(f[6], "disabled");
     assert_string_equal(f[7], "1");
@@ -503,7 +505,7 @@ static void endpoint_pause_disable_enable_and_their_events(void **state)
     p = RUN_OK(db, "endpoint", "pause", "acme", "wh");
     tl_proc_free(&p);
     p = RUN_OK(db, "endpoint", "list", "acme");
-    assert_int_equal(row_of(p.out, "wh", line, sizeof line, f, 16), 8);
+    assert_int_equal(row_of(p.out, "wh", line, sizeof line, f, 16), 9);
     assert_string_equal(f[6], "paused,disabled");
     tl_proc_free(&p);
 
@@ -831,7 +833,7 @@ static void sql_functions_and_who_may_call_them(void **state)
         "pgpace.endpoint_disable(text, text)",
         "pgpace.endpoint_enable(text, text)",
         "pgpace.endpoint_add(text, text, text, double precision, text, integer, text[], text[], "
-        "jsonb, integer)",
+        "jsonb, integer, text[], boolean)",
         "pgpace.endpoint_set_routing(text, text, text[], jsonb, boolean)",
         "pgpace.endpoint_delete(text, text, boolean)"};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)

@@ -1,5 +1,6 @@
 /* test_estimate.c - pgpace.estimate_send_time against what a running dispatcher really does,
- * the batch arithmetic, paused customers, the published batch tick, backlog_s, and bad input. */
+ * the batch arithmetic, paused customers, the published batch tick, backlog_s, limit windows
+ * (a receiver's, its host's, its customer's), and bad input. */
 #include "fixture.h"
 
 #include <math.h>
@@ -182,6 +183,102 @@ static void endpoints_count_both_limits(void **state)
                         "customer 'acme' has no endpoint 'nope'", NULL);
 }
 
+/* A send `ago` seconds before now of `who` (a customer or an endpoint's full name), as the
+ * dispatcher records it; outcome 'released' is a claim given back, never a send. */
+static void sent(PGconn *c, const char *who, double ago, const char *outcome)
+{
+    tl_exec(c,
+            "INSERT INTO pgpace.delivery_attempt (item_id, customer_id, attempt, started_at, "
+            "duration_ms, outcome) SELECT 1, id, 1, now() - %.3f * interval '1 second', 5, '%s' "
+            "FROM pgpace.customer WHERE name = '%s'",
+            ago, outcome, who);
+}
+
+/* Seconds from now to the estimate (rounded) of `call` (e.g. "'w'" or "'tn', 0, 'e1'"). */
+static long long estimate_s(PGconn *c, const char *call)
+{
+    return tl_query_int(c,
+                        "SELECT round(extract(epoch FROM pgpace.estimate_send_time(%s) - now()))"
+                        "::bigint",
+                        call);
+}
+
+/* Limit windows (0019): with U sends in a window's last period and k items ahead, the estimate
+ * is no earlier than the window allows (pgpace.limits_earliest's rule), exactly, without a
+ * dispatcher. A spaced customer at 10/s with a quota of 5 an hour: */
+static void windows_hold_the_estimate(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    fx_customer(f, "w", TL_ARGV("--mode", "spaced", "--limit", "10/s,5/h"));
+    assert_int_equal(tl_query_int(c, "SELECT (rate_per_minute IS NULL)::int FROM "
+                                     "pgpace.customer WHERE name = 'w'"),
+                     1);
+    sent(c, "w", 3000, "success"); /* 50 min ago */
+    sent(c, "w", 2400, "retry");   /* 40 min ago */
+    sent(c, "w", 1800, "dead");    /* 30 min ago */
+    sent(c, "w", 600, "released"); /* given back: not a send */
+    sent(c, "w", 4000, "success"); /* out of the hour */
+    /* 3 sends in the hour and nothing ahead: the 4th fits. */
+    assert_int_equal(estimate_s(c, "'w'"), 0);
+    /* 2 ahead: the new item is the 6th of the hour, so the oldest must leave: 50 min ago + 1 h. */
+    tl_exec(c, "SELECT pgpace.enqueue('w', '{}', run_at => now() - interval '1 s') FROM "
+               "generate_series(1, 2)");
+    assert_int_equal(estimate_s(c, "'w'"), 600);
+    /* 8 ahead: the 12th; two rounds back reach the second oldest: 40 min ago + 2 h. */
+    tl_exec(c, "SELECT pgpace.enqueue('w', '{}', run_at => now() - interval '1 s') FROM "
+               "generate_series(1, 6)");
+    assert_int_equal(estimate_s(c, "'w'"), 4800);
+    /* 20 ahead: the 24th; five rounds reach before the sends made: four whole hours from now
+     * (sends 4 and 5 go now, each later group of 5 an hour after the one before). */
+    tl_exec(c, "SELECT pgpace.enqueue('w', '{}', run_at => now() - interval '1 s') FROM "
+               "generate_series(1, 12)");
+    assert_int_equal(estimate_s(c, "'w'"), 4 * 3600);
+    /* The pace alone is the 10/s window's: 20 ahead are 2 s; without the quota that is all. */
+    tl_exec(c, "SELECT pgpace.customer_set('w', limits => '{10/s}')");
+    assert_int_equal(estimate_s(c, "'w'"), 2);
+    /* With a rate too, the slower of the two paces: 60/min, 20 ahead are 20 s. */
+    tl_exec(c, "SELECT pgpace.customer_set('w', rate_per_minute => 60)");
+    assert_int_equal(estimate_s(c, "'w'"), 20);
+}
+
+/* A host's windows (pgpace.host) count every receiver whose URL is on the host; the host's row
+ * going takes them away. A customer's windows count over all of its endpoints. */
+static void host_and_customer_windows_hold_the_estimate(void **state)
+{
+    fx *f = *state;
+    PGconn *c = f->db->conn;
+    fx_customer(f, "h1", TL_ARGV("--rate", "6000"));
+    fx_customer(f, "h2", TL_ARGV("--rate", "6000"));
+    char *host = tl_query_str(c, "SELECT substring(webhook_url FROM '://([^/]+)') FROM "
+                                 "pgpace.customer WHERE name = 'h1'");
+    tl_exec(c, "SELECT pgpace.host_set('%s', '{2/min}')", host);
+    sent(c, "h2", 30, "success");
+    assert_int_equal(estimate_s(c, "'h1'"), 0); /* one send of two in the minute */
+    sent(c, "h2", 20, "success");
+    /* h2's two sends fill the host's minute: h1 waits for the older to leave. */
+    assert_int_equal(estimate_s(c, "'h1'"), 30);
+    tl_exec(c, "SELECT pgpace.host_delete('%s')", host);
+    assert_int_equal(estimate_s(c, "'h1'"), 0);
+    free(host);
+
+    /* A customer with only windows (2 a minute over both of its endpoints) and two fast
+     * endpoints, each of which sent once. */
+    char url[256];
+    receiver_url(f->recv, "/c/tn/e", url, sizeof url);
+    tl_exec(c, "SELECT pgpace.customer_set('tn', limits => '{2/min}')");
+    tl_exec(c, "SELECT pgpace.endpoint_add('tn', 'e1', '%s1', 6000)", url);
+    tl_exec(c, "SELECT pgpace.endpoint_add('tn', 'e2', '%s2', 6000)", url);
+    sent(c, "tn/e1", 50, "success");
+    sent(c, "tn/e2", 40, "success");
+    /* e1's delivery: its own limit lets it go now; the customer's minute is full until the
+     * send of 50 s ago leaves it. */
+    assert_int_equal(estimate_s(c, "'tn', 0, 'e1'"), 10);
+    /* A new event's two deliveries: the second waits for the send of 40 s ago to leave (20 s),
+     * and the customer's pace of 2 a minute spaces the two by 30 s: 30 s. */
+    assert_int_equal(estimate_s(c, "'tn'"), 30);
+}
+
 /* Bad input: a SQLSTATE naming the field; producers may ask (it reveals no payload). */
 static void bad_input_and_producers(void **state)
 {
@@ -222,6 +319,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(schedule_and_modes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(bad_input_and_producers, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(endpoints_count_both_limits, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(windows_hold_the_estimate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(host_and_customer_windows_hold_the_estimate, fx_setup,
+                                        fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

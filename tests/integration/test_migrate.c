@@ -395,14 +395,20 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 62); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 80); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +12 endpoints (16_endpoints.sql,
                                         new_signing_secret, estimate_receiver and the
                                         estimate_send_time of one endpoint); +4 endpoint_list,
                                         endpoint_pause, endpoint_disable, endpoint_enable
                                         (17_endpoint_admin); +3 endpoint_gone,
-                                        backfill_candidates, recover_endpoint (recover) */
+                                        backfill_candidates, recover_endpoint (recover);
+                                        +8 limits (0019: limit_window_parts, limit_window_error,
+                                        limit_period_text, limits_error, limits_normalize,
+                                        limits_machine, limits_rate, notify_host_change); +10
+                                        customer_limits_arg, check_receiver_pace, estimate_pace,
+                                        host_normalize, host_for_url, host_set, host_delete,
+                                        host_list, rate_text, limits_earliest (18_limits) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -1091,7 +1097,8 @@ static void upgrade_to_endpoints_keeps_everything(void **state)
                "SELECT id, customer_id, 3, 'http 500' FROM pgpace.item WHERE payload->>'n' = '5'");
     static const char *const snapshots[] = {
         "SELECT md5(string_agg((to_jsonb(c) - '{parent_id,endpoint_name,event_types,"
-        "payload_filter}'::text[])::text, ',' ORDER BY c.id)) FROM pgpace.customer c",
+        "payload_filter,limits,ratelimit_headers}'::text[])::text, ',' ORDER BY c.id)) FROM "
+        "pgpace.customer c",
         "SELECT md5(string_agg((to_jsonb(t) - '{event_id,fanout}'::text[])::text, ',' ORDER BY "
         "t.id)) FROM pgpace.item t",
         "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.queue t",
@@ -1165,7 +1172,7 @@ static void upgrade_to_throttle_keeps_rows(void **state)
         "SELECT md5(string_agg((to_jsonb(c) - '{throttle_decrease,throttle_increase,"
         "throttle_floor,disabled_at,disabled_reason,max_age,extra_headers,auth_scheme,"
         "auth_username,auth_secret,client_cert,client_key,oauth_token_url,oauth_scope,proxy,"
-        "parent_id,endpoint_name,event_types,payload_filter}'::"
+        "parent_id,endpoint_name,event_types,payload_filter,limits,ratelimit_headers}'::"
         "text[])"
         "::text, ',' ORDER BY "
         "c.id)) FROM pgpace.customer c",
