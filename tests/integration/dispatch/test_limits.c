@@ -21,12 +21,10 @@
 
 #define SEC 1000000LL
 
-/* Sets a customer's windows (pgpace.limits_normalize's input, e.g. "{4/s,10/5s}"). */
+/* Sets a customer's windows through SQL (a text[] literal, e.g. "{4/s,10/5s}"). */
 static void set_limits(fx *f, const char *customer, const char *windows)
 {
-    tl_exec(f->db->conn,
-            "UPDATE pgpace.customer SET limits = pgpace.limits_normalize('%s') WHERE name = '%s'",
-            windows, customer);
+    tl_exec(f->db->conn, "SELECT pgpace.customer_set('%s', limits => '%s')", customer, windows);
 }
 
 /* Waits until the attempt log holds at least n sends of the customers matching `like` (it is
@@ -104,8 +102,8 @@ static int64_t min_gap(const int64_t *v, size_t n)
 static void windows_are_never_exceeded(void **state)
 {
     fx *f = *state;
-    fx_customer(f, "acme", (const char *const[]){"--rate", "6000", NULL});
-    set_limits(f, "acme", "{4/s,10/5s}");
+    /* As a user states it: windows, no rate (its pace is the shortest window's). */
+    fx_customer(f, "acme", (const char *const[]){"--limit", "4/s", "--limit", "10/5s", NULL});
     fx_enqueue_many(f, "acme", 40);
     fx_run(f, NULL);
     assert_int_equal(receiver_wait(f->recv, "/c/acme", 22, 60000), 22);
@@ -205,7 +203,11 @@ static void windows_survive_a_restart(void **state)
 static void host_limit_is_divided_fairly(void **state)
 {
     fx *f = *state;
-    tl_exec(f->db->conn, "INSERT INTO pgpace.host (host, limits) VALUES ('127.0.0.1', '{10/s}')");
+    const char *argv[] = {"--db", f->db->conninfo, "host", "set", "127.0.0.1", "--limit", "10/s",
+                          NULL};
+    tl_proc p = tl_pgpace(argv, NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
     fx_customer(f, "big1", (const char *const[]){"--rate", "600", NULL});
     fx_customer(f, "big2", (const char *const[]){"--rate", "600", NULL});
     fx_customer(f, "slow", (const char *const[]){"--rate", "120", NULL});
@@ -306,8 +308,8 @@ static void announced_limit_can_be_turned_off(void **state)
                            .burst = 4,
                            .announce = RECV_ANNOUNCE_IETF};
     assert_int_equal(receiver_throttle_on(f->recv, &t), 0);
-    fx_customer(f, "acme", (const char *const[]){"--rate", "600", NULL});
-    tl_exec(f->db->conn, "UPDATE pgpace.customer SET ratelimit_headers = false WHERE name = 'acme'");
+    fx_customer(f, "acme",
+                (const char *const[]){"--rate", "600", "--ratelimit-headers", "off", NULL});
     fx_enqueue_many(f, "acme", 40);
     fx_run(f, NULL);
     assert_int_equal(receiver_wait(f->recv, "/c/acme", 8, 60000), 8);
