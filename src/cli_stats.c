@@ -126,6 +126,17 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     }
     cli_print_table(res);
     PQclear(res);
+    /* Receiver hosts' own limits: over every customer on them, so apart from the lines above. */
+    const char *host_params[SQL_STATS_HOSTS_NPARAMS] = {[SQL_STATS_HOSTS_P_CUSTOMER] = customer};
+    res = cli_query(ctx, sql_q_stats_hosts, SQL_STATS_HOSTS_NPARAMS, host_params);
+    if (!res)
+        return CLI_FAILED;
+    if (PQntuples(res) > 0) {
+        printf("\nreceiver hosts with a limit (used: sends in each window's last period / its "
+               "count)\n");
+        cli_print_table(res);
+    }
+    PQclear(res);
     /* Events are not deliveries: counted apart, never among the queue's figures above. */
     const char *ev_params[SQL_STATS_EVENTS_NPARAMS] = {[SQL_STATS_EVENTS_P_CUSTOMER] = customer};
     res = cli_query(ctx, sql_q_stats_events, SQL_STATS_EVENTS_NPARAMS, ev_params);

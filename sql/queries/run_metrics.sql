@@ -26,7 +26,8 @@
 -- what deleted endpoints left, count in the status page's total and its customer's row);
 -- has_endpoints: a customer's row with endpoints (its own receiver's series then carry
 -- endpoint="default", metrics.h); rate_per_minute and mode: the customer's, for the status page
--- of a customer without a receiver (its limit over its endpoints; NULL: none).
+-- of a customer without a receiver (its limit over its endpoints, its shortest window's rate
+-- when that is lower; NULL: none).
 -- @params: after_customer_id customers count_cap
 -- @columns: customer due in_flight oldest_due_age_s dead_tuples vacuum_age_s dead customer_id
 -- @columns: delayed receiver has_endpoints rate_per_minute mode
@@ -34,7 +35,7 @@ WITH c AS MATERIALIZED (
     SELECT cu.id, cu.name, cu.webhook_url IS NOT NULL AS receiver,
            cu.parent_id IS NULL
            AND EXISTS (SELECT 1 FROM pgpace.customer e WHERE e.parent_id = cu.id) AS has_endpoints,
-           cu.rate_per_minute, cu.mode
+           least(cu.rate_per_minute, pgpace.limits_rate(cu.limits)) AS rate_per_minute, cu.mode
       FROM pgpace.customer cu
      WHERE cu.id > $1::bigint ORDER BY cu.id LIMIT $2::int
 ), span AS (
