@@ -68,6 +68,7 @@ THROTTLED = "umbrella"
 FAILING = "hooli"
 FAILING_WAIT_S = 30  # breaker_failures (5) failed requests at 60/min, then a poll
 CARRIER = ("bulk", 5, 4)  # name, max_per_round, max_in_flight
+HOST = ("hooks.example.net", ("100/s", "5000/min"))  # a receiver host's limit
 ITEMS = {"acme-orders": 600, "acme-billing": 300, "globex": 1500, "initech": 4000,
          "umbrella": 300, "hooli": 300}
 NUMERIC_FIELDS = ("rate", "effective_rate", "observed", "due", "in_flight", "delayed", "dead",
@@ -90,7 +91,7 @@ CHECKS = [
     "every customer listed with its mode and configured rate",
     "a customer with endpoints is one row that expands to its endpoints' rows and collapses",
     "this instance shown as leader",
-    "carrier row and dead-letter count shown",
+    "carrier row, receiver host limit row and dead-letter count shown",
     "numbers change between two polls",
     "sparkline drawn from the sent requests' gaps",
     "throttled customer's effective rate shown below its configured rate",
@@ -301,6 +302,9 @@ class World:
             + [a for s in sql for a in ("-c", s)])
         self.cli("carrier", "set", CARRIER[0], "--max-per-round", str(CARRIER[1]),
                  "--max-in-flight", str(CARRIER[2]))
+        # A receiver host's own limit (0019): no customer of this test is on it, so it paces
+        # nothing here; the page lists it with its windows.
+        self.cli("host", "set", HOST[0], *[a for w in HOST[1] for a in ("--limit", w)])
         items = os.path.join(self.tmp, "items.jsonl")
         with open(items, "w") as f:
             for name, count in ITEMS.items():
@@ -654,7 +658,7 @@ def tests(tap, w):
     tap.result(inst == [[INSTANCE, "leader"]], f"#instances: {inst}")
 
     # 8. carrier and dead letters
-    tap.check("carrier row")
+    tap.check("carrier row, receiver host")
     car = page.evaluate("""(() => {
         const tr = document.querySelector('#carriers tr[data-carrier="%s"]');
         const dl = document.querySelector('#dead-letters');
@@ -665,7 +669,16 @@ def tests(tap, w):
                 dead: dl ? dl.getAttribute('data-value') : null,
                 dead_text: dl ? dl.textContent.trim() : null};
     })()""" % CARRIER[0])
-    ok = (car["row"] and num(car["max_per_round"]) == CARRIER[1]
+    car["host"] = page.evaluate("""(() => {
+        const tr = document.querySelector('#hosts tr[data-host="%s"]');
+        const t = f => { const td = tr && tr.querySelector(`td[data-field="${f}"]`);
+                         return td ? td.textContent.trim() : null; };
+        return tr ? {limits: t('limits'), used: t('used'), customers: t('customers')} : null;
+    })()""" % HOST[0])
+    ok = (car["host"] is not None and car["host"]["limits"] == ", ".join(HOST[1])
+          and car["host"]["customers"] == "0"
+          and car["host"]["used"] == "0 of 100/s, 0 of 5,000/min")
+    ok = (ok and car["row"] and num(car["max_per_round"]) == CARRIER[1]
           and num(car["max_in_flight"]) == CARRIER[2] and num(car["in_flight"]) is not None
           and 0 <= num(car["in_flight"]) <= CARRIER[2] and car["dead"] is not None
           and (car["dead"] == "" or num(car["dead"]) is not None))
