@@ -47,7 +47,7 @@ typedef struct slide_window {
     int64_t guard_us;  /* a send stays this much longer than PERIOD (slide_limit_guard) */
     slide_rec *ring;   /* records, oldest first from head */
     size_t head, n, cap;
-    int64_t used;      /* sends in the records */
+    int64_t used; /* sends in the records */
 } slide_window;
 
 /* A limit: its windows, shortest period first. */

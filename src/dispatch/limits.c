@@ -426,8 +426,7 @@ static void set_share(dispatcher *d, customer *c, double share)
 }
 
 /* The customers on one host_state's lists. */
-static void collect(dispatcher *d, host_state *h, host_limit *hl, int64_t now,
-                    divide_scratch *s)
+static void collect(dispatcher *d, host_state *h, host_limit *hl, int64_t now, divide_scratch *s)
 {
     for (int list = 0; list < 2; list++) {
         int64_t *ids = list ? h->workq_ids : h->spaced_ids;
@@ -749,8 +748,7 @@ void limits_history_load(dispatcher *d)
         ctx->n = p.n;
         p.slots = NULL;
     }
-    if (!ready ||
-        DSP_QUERY(d, run_limit_history, params, on_history, ctx, "limit history") != 0) {
+    if (!ready || DSP_QUERY(d, run_limit_history, params, on_history, ctx, "limit history") != 0) {
         if (ctx)
             free(ctx->slots);
         free(ctx);

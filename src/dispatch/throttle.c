@@ -153,8 +153,8 @@ static void note_announcement(dispatcher *d, customer *c, const http_result *r, 
         return;
     rl_announce a;
     const char *why = NULL;
-    rl_status st = rl_parse(r->ratelimit, (double)now / 1e6, (double)d->cfg.retry_after_max_s,
-                            &a, &why);
+    rl_status st =
+        rl_parse(r->ratelimit, (double)now / 1e6, (double)d->cfg.retry_after_max_s, &a, &why);
     if (st == RL_NONE)
         return;
     if (st == RL_IGNORED) {

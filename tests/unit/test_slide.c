@@ -24,7 +24,7 @@ static void parse_forms_and_errors(void **state)
     assert_int_equal(l.w[0].period_us, SEC);
     assert_int_equal(l.w[1].count, 50000);
     assert_int_equal(l.w[1].period_us, DAY);
-    assert_int_equal(l.w[0].merge_us, 0);         /* exact: every send kept */
+    assert_int_equal(l.w[0].merge_us, 0);          /* exact: every send kept */
     assert_int_equal(l.w[1].merge_us, DAY / 1024); /* merged by 1/1024 of a day */
     char buf[128];
     assert_string_equal(slide_limit_text(&l, buf, sizeof buf), "10/s, 50000/day");
@@ -39,9 +39,10 @@ static void parse_forms_and_errors(void **state)
     assert_string_equal(slide_limit_text(&l, buf, sizeof buf), "100/10s, 7/90s, 5/2min, 1/7day");
     slide_limit_free(&l);
 
-    const char *bad[] = {"10", "10/", "/1", "0/1", "10/0", "10/604801", "1000000001/1",
-                         "10/1 5/1", "10/60 5/1", "1/1 1/2 1/3 1/4 1/5 1/6 1/7 1/8 1/9",
-                         "10/1x", "-1/1", "10/-1", "1e3/1"};
+    const char *bad[] = {
+        "10",        "10/",          "/1",       "0/1",       "10/0",
+        "10/604801", "1000000001/1", "10/1 5/1", "10/60 5/1", "1/1 1/2 1/3 1/4 1/5 1/6 1/7 1/8 1/9",
+        "10/1x",     "-1/1",         "10/-1",    "1e3/1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(slide_limit_parse(bad[i], &l), -EINVAL);
         assert_int_equal(l.n, 0);

@@ -106,7 +106,7 @@ static void windows_are_never_exceeded(void **state)
     fx_customer(f, "acme", (const char *const[]){"--limit", "4/s", "--limit", "10/5s", NULL});
     fx_enqueue_many(f, "acme", 40);
     fx_run(f, NULL);
-    assert_int_equal(receiver_wait(f->recv, "/c/acme", 22, 60000), 22);
+    assert_true(receiver_wait(f->recv, "/c/acme", 22, 60000) >= 22);
     wait_sends(f, "acme", 22, 20000);
 
     size_t n, na;
@@ -119,10 +119,10 @@ static void windows_are_never_exceeded(void **state)
      * and 100 ms here, so that a strict receiver sees no more than the limit). */
     size_t a_one = most_in_window(a, na, SEC - 50000),
            a_five = most_in_window(a, na, 5 * SEC - 50000);
-    print_message("# %zu sends: most in any 1 s %zu (arrivals, 0.95 s: %zu), in any 5 s %zu "
-                  "(arrivals, 4.95 s: %zu); shortest gap %.1f ms; 11th send %.3f s after the first\n",
-                  n, one, a_one, five, a_five, (double)min_gap(s, n) / 1000.0,
-                  (double)(s[10] - s[0]) / 1e6);
+    print_message(
+        "# %zu sends: most in any 1 s %zu (arrivals, 0.95 s: %zu), in any 5 s %zu "
+        "(arrivals, 4.95 s: %zu); shortest gap %.1f ms; 11th send %.3f s after the first\n",
+        n, one, a_one, five, a_five, (double)min_gap(s, n) / 1000.0, (double)(s[10] - s[0]) / 1e6);
     assert_true(one <= 4);
     assert_true(five <= 10);
     assert_true(a_one <= 4);
@@ -154,7 +154,7 @@ static void customer_windows_bind_all_its_endpoints(void **state)
     for (int i = 0; i < 12; i++)
         tl_exec(f->db->conn, "SELECT pgpace.enqueue('shop', '{\"n\": %d}')", i);
     fx_run(f, NULL);
-    assert_int_equal(receiver_wait(f->recv, "/c/shop/", 17, 60000), 17);
+    assert_true(receiver_wait(f->recv, "/c/shop/", 17, 60000) >= 17);
     wait_sends(f, "shop/%", 17, 20000);
     size_t n;
     int64_t *s = sends_of(f, "shop/%", &n);
@@ -170,6 +170,39 @@ static void customer_windows_bind_all_its_endpoints(void **state)
     free(s);
 }
 
+/* Windows bind every mode: a work queue (unlimited) and a batch customer at 600/min (10 a tick)
+ * with 4/s and 6/2s each never exceed them. */
+static void windows_bind_work_queues_and_batches(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "wq",
+                (const char *const[]){"--mode", "unlimited", "--rate", "1", "--limit", "4/s",
+                                      "--limit", "6/2s", NULL});
+    fx_customer(f, "bt",
+                (const char *const[]){"--mode", "batch", "--rate", "600", "--limit", "4/s",
+                                      "--limit", "6/2s", NULL});
+    fx_enqueue_many(f, "wq", 40);
+    fx_enqueue_many(f, "bt", 40);
+    fx_run(f, NULL);
+    assert_true(receiver_wait(f->recv, "/c/wq", 13, 60000) >= 13);
+    assert_true(receiver_wait(f->recv, "/c/bt", 13, 60000) >= 13);
+    wait_sends(f, "wq", 13, 20000);
+    wait_sends(f, "bt", 13, 20000);
+    const char *names[] = {"wq", "bt"};
+    for (int i = 0; i < 2; i++) {
+        size_t n;
+        int64_t *s = sends_of(f, names[i], &n);
+        print_message("# %s: %zu sends, most in any 1 s %zu, in any 2 s %zu; 13th send %.3f s "
+                      "after the first\n",
+                      names[i], n, most_in_window(s, n, SEC), most_in_window(s, n, 2 * SEC),
+                      (double)(s[12] - s[0]) / 1e6);
+        assert_true(most_in_window(s, n, SEC) <= 4);
+        assert_true(most_in_window(s, n, 2 * SEC) <= 6);
+        assert_true(s[12] - s[0] >= 4 * SEC);
+        free(s);
+    }
+}
+
 /* A restart (a new leader) resumes the windows from the attempt log: 6/10s used up before the
  * stop holds after the start until the first send is ten seconds old. */
 static void windows_survive_a_restart(void **state)
@@ -179,13 +212,13 @@ static void windows_survive_a_restart(void **state)
     set_limits(f, "acme", "{5/s,6/10s}");
     fx_enqueue_many(f, "acme", 12);
     fx_run(f, NULL);
-    assert_int_equal(receiver_wait(f->recv, "/c/acme", 6, 30000), 6);
+    assert_true(receiver_wait(f->recv, "/c/acme", 6, 30000) >= 6);
     fx_stop_service(f, 20000);
     size_t before = receiver_count(f->recv, "/c/acme");
     assert_int_equal(before, 6); /* the window allowed no more */
     fx_run(f, NULL);
     assert_true(fx_wait_log(f, "limit_windows_resumed", 30000));
-    assert_int_equal(receiver_wait(f->recv, "/c/acme", 8, 40000), 8);
+    assert_true(receiver_wait(f->recv, "/c/acme", 8, 40000) >= 8);
     wait_sends(f, "acme", 8, 20000);
     size_t n;
     int64_t *s = sends_of(f, "acme", &n);
@@ -203,8 +236,8 @@ static void windows_survive_a_restart(void **state)
 static void host_limit_is_divided_fairly(void **state)
 {
     fx *f = *state;
-    const char *argv[] = {"--db", f->db->conninfo, "host", "set", "127.0.0.1", "--limit", "10/s",
-                          NULL};
+    const char *argv[] = {"--db",      f->db->conninfo, "host", "set",
+                          "127.0.0.1", "--limit",       "10/s", NULL};
     tl_proc p = tl_pgpace(argv, NULL, NULL);
     assert_int_equal(p.status, 0);
     tl_proc_free(&p);
@@ -215,7 +248,7 @@ static void host_limit_is_divided_fairly(void **state)
     fx_enqueue_many(f, "big2", 200);
     fx_enqueue_many(f, "slow", 200);
     fx_run(f, NULL);
-    assert_int_equal(receiver_wait(f->recv, "/c/", 80, 60000), 80);
+    assert_true(receiver_wait(f->recv, "/c/", 80, 60000) >= 80);
     fx_stop_service(f, 20000);
 
     size_t n, na, n1, n2, n3;
@@ -261,7 +294,7 @@ static void check_announced(fx *f, receiver_announce form, receiver_throttle_kin
     fx_customer(f, "acme", (const char *const[]){"--rate", "240", NULL});
     fx_enqueue_many(f, "acme", 40);
     fx_run(f, NULL);
-    assert_int_equal(receiver_wait(f->recv, "/c/acme", 12, 60000), 12);
+    assert_true(receiver_wait(f->recv, "/c/acme", 12, 60000) >= 12);
     size_t n;
     int64_t *a = arrivals_of(f, "/c/acme", &n);
     int64_t gap = min_gap(a, n);
@@ -312,7 +345,7 @@ static void announced_limit_can_be_turned_off(void **state)
                 (const char *const[]){"--rate", "600", "--ratelimit-headers", "off", NULL});
     fx_enqueue_many(f, "acme", 40);
     fx_run(f, NULL);
-    assert_int_equal(receiver_wait(f->recv, "/c/acme", 8, 60000), 8);
+    assert_true(receiver_wait(f->recv, "/c/acme", 8, 60000) >= 8);
     assert_true(receiver_count_status(f->recv, "/c/acme", 429) > 0);
 }
 
@@ -357,6 +390,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(windows_are_never_exceeded, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(windows_bind_work_queues_and_batches, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(windows_survive_a_restart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(customer_windows_bind_all_its_endpoints, fx_setup,
                                         fx_teardown),
@@ -367,8 +402,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(announced_x_ratelimit_paces_before_the_429, fx_setup,
                                         fx_teardown),
-        cmocka_unit_test_setup_teardown(announced_x_ratelimit_epoch_paces_before_the_429,
-                                        fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_x_ratelimit_epoch_paces_before_the_429, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(announced_limit_can_be_turned_off, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(host_wide_throttle_lowers_the_host, fx_setup, fx_teardown),
     };

@@ -5,6 +5,8 @@
  * over random cases. */
 #include "testlib.h"
 
+#include <math.h>
+
 #include "dispatch/internal.h"
 
 #include <stdlib.h>
@@ -210,6 +212,54 @@ static void grouped_divides_customers_first(void **state)
         assert_int_equal(v[i].grant, 0); /* the ones with requests out wait */
 }
 
+/* A host's rate divided by weighted max-min fairness: the one that wants less than its share
+ * gets what it wants, the rest is divided by weight, nobody gets more than it wants, and the
+ * whole is never exceeded. */
+static void rates_max_min(void **state)
+{
+    (void)state;
+    double demand[] = {600, 600, 120}, weight[] = {1, 1, 1}, out[3];
+    assert_int_equal(share_rates(demand, weight, 3, 600, out), 0);
+    assert_true(out[2] == 120);
+    assert_true(out[0] == 240 && out[1] == 240);
+    /* Weights: 2:1 between the two big ones once the small one is served. */
+    double w2[] = {2, 1, 1};
+    assert_int_equal(share_rates(demand, w2, 3, 600, out), 0);
+    assert_true(out[2] == 120);
+    assert_true(fabs(out[0] - 320) < 1e-9 && fabs(out[1] - 160) < 1e-9);
+    /* More than enough: everyone gets its demand; a work queue (infinite) takes the rest. */
+    double d3[] = {60, INFINITY, 120};
+    assert_int_equal(share_rates(d3, weight, 3, 6000, out), 0);
+    assert_true(out[0] == 60 && out[2] == 120 && out[1] == 6000 - 180);
+    /* Nothing to divide, and nobody. */
+    assert_int_equal(share_rates(demand, weight, 3, 0, out), 0);
+    assert_true(out[0] == 0 && out[1] == 0 && out[2] == 0);
+    assert_int_equal(share_rates(demand, weight, 0, 600, out), 0);
+    /* Random cases: within the capacity, within each demand, and max-min: whoever got less
+     * than it wanted got at least as much per weight as anyone else. */
+    srand(3);
+    for (int round = 0; round < 2000; round++) {
+        enum { N = 12 };
+        double d[N], w[N], o[N], cap = (double)(rand() % 5000);
+        size_t n = (size_t)(rand() % N) + 1;
+        for (size_t i = 0; i < n; i++) {
+            d[i] = rand() % 7 == 0 ? INFINITY : (double)(rand() % 2000);
+            w[i] = 1 + rand() % 4;
+        }
+        assert_int_equal(share_rates(d, w, n, cap, o), 0);
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            assert_true(o[i] >= 0 && o[i] <= d[i] + 1e-9);
+            sum += o[i];
+        }
+        assert_true(sum <= cap + 1e-6);
+        for (size_t i = 0; i < n; i++)
+            if (o[i] < d[i] - 1e-6)
+                for (size_t k = 0; k < n; k++)
+                    assert_true(o[i] / w[i] >= o[k] / w[k] - 1e-6);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +272,7 @@ int main(void)
         cmocka_unit_test(ties_rotate),
         cmocka_unit_test(random_divisions_stay_within_bounds),
         cmocka_unit_test(grouped_divides_customers_first),
+        cmocka_unit_test(rates_max_min),
     };
     return TL_RUN(tests, NULL, NULL);
 }
