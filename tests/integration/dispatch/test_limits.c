@@ -330,6 +330,30 @@ static void announced_x_ratelimit_epoch_paces_before_the_429(void **state)
     check_announced(*state, RECV_ANNOUNCE_X_EPOCH, RECV_FIXED_WINDOW);
 }
 
+/* An announcement above the configured rate is not followed above it: a receiver announcing
+ * 10/s to a customer at 120/min still gets one request every 500 ms. */
+static void announced_limit_never_raises_the_pace(void **state)
+{
+    fx *f = *state;
+    receiver_throttle t = {.path_prefix = "/c/acme",
+                           .kind = RECV_TOKEN_BUCKET,
+                           .rate_per_minute = 600,
+                           .burst = 10,
+                           .announce = RECV_ANNOUNCE_IETF};
+    assert_int_equal(receiver_throttle_on(f->recv, &t), 0);
+    fx_customer(f, "acme", (const char *const[]){"--rate", "120", NULL});
+    fx_enqueue_many(f, "acme", 20);
+    fx_run(f, NULL);
+    assert_true(receiver_wait(f->recv, "/c/acme", 8, 60000) >= 8);
+    size_t n;
+    int64_t *a = arrivals_of(f, "/c/acme", &n);
+    print_message("# announced 600/min to a customer at 120/min: shortest gap %.1f ms\n",
+                  (double)min_gap(a, n) / 1000.0);
+    /* 500 ms apart, less the arrival jitter of a busy machine. */
+    assert_true(min_gap(a, n) >= 450000);
+    free(a);
+}
+
 /* Turned off for the customer, the announcement is not followed: the receiver's 429s find the
  * limit instead (some are answered). */
 static void announced_limit_can_be_turned_off(void **state)
@@ -403,6 +427,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(announced_x_ratelimit_paces_before_the_429, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(announced_x_ratelimit_epoch_paces_before_the_429, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(announced_limit_never_raises_the_pace, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(announced_limit_can_be_turned_off, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(host_wide_throttle_lowers_the_host, fx_setup, fx_teardown),
