@@ -32,8 +32,8 @@ static const char host_usage[] =
     "                         one per period); the given ones replace the host's list\n"
     "  --no-limits            remove the host's windows\n"
     "  --max-connections N    at most N connections to the host (1-10000), instead of\n"
-    "                         [delivery] max_connections_per_host\n"
-    "  --no-max-connections   back to [delivery] max_connections_per_host\n";
+    "                         [delivery] max_host_connections\n"
+    "  --no-max-connections   back to [delivery] max_host_connections\n";
 
 enum { OPT_LIMIT = 1, OPT_NO_LIMITS, OPT_MAX_CONN, OPT_NO_MAX_CONN };
 

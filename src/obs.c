@@ -162,8 +162,10 @@ int obs_init(obs *o, int customer_top_n, pgp_error *err)
           true}},
         {&o->effective_rate,
          {"pgpace_customer_effective_rate",
-          "Rate per minute a spaced or batch customer is paced at: its configured rate, lower "
-          "while its receiver throttles (429/503) (_other: their sum, with the queue gauges).",
+          "Rate per minute a spaced or batch customer is paced at: the lowest of its configured "
+          "rate (and its shortest limit window's), the rate its receiver's throttling (429/503) "
+          "left, its share of its host's limit and what its receiver announces (_other: their "
+          "sum, with the queue gauges).",
           METRICS_GAUGE,
           {"customer"},
           NULL,

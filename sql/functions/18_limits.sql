@@ -112,7 +112,7 @@ $$;
 -- Creates or changes a host's own limit: its windows (limits: NULL leaves them, '{}' clears
 -- them; normalised and checked as a customer's, pgpace.customer_limits_arg) and its connection
 -- cap (max_connections 1 to 10000: NULL leaves it, clear_max_connections removes it: the
--- configured [delivery] max_connections_per_host applies). The host is normalised
+-- configured [delivery] max_host_connections applies). The host is normalised
 -- (pgpace.host_normalize). Returns the stored host name. Refused naming the field (22023).
 CREATE OR REPLACE FUNCTION pgpace.host_set(host text, limits text[] DEFAULT NULL,
                                            max_connections integer DEFAULT NULL,
@@ -167,7 +167,7 @@ $$;
 
 -- The hosts with a limit of their own, by name (or the one `only_host` names, normalised; none
 -- when it has no row): their windows as text ('10/s,50000/day'; '-' for none), connection cap
--- ('default': [delivery] max_connections_per_host), how many receivers' URLs count against it,
+-- ('default': [delivery] max_host_connections), how many receivers' URLs count against it,
 -- and when it was last changed.
 CREATE OR REPLACE FUNCTION pgpace.host_list(only_host text DEFAULT NULL)
 RETURNS TABLE (host text, limits text, max_connections text, receivers bigint,

@@ -637,8 +637,14 @@ static void params_sep(strbuf *sb)
 }
 
 /* A window to resume; its members are added next (add_member). */
-static void add_window(history_params *p, slide_window *w)
+static void add_window(history_params *p, slide_window *w, int64_t kept_us)
 {
+    /* Sends older than the attempt log keeps cannot be resumed: such a window may let through
+     * again what was sent before the takeover. Said, once per window per takeover. */
+    if (w->period_us > kept_us)
+        LOG_WARN("limit_window_longer_than_attempt_log", LOG_I("period_s", w->period_us / 1000000),
+                 LOG_I("attempt_retention_days", kept_us / 86400000000LL),
+                 LOG_S("fix", "raise [delivery] attempt_retention_days to the longest window"));
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 64;
         history_slot *s = realloc(p->slots, cap * sizeof *s);
@@ -678,6 +684,7 @@ void limits_history_load(dispatcher *d)
     history_params p = {.ok = true};
     size_t pos = 0;
     customer *c;
+    int64_t kept_us = (int64_t)d->cfg.attempt_retention_days * 86400 * 1000000;
     /* A new leadership: nothing of this instance is claimed or waiting to be sent. */
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
         c->unsent = 0;
@@ -697,7 +704,7 @@ void limits_history_load(dispatcher *d)
     /* Endpoints' own windows. */
     while ((c = hmap_next(&d->customers, &pos)) != NULL)
         for (int i = 0; i < c->lim.n && p.ok; i++) {
-            add_window(&p, &c->lim.w[i]);
+            add_window(&p, &c->lim.w[i], kept_us);
             add_member(&p, c->id);
         }
     /* Customers' windows over their endpoints: every endpoint of the gate. */
@@ -705,7 +712,7 @@ void limits_history_load(dispatcher *d)
     tenant_gate *g;
     while ((g = hmap_next(&d->gates, &pos)) != NULL)
         for (int i = 0; i < g->lim.n && p.ok; i++) {
-            add_window(&p, &g->lim.w[i]);
+            add_window(&p, &g->lim.w[i], kept_us);
             size_t cpos = 0;
             while ((c = hmap_next(&d->customers, &cpos)) != NULL)
                 if (c->gate == g)
@@ -715,7 +722,7 @@ void limits_history_load(dispatcher *d)
     pos = 0;
     while ((hl = hmap_next(&d->host_limits, &pos)) != NULL)
         for (int i = 0; i < hl->lim.n && p.ok; i++) {
-            add_window(&p, &hl->lim.w[i]);
+            add_window(&p, &hl->lim.w[i], kept_us);
             size_t cpos = 0;
             while ((c = hmap_next(&d->customers, &cpos)) != NULL)
                 if (c->host && c->host->limit == hl)
