@@ -141,9 +141,10 @@ static void windows_are_normalised_and_shown(void **state)
                        " 50000/DAY , 600/minutes", "--limit", "10 / sec");
     tl_assert_contains(p.out, "created customer acme");
     tl_proc_free(&p);
-    assert_string_equal(
-        tl_query_str(db->conn, "SELECT limits::text FROM pgpace.customer WHERE name = 'acme'"),
-        "{10/s,600/min,50000/day}");
+    char *stored =
+        tl_query_str(db->conn, "SELECT limits::text FROM pgpace.customer WHERE name = 'acme'");
+    assert_string_equal(stored, "{10/s,600/min,50000/day}");
+    free(stored);
     assert_get(db, TL_ARGV("customer", "get", "acme"), "limits", "10/s, 600/min, 50000/day");
     assert_get(db, TL_ARGV("customer", "get", "acme"), "rate_per_minute", "-");
     assert_get(db, TL_ARGV("customer", "get", "acme"), "ratelimit_headers", "on");
@@ -394,10 +395,11 @@ static void host_set_get_list_delete(void **state)
     assert_string_equal(f[2], "2");
     assert_true(row_of(p.out, "hooks.example.com", line, sizeof line, f, 16) > 0);
     tl_proc_free(&p);
-    assert_string_equal(tl_query_str(db->conn, "SELECT pgpace.host_for_url('https://API.example"
-                                               ".com:8443/x') || ' ' || coalesce(pgpace."
-                                               "host_for_url('https://api.example.com/x'), '-')"),
-                        "api.example.com:8443 -");
+    char *matched = tl_query_str(db->conn, "SELECT pgpace.host_for_url('https://API.example"
+                                           ".com:8443/x') || ' ' || coalesce(pgpace."
+                                           "host_for_url('https://api.example.com/x'), '-')");
+    assert_string_equal(matched, "api.example.com:8443 -");
+    free(matched);
 
     /* Changing: windows kept when not given, replaced, cleared; the cap back to the default. */
     p = RUN_OK(db, "host", "set", "api.example.com:8443", "--no-max-connections");
