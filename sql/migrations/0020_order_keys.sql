@@ -1,0 +1,110 @@
+-- 0020_order_keys.sql - ordered delivery per key (issue 32): the deliveries of one endpoint
+-- (customer row) that carry the same order_key go one at a time, in enqueue order.
+--
+-- The model:
+-- - order_key (1-255 characters, no control characters) is given at enqueue and kept on the
+--   item (the record) and on its queue row (what the claim's gate reads). A delivery made by
+--   fan-out carries its event's key, so the order holds per endpoint.
+-- - The claim's gate (sql/queries/run_claim.sql, run_claim_unlimited.sql): a queued item with
+--   an order key may be claimed only when no other item of its endpoint and key is still in
+--   the queue with a lower item_id (queued, retrying or in flight), none of them has been
+--   claimed before (attempt > 0: in flight or retrying, whatever its id: an item replayed from
+--   the dead letters, or committed late with a lower id, waits for it), and no dead head of the
+--   key holds it (pgpace.order_hold). Item ids follow enqueue order; the queue is the state, so
+--   a leader failover, a lease expiry or a kill -9 changes nothing: an item whose lease ran out
+--   is still queued, with attempt > 0, and still blocks its key.
+-- - A dead-lettered head, per endpoint (customer.order_on_dead): 'skip' (default) lets the next
+--   item of its key go, and its dead letter says so (dead_letter.order_action 'skipped');
+--   'hold' stops the key's later items (order_action 'held', a pgpace.order_hold row) until
+--   the dead letter is replayed (it goes back with its own item_id, so it is the key's head
+--   again) or purged.
+ALTER TABLE pgpace.item
+    ADD COLUMN order_key text;
+ALTER TABLE pgpace.queue
+    ADD COLUMN order_key text;
+
+-- The rule pgpace.order_key_error (05_enqueue.sql) words for producers; these are the second
+-- line of defence. NOT VALID on item: every existing row has NULL in the new column, so the
+-- ACCESS EXCLUSIVE lock need not be held for a scan of the whole item table (as 0012 did);
+-- new and updated rows are checked all the same.
+ALTER TABLE pgpace.item
+    ADD CONSTRAINT item_order_key_valid
+        CHECK (length(order_key) BETWEEN 1 AND 255 AND order_key !~ '[[:cntrl:]]') NOT VALID;
+ALTER TABLE pgpace.queue
+    ADD CONSTRAINT queue_order_key_valid
+        CHECK (length(order_key) BETWEEN 1 AND 255 AND order_key !~ '[[:cntrl:]]') NOT VALID;
+
+-- The gate's two probes, over keyed rows only (an endpoint without keys pays nothing):
+-- "an earlier item of the key is queued" is the first entry below item_id in queue_order;
+-- "an item of the key has been claimed" reads queue_order_started, which holds the few rows
+-- of each key that are in flight or retrying (at most one per key, but for a replay).
+CREATE INDEX queue_order ON pgpace.queue (customer_id, order_key, item_id)
+    WHERE order_key IS NOT NULL;
+CREATE INDEX queue_order_started ON pgpace.queue (customer_id, order_key)
+    WHERE order_key IS NOT NULL AND attempt > 0;
+
+-- What a dead-lettered head does to its key, per endpoint.
+ALTER TABLE pgpace.customer
+    ADD COLUMN order_on_dead text NOT NULL DEFAULT 'skip'
+        CONSTRAINT customer_order_on_dead_valid CHECK (order_on_dead IN ('skip', 'hold'));
+
+-- The dead letter of an item with an order key names its key and what its death did to it:
+-- 'skipped' (the key's next item went on without it) or 'held' (the key waits for it).
+ALTER TABLE pgpace.dead_letter
+    ADD COLUMN order_key text,
+    ADD COLUMN order_action text
+        CONSTRAINT dead_letter_order_action_valid CHECK (order_action IN ('skipped', 'held'));
+
+-- Keys held by a dead head (order_on_dead 'hold'): items of the key with a higher item_id wait
+-- while the dead letter of item_id exists. A row whose dead letter is gone (replayed, purged:
+-- the trigger below deletes it; dropped with its partition by retention: left behind) holds
+-- nothing, since the gate also asks for the dead letter. No foreign keys: the dead letter is
+-- partitioned without a unique item_id, and deleting a customer must not wait on this.
+CREATE TABLE pgpace.order_hold (
+    customer_id bigint NOT NULL,
+    order_key   text NOT NULL,
+    item_id     bigint NOT NULL,
+    held_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (customer_id, order_key, item_id)
+);
+CREATE INDEX order_hold_item ON pgpace.order_hold (item_id);
+
+-- A trigger rather than a change to every statement that dead-letters (the finalize round,
+-- the deadline sweep, an enqueue past its deadline, and those to come): whatever puts an item
+-- with an order key into the dead letters applies its endpoint's order_on_dead. AFTER, so that
+-- it sees the item row a statement wrote beside the dead letter (fan-out writes both in one
+-- statement). Dead letters are rare next to deliveries; an item without a key costs one
+-- primary-key probe.
+CREATE FUNCTION pgpace.dead_letter_order() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key    text;
+    action text;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        -- Replayed or purged: the dead head no longer holds its key.
+        DELETE FROM pgpace.order_hold h WHERE h.item_id = OLD.item_id;
+        RETURN NULL;
+    END IF;
+    SELECT i.order_key INTO key FROM pgpace.item i WHERE i.id = NEW.item_id LIMIT 1;
+    IF key IS NULL OR NEW.order_action IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT CASE c.order_on_dead WHEN 'hold' THEN 'held' ELSE 'skipped' END INTO action
+      FROM pgpace.customer c WHERE c.id = NEW.customer_id;
+    action := coalesce(action, 'skipped');
+    IF action = 'held' THEN
+        INSERT INTO pgpace.order_hold (customer_id, order_key, item_id)
+        VALUES (NEW.customer_id, key, NEW.item_id)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    UPDATE pgpace.dead_letter d SET order_key = key, order_action = action
+     WHERE d.item_id = NEW.item_id AND d.failed_at = NEW.failed_at;
+    RETURN NULL;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION pgpace.dead_letter_order() FROM PUBLIC;
+CREATE TRIGGER dead_letter_order AFTER INSERT OR DELETE ON pgpace.dead_letter
+    FOR EACH ROW EXECUTE FUNCTION pgpace.dead_letter_order();
