@@ -26,6 +26,8 @@ static const char enqueue_usage[] =
     "                          (already past: dead-lettered at once; must be after --run-at)\n"
     "  --supersede-key KEY     replace the payload of this customer's queued, never claimed\n"
     "                          item with this key (it keeps its id and place)\n"
+    "  --order-key KEY         deliver this customer's (each endpoint's) items with the same\n"
+    "                          key one at a time, in enqueue order (1-255 characters)\n"
     "  --traceparent V         W3C Trace Context traceparent, sent with the webhook as the\n"
     "                          traceparent header (00-<32 hex>-<16 hex>-<2 hex>)\n"
     "  --tracestate V          W3C tracestate (key=value,...), sent as the tracestate header;\n"
@@ -37,7 +39,7 @@ static const char enqueue_usage[] =
     "\n"
     "Many items: --file FILE ('-' for stdin), one JSON object per line with the fields\n"
     "customer, payload (required), carrier, kind, run_at, idempotency_key, priority,\n"
-    "expires_at, supersede_key, traceparent, tracestate.\n"
+    "expires_at, supersede_key, traceparent, tracestate, order_key.\n"
     "All lines are loaded in one transaction: the first bad line is reported by number and\n"
     "nothing is enqueued. A line for a customer with endpoints is an event, fanned out to\n"
     "every endpoint whose subscription and filter match.\n";
@@ -53,13 +55,14 @@ enum {
     OPT_EXPIRES_AT,
     OPT_SUPERSEDE_KEY,
     OPT_TRACEPARENT,
-    OPT_TRACESTATE
+    OPT_TRACESTATE,
+    OPT_ORDER_KEY
 };
 
 /* The optional fields of one item, as given on the command line (NULL: not given). */
 typedef struct item_args {
     const char *carrier, *kind, *run_at, *key, *priority, *expires_at, *supersede_key;
-    const char *traceparent, *tracestate;
+    const char *traceparent, *tracestate, *order_key;
 } item_args;
 
 /* Reads a whole stream into a NUL-terminated buffer; fails on NUL bytes (never valid JSON). */
@@ -140,7 +143,8 @@ static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, 
                             a->expires_at,
                             a->supersede_key,
                             a->traceparent,
-                            a->tracestate};
+                            a->tracestate,
+                            a->order_key};
     PGresult *res = PQexecParams(ctx->conn, sql_q_enqueue_one, (int)PGP_ARRAY_LEN(params), NULL,
                                  params, NULL, NULL, 0);
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -305,6 +309,7 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
         {"supersede-key", required_argument, NULL, OPT_SUPERSEDE_KEY},
         {"traceparent", required_argument, NULL, OPT_TRACEPARENT},
         {"tracestate", required_argument, NULL, OPT_TRACESTATE},
+        {"order-key", required_argument, NULL, OPT_ORDER_KEY},
         {NULL, 0, NULL, 0}};
     item_args a = {0};
     const char *payload_file = NULL, *file = NULL;
@@ -340,6 +345,13 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
                 return cli_usage_error(ctx, "--supersede-key: must be 1 to 255 characters");
             a.supersede_key = optarg;
             break;
+        case OPT_ORDER_KEY:
+            /* The length (in characters, not bytes) and control characters are checked by
+             * pgpace.order_key_error, whose message names the field. */
+            if (!*optarg)
+                return cli_usage_error(ctx, "--order-key: must not be empty");
+            a.order_key = optarg;
+            break;
         case OPT_TRACEPARENT:
             a.traceparent = optarg;
             break;
@@ -370,7 +382,7 @@ int cli_enqueue(cli_ctx *ctx, int argc, char **argv)
     int nargs = argc - optind;
     if (file) {
         if (nargs > 0 || a.carrier || a.kind || a.run_at || a.key || a.priority || a.expires_at ||
-            a.supersede_key || a.traceparent || a.tracestate || payload_file)
+            a.supersede_key || a.traceparent || a.tracestate || a.order_key || payload_file)
             return cli_usage_error(ctx, "--file takes every field from the file; give no other "
                                         "item arguments");
         return enqueue_file(ctx, file);

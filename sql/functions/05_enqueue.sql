@@ -25,6 +25,33 @@ BEGIN
 END
 $$;
 
+-- And the one before order_key (migration 0020): a new parameter, so a new signature; dropped
+-- in this file's transaction as above (enqueue_item's grants are none; enqueue's are given
+-- again below).
+DROP FUNCTION IF EXISTS pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer,
+                                            timestamptz, text, text, text);
+DROP FUNCTION IF EXISTS pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer,
+                                       timestamptz, text, text, text);
+
+-- What is wrong with an order key given at enqueue, as a message that starts with the field, or
+-- NULL when it is fine (or absent). Shared by every enqueue path; the CHECK constraints of
+-- 0020_order_keys.sql state the same rule. Control characters are refused because the key is
+-- shown by `pgpace dlq list` and in logs, where they could forge lines.
+CREATE OR REPLACE FUNCTION pgpace.order_key_error(order_key text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN order_key IS NULL THEN NULL
+        WHEN order_key = '' THEN 'order_key must not be empty (leave it out for none)'
+        WHEN length(order_key) > 255
+            THEN format('order_key must be at most 255 characters, got %s', length(order_key))
+        WHEN order_key ~ '[[:cntrl:]]' THEN 'order_key must not contain control characters'
+    END
+$$;
+
 -- What is wrong with a W3C Trace Context (Trace Context level 1, the traceparent and tracestate
 -- HTTP headers) given at enqueue, as a message that starts with the field ("traceparent must
 -- ..."), or NULL when it is fine (or absent). Shared by every enqueue path, so that they all
@@ -139,6 +166,14 @@ $$;
 --   the rows that still have one; the claim clears it) makes a concurrent producer wait for
 --   the first and then supersede its item.
 --
+-- - order_key: the item is queued at the end of its key (0020_order_keys.sql: the deliveries of
+--   one customer or endpoint with the same key go one at a time, in enqueue order). With a
+--   supersede_key too, order wins: the queued item with the supersede key is replaced only when
+--   it has the same order key (or neither has one) and no later item of that order key is
+--   queued behind it, so that superseding never moves a payload ahead of items enqueued before
+--   it. Otherwise this item is queued at the end of its own key and takes the supersede key
+--   over (the older item keeps its place and is delivered: it can no longer be superseded).
+--
 -- Deadlines: the effective one is least(expires_at, due + the customer's max_age), where due is
 -- the later of run_at and now() (transaction time, as for run_at's default): max_age bounds
 -- how late an item may be sent, so a scheduled item does not age before it is due. A deadline
@@ -158,6 +193,7 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue_item(
     supersede_key   text,
     traceparent     text,
     tracestate      text,
+    order_key       text,
     OUT id          bigint,
     OUT result      text,
     OUT expired     boolean,
@@ -223,6 +259,12 @@ BEGIN
         RAISE EXCEPTION 'pgpace.enqueue: %', trace_error
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'traceparent and tracestate as W3C Trace Context (level 1) defines them; leave both out for none';
+    END IF;
+    trace_error := pgpace.order_key_error(enqueue_item.order_key);
+    IF trace_error IS NOT NULL THEN
+        RAISE EXCEPTION 'pgpace.enqueue: %', trace_error
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'an order key is 1-255 characters without control characters';
     END IF;
     -- -32768 is the recovery lane's (items sent again by `pgpace recover`), below all live
     -- traffic; producers get the symmetric range.
@@ -298,7 +340,8 @@ BEGIN
                                      enqueue_item.kind, enqueue_item.run_at,
                                      enqueue_item.idempotency_key, enqueue_item.priority,
                                      enqueue_item.expires_at, enqueue_item.supersede_key,
-                                     enqueue_item.traceparent, enqueue_item.tracestate) AS f;
+                                     enqueue_item.traceparent, enqueue_item.tracestate,
+                                     enqueue_item.order_key) AS f;
         id := new_id;
         RETURN;
     END IF;
@@ -316,7 +359,14 @@ BEGIN
         SELECT q.* INTO old FROM pgpace.queue q
          WHERE q.customer_id = cust_id AND q.supersede_key = enqueue_item.supersede_key
            FOR UPDATE;
-        IF FOUND THEN
+        -- Order wins (see above): a queued item of another order key, or one with later items
+        -- of its key behind it, is not replaced; it gives the supersede key up to this item.
+        IF FOUND AND (old.order_key IS DISTINCT FROM enqueue_item.order_key
+                      OR EXISTS (SELECT 1 FROM pgpace.queue q
+                                  WHERE q.customer_id = cust_id AND q.order_key = old.order_key
+                                    AND q.item_id > old.item_id)) THEN
+            UPDATE pgpace.queue q SET supersede_key = NULL WHERE q.item_id = old.item_id;
+        ELSIF FOUND THEN
             UPDATE pgpace.item i
                SET payload = enqueue_item.payload, kind = enqueue_item.kind,
                    expires_at = enqueue_item.expires_at,
@@ -339,9 +389,11 @@ BEGIN
                 VALUES (old.item_id, cust_id, nullif(old.carrier, ''), old.attempt, 'expired');
             ELSE
                 INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
-                                          attempt, max_attempts, last_error, expires_at, supersede_key)
+                                          attempt, max_attempts, last_error, expires_at, supersede_key,
+                                          order_key)
                 VALUES (old.item_id, cust_id, old.carrier, old.priority, due,
-                        old.attempt, old.max_attempts, old.last_error, deadline, old.supersede_key);
+                        old.attempt, old.max_attempts, old.last_error, deadline, old.supersede_key,
+                        old.order_key);
                 -- The round that skipped the row may have taken its pair for drained.
                 PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || old.carrier);
             END IF;
@@ -357,9 +409,10 @@ BEGIN
         -- Take the key with this item's queue row (the item row follows below). A conflict is
         -- a concurrent producer's row, committed while we waited: supersede it instead.
         INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
-                                  max_attempts, expires_at, supersede_key)
+                                  max_attempts, expires_at, supersede_key, order_key)
         VALUES (new_id, cust_id, coalesce(enqueue_item.carrier, ''), enqueue_item.priority::smallint,
-                coalesce(enqueue_item.run_at, now()), cust_max, deadline, enqueue_item.supersede_key)
+                coalesce(enqueue_item.run_at, now()), cust_max, deadline, enqueue_item.supersede_key,
+                enqueue_item.order_key)
         ON CONFLICT (customer_id, supersede_key) WHERE supersede_key IS NOT NULL DO NOTHING;
         IF FOUND THEN
             id := new_id;
@@ -378,10 +431,11 @@ BEGIN
     END LOOP;
 
     INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,
-                             run_at, expires_at, traceparent, tracestate)
+                             run_at, expires_at, traceparent, tracestate, order_key)
     VALUES (new_id, cust_id, enqueue_item.carrier, enqueue_item.kind, enqueue_item.payload,
             enqueue_item.idempotency_key, enqueue_item.priority, coalesce(enqueue_item.run_at, now()),
-            enqueue_item.expires_at, enqueue_item.traceparent, enqueue_item.tracestate);
+            enqueue_item.expires_at, enqueue_item.traceparent, enqueue_item.tracestate,
+            enqueue_item.order_key);
     result := 'created';
     IF expired THEN
         INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
@@ -391,9 +445,9 @@ BEGIN
     END IF;
     IF id IS NULL THEN
         INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
-                                  max_attempts, expires_at)
+                                  max_attempts, expires_at, order_key)
         VALUES (new_id, cust_id, coalesce(enqueue_item.carrier, ''), enqueue_item.priority::smallint,
-                coalesce(enqueue_item.run_at, now()), cust_max, deadline);
+                coalesce(enqueue_item.run_at, now()), cust_max, deadline, enqueue_item.order_key);
         id := new_id;
     END IF;
 
@@ -406,8 +460,9 @@ $$;
 -- only if that transaction commits, and the wake-up NOTIFY is delivered on commit only. Returns
 -- the item's id (the first item's for a repeated idempotency key, the superseded item's when
 -- it superseded one). expires_at and supersede_key, then traceparent and tracestate (a W3C
--- Trace Context, sent with the webhook as headers), came last, with defaults, so calls written
--- for an earlier signature (positional or named) work unchanged.
+-- Trace Context, sent with the webhook as headers), then order_key (deliveries with the same
+-- key go one at a time, in enqueue order), came last, with defaults, so calls written for an
+-- earlier signature (positional or named) work unchanged.
 CREATE OR REPLACE FUNCTION pgpace.enqueue(
     customer        text,
     payload         jsonb,
@@ -419,23 +474,25 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue(
     expires_at      timestamptz DEFAULT NULL,
     supersede_key   text DEFAULT NULL,
     traceparent     text DEFAULT NULL,
-    tracestate      text DEFAULT NULL)
+    tracestate      text DEFAULT NULL,
+    order_key       text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT e.id FROM pgpace.enqueue_item($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS e
+    SELECT e.id FROM pgpace.enqueue_item($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS e
 $$;
 
 REVOKE EXECUTE ON FUNCTION pgpace.trace_context_error(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pgpace.order_key_error(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
-    pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text)
+    pgpace.enqueue_item(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text, text)
     FROM PUBLIC;
 -- Producers (the pgpace_producer group) may call this and pgpace.enqueue_json, nothing else.
 REVOKE EXECUTE ON FUNCTION
-    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text)
+    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text)
+    pgpace.enqueue(text, jsonb, text, text, timestamptz, text, integer, timestamptz, text, text, text, text)
     TO pgpace_producer;

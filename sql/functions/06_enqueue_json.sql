@@ -4,7 +4,7 @@
 
 -- Enqueues the item described by `doc`, an object with the fields of a bulk line:
 -- {customer, payload, carrier?, kind?, run_at?, idempotency_key?, priority?, expires_at?,
--- supersede_key?, traceparent?, tracestate?}. Returns the item's id, whether this call created it (false: a repeated
+-- supersede_key?, traceparent?, tracestate?, order_key?}. Returns the item's id, whether this call created it (false: a repeated
 -- idempotency key, or a supersede), whether it superseded a queued item (whose id it is), and
 -- whether the item's deadline had already passed (it was dead-lettered as 'expired' at once).
 -- For a customer with endpoints (pgpace.enqueue_item) the id is the event's: created unless a
@@ -39,7 +39,7 @@ AS $$
 DECLARE
     allowed CONSTANT text[] :=
         '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key,'
-        'traceparent,tracestate}';
+        'traceparent,tracestate,order_key}';
     f          text;
     run_at     timestamptz;
     expires_at timestamptz;
@@ -69,7 +69,7 @@ BEGIN
         RAISE EXCEPTION 'field payload: required, must not be null'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    FOREACH f IN ARRAY '{carrier,kind,run_at,idempotency_key,expires_at,supersede_key,traceparent,tracestate}'::text[] LOOP
+    FOREACH f IN ARRAY '{carrier,kind,run_at,idempotency_key,expires_at,supersede_key,traceparent,tracestate,order_key}'::text[] LOOP
         IF coalesce(jsonb_typeof(doc -> f), 'null') NOT IN ('string', 'null') THEN
             RAISE EXCEPTION 'field %: must be a string', f
                 USING ERRCODE = 'invalid_parameter_value';
@@ -106,13 +106,13 @@ BEGIN
                                                  doc ->> 'carrier', doc ->> 'kind', run_at,
                                                  doc ->> 'idempotency_key', priority, expires_at,
                                                  doc ->> 'supersede_key', doc ->> 'traceparent',
-                                                 doc ->> 'tracestate');
+                                                 doc ->> 'tracestate', doc ->> 'order_key');
     EXCEPTION WHEN data_exception OR foreign_key_violation OR program_limit_exceeded THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
         msg := regexp_replace(msg, '^pgpace\.enqueue: ', '');
         -- pgpace.enqueue_item's messages start with the field ("kind must be ...", "payload is
         -- N bytes ...") or name it ("unknown customer 'x'", "invalid carrier 'x'").
-        f := CASE WHEN msg ~ '^(customer|payload|carrier|kind|run_at|idempotency_key|priority|expires_at|supersede_key|traceparent|tracestate) '
+        f := CASE WHEN msg ~ '^(customer|payload|carrier|kind|run_at|idempotency_key|priority|expires_at|supersede_key|traceparent|tracestate|order_key) '
                   THEN substring(msg FROM '^([a-z_]+) ')
                   WHEN msg ~ '^unknown customer ' THEN 'customer'
                   WHEN msg ~ '^invalid carrier ' THEN 'carrier'

@@ -16,7 +16,9 @@
 -- whose key was new insert an item. Unkeyed lines insert plainly and pay for no conflict check.
 -- Lines with a supersede_key go one by one through pgpace.enqueue_item after all the others
 -- (in line order, so the last line of a key wins): superseding needs a row lock and a retry
--- when a concurrent producer takes the key, which a set-wise insert cannot express.
+-- when a concurrent producer takes the key, which a set-wise insert cannot express. Lines with
+-- an order_key go the same way, so that each key's items take their ids in line order (the
+-- order they are delivered in) after the file's other lines.
 -- Fan-out (migration 0018) is set-wise too, with pgpace.enqueue_fanout's rules: each line of a
 -- customer with endpoints is one event (its payload, once, on the customer's row; `fanout`
 -- deliveries), and each endpoint whose subscription and payload filter match gets a delivery
@@ -55,10 +57,11 @@ DECLARE
     size_limit bigint;
     allowed CONSTANT text[] :=
         '{customer,payload,carrier,kind,run_at,idempotency_key,priority,expires_at,supersede_key,'
-        'traceparent,tracestate}';
+        'traceparent,tracestate,order_key}';
     one record;
     ln record;
-    -- A file where some line has both keys: every keyed line goes one by one, in line order,
+    -- A file where some line has an idempotency key and a supersede or order key: every keyed
+    -- line goes one by one, in line order,
     -- so that a repeated idempotency key keeps its first line whichever lines supersede.
     mixed boolean;
     -- The customers of the file that fan out (pgpace.fans_out), and what their lines made.
@@ -119,12 +122,13 @@ BEGIN
                     WHEN jsonb_typeof(d.j -> 'supersede_key') NOT IN ('string', 'null') THEN 'supersede_key'
                     WHEN jsonb_typeof(d.j -> 'traceparent') NOT IN ('string', 'null') THEN 'traceparent'
                     WHEN jsonb_typeof(d.j -> 'tracestate') NOT IN ('string', 'null') THEN 'tracestate'
+                    WHEN jsonb_typeof(d.j -> 'order_key') NOT IN ('string', 'null') THEN 'order_key'
                END AS mistyped
           FROM pgpace_bulk_doc d,
                jsonb_to_record(d.j) AS r(customer text, payload jsonb, carrier text, kind text,
                                          run_at text, idempotency_key text, priority text,
                                          expires_at text, supersede_key text, traceparent text,
-                                         tracestate text);
+                                         tracestate text, order_key text);
     ANALYZE pgpace_bulk_row;
 
     SELECT b.line_no, msg INTO bad FROM pgpace_bulk_row b
@@ -156,6 +160,8 @@ BEGIN
           WHEN pgpace.trace_context_error(b.traceparent, b.tracestate) IS NOT NULL
             THEN regexp_replace(pgpace.trace_context_error(b.traceparent, b.tracestate),
                                 '^([a-z]+) ', 'field \1: ')
+          WHEN pgpace.order_key_error(b.order_key) IS NOT NULL
+            THEN regexp_replace(pgpace.order_key_error(b.order_key), '^([a-z_]+) ', 'field \1: ')
           -- -32768 is the recovery lane's (pgpace recover), as in pgpace.enqueue_item.
           WHEN b.priority !~ '^-?[0-9]{1,5}$' OR b.priority::integer NOT BETWEEN -32767 AND 32767
             THEN 'field priority: must be an integer between -32767 and 32767'
@@ -220,7 +226,8 @@ BEGIN
     END IF;
 
     mixed := EXISTS (SELECT 1 FROM pgpace_bulk_row b
-                      WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NOT NULL);
+                      WHERE b.idempotency_key IS NOT NULL
+                        AND (b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL));
 
     -- Rows without a key cannot conflict, so only keyed rows pay for ON CONFLICT's speculative
     -- insertion (into the narrow pgpace.item_key). `keyed` is materialised once (it is volatile
@@ -232,7 +239,8 @@ BEGIN
                coalesce(b.priority::smallint, 0), coalesce(b.run_at::timestamptz, now()),
                b.expires_at::timestamptz, b.traceparent, b.tracestate
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-         WHERE b.idempotency_key IS NULL AND b.supersede_key IS NULL AND NOT c.fans_out
+         WHERE b.idempotency_key IS NULL AND b.supersede_key IS NULL AND b.order_key IS NULL
+           AND NOT c.fans_out
          ORDER BY b.line_no
         RETURNING id, customer_id, carrier, priority, run_at, expires_at
     ), keyed AS (
@@ -241,7 +249,8 @@ BEGIN
                coalesce(b.run_at::timestamptz, now()) AS run_at, b.expires_at::timestamptz AS expires_at,
                b.traceparent, b.tracestate
           FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-         WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL AND NOT mixed
+         WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL AND b.order_key IS NULL
+           AND NOT mixed
            AND NOT c.fans_out
     ), ins_key AS (
         INSERT INTO pgpace.item_key (customer_id, idempotency_key, item_id)
@@ -310,7 +319,7 @@ BEGIN
                    coalesce(b.run_at::timestamptz, now()) AS run_at,
                    b.expires_at::timestamptz AS expires_at, b.traceparent, b.tracestate
               FROM pgpace_bulk_row b JOIN pgpace_bulk_customer c ON c.name = b.customer
-             WHERE c.fans_out AND b.supersede_key IS NULL
+             WHERE c.fans_out AND b.supersede_key IS NULL AND b.order_key IS NULL
                AND NOT (mixed AND b.idempotency_key IS NOT NULL)
              ORDER BY b.line_no
         ), ev_key AS (
@@ -382,13 +391,15 @@ BEGIN
     END IF;
 
     duplicates := (SELECT count(*) FROM pgpace_bulk_row b
-                    WHERE b.supersede_key IS NULL AND NOT (mixed AND b.idempotency_key IS NOT NULL))
+                    WHERE b.supersede_key IS NULL AND b.order_key IS NULL
+                      AND NOT (mixed AND b.idempotency_key IS NOT NULL))
                   - inserted - expired;
     superseded := 0;
 
     -- A call per line, in line order (a join would call them in scan order, before sorting).
     FOR ln IN SELECT * FROM pgpace_bulk_row b
-               WHERE b.supersede_key IS NOT NULL OR (mixed AND b.idempotency_key IS NOT NULL)
+               WHERE b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL
+                  OR (mixed AND b.idempotency_key IS NOT NULL)
                ORDER BY b.line_no
     LOOP
         SELECT * INTO one
@@ -396,7 +407,7 @@ BEGIN
                                    ln.run_at::timestamptz, ln.idempotency_key,
                                    coalesce(ln.priority::integer, 0),
                                    ln.expires_at::timestamptz, ln.supersede_key,
-                                   ln.traceparent, ln.tracestate);
+                                   ln.traceparent, ln.tracestate, ln.order_key);
         -- An event (a customer with endpoints; NULL for a duplicate): what it made.
         IF one.deliveries IS NOT NULL THEN
             events := events + 1;

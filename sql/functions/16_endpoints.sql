@@ -95,6 +95,11 @@ $$;
 -- never-claimed delivery with that key is moved to this event (its new payload, kind, deadline and
 -- trace context; it keeps its item id, place and carrier); an endpoint whose delivery with the
 -- key was already claimed (the receiver may have seen it) or that has none gets a new delivery.
+-- order_key: every delivery carries the event's key (the order holds per endpoint), and so does
+-- the event's row (the record). With a supersede_key, order wins as in pgpace.enqueue_item: an
+-- endpoint's queued delivery is moved only when it has the same order key (or neither has
+-- one) and no later delivery of that key is queued behind it; otherwise it gives the supersede
+-- key up and the endpoint gets a new delivery at the end of its key.
 -- result: 'created', or 'superseded' when at least one delivery was moved; expired: every
 -- delivery was already past its deadline (false when none matched); deliveries: how many
 -- endpoints matched (the event's `fanout`: new deliveries, moved ones and expired ones alike).
@@ -112,6 +117,9 @@ BEGIN
     END IF;
 END
 $$;
+-- And the one before order_key (migration 0020): a new parameter, a new signature.
+DROP FUNCTION IF EXISTS pgpace.enqueue_fanout(bigint, bigint, jsonb, text, text, timestamptz, text,
+                                              integer, timestamptz, text, text, text);
 CREATE OR REPLACE FUNCTION pgpace.enqueue_fanout(
     cust_id         bigint,
     event_id        bigint,
@@ -125,6 +133,7 @@ CREATE OR REPLACE FUNCTION pgpace.enqueue_fanout(
     supersede_key   text,
     traceparent     text,
     tracestate      text,
+    order_key       text,
     OUT result      text,
     OUT expired     boolean,
     OUT deliveries  integer)
@@ -178,19 +187,19 @@ BEGIN
                 -- The event (the payload, once) and its deliveries.
                 INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id,
                                          idempotency_key, priority, run_at, expires_at,
-                                         traceparent, tracestate, fanout)
+                                         traceparent, tracestate, fanout, order_key)
                 SELECT event_id, cust_id, carrier, kind, payload, NULL, idempotency_key, priority,
                        coalesce(run_at, now()), expires_at, traceparent, tracestate,
-                       (SELECT count(*) FROM d)
+                       (SELECT count(*) FROM d), order_key
                 UNION ALL
                 SELECT d.id, d.ep_id, carrier, kind, NULL, event_id, NULL, priority,
-                       coalesce(run_at, now()), expires_at, traceparent, tracestate, NULL
+                       coalesce(run_at, now()), expires_at, traceparent, tracestate, NULL, order_key
                   FROM d
             ), q AS (
                 INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
-                                          max_attempts, expires_at)
+                                          max_attempts, expires_at, order_key)
                 SELECT d.id, d.ep_id, coalesce(carrier, ''), priority::smallint,
-                       coalesce(run_at, now()), d.max_attempts, d.deadline
+                       coalesce(run_at, now()), d.max_attempts, d.deadline, order_key
                   FROM d
                  WHERE NOT coalesce(d.deadline <= now(), false)
                 RETURNING customer_id
@@ -221,13 +230,13 @@ BEGIN
             ), ins AS (
                 INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id,
                                          idempotency_key, priority, run_at, expires_at,
-                                         traceparent, tracestate, fanout)
+                                         traceparent, tracestate, fanout, order_key)
                 SELECT event_id, cust_id, carrier, kind, payload, NULL, idempotency_key, priority,
                        coalesce(run_at, now()), expires_at, traceparent, tracestate,
-                       (SELECT count(*) FROM d)
+                       (SELECT count(*) FROM d), order_key
                 UNION ALL
                 SELECT d.id, d.ep_id, carrier, kind, NULL, event_id, NULL, priority,
-                       coalesce(run_at, now()), expires_at, traceparent, tracestate, NULL
+                       coalesce(run_at, now()), expires_at, traceparent, tracestate, NULL, order_key
                   FROM d
             ), dead AS (
                 INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
@@ -264,7 +273,13 @@ BEGIN
             SELECT q.* INTO old FROM pgpace.queue q
              WHERE q.customer_id = ep.id AND q.supersede_key = enqueue_fanout.supersede_key
                FOR UPDATE;
-            IF FOUND THEN
+            -- Order wins (see above): not moved, the supersede key passes to the new delivery.
+            IF FOUND AND (old.order_key IS DISTINCT FROM enqueue_fanout.order_key
+                          OR EXISTS (SELECT 1 FROM pgpace.queue q
+                                      WHERE q.customer_id = ep.id AND q.order_key = old.order_key
+                                        AND q.item_id > old.item_id)) THEN
+                UPDATE pgpace.queue q SET supersede_key = NULL WHERE q.item_id = old.item_id;
+            ELSIF FOUND THEN
                 IF pgpace.item_id_day(old.item_id) = pgpace.item_id_day(event_id) THEN
                     mv_id := old.item_id;
                     UPDATE pgpace.item i
@@ -281,10 +296,11 @@ BEGIN
                     mv_id := d_id;
                     DELETE FROM pgpace.item i WHERE i.id = old.item_id;
                     INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id,
-                                             priority, run_at, expires_at, traceparent, tracestate)
+                                             priority, run_at, expires_at, traceparent, tracestate,
+                                             order_key)
                     VALUES (d_id, ep.id, nullif(old.carrier, ''), kind, NULL, event_id,
                             old.priority, coalesce(run_at, now()), expires_at, traceparent,
-                            tracestate);
+                            tracestate, old.order_key);
                 END IF;
                 due := greatest(old.next_action_at, run_at);
                 deadline := least(expires_at, greatest(due, now()) + ep.max_age);
@@ -296,9 +312,10 @@ BEGIN
                 ELSE
                     INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
                                               attempt, max_attempts, last_error, expires_at,
-                                              supersede_key)
+                                              supersede_key, order_key)
                     VALUES (mv_id, ep.id, old.carrier, old.priority, due, old.attempt,
-                            old.max_attempts, old.last_error, deadline, old.supersede_key);
+                            old.max_attempts, old.last_error, deadline, old.supersede_key,
+                            old.order_key);
                     PERFORM pg_notify('pgpace_enqueue', ep.id::text || ' ' || old.carrier);
                 END IF;
                 moved := true;
@@ -306,9 +323,9 @@ BEGIN
                 EXIT;
             END IF;
             INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
-                                      max_attempts, expires_at, supersede_key)
+                                      max_attempts, expires_at, supersede_key, order_key)
             VALUES (d_id, ep.id, coalesce(carrier, ''), priority::smallint,
-                    coalesce(run_at, now()), ep.max_attempts, deadline, supersede_key)
+                    coalesce(run_at, now()), ep.max_attempts, deadline, supersede_key, order_key)
             -- No conflict target: here (use_variable) its column supersede_key would be read as
             -- the parameter, and match no index. The queue's one other unique index is its
             -- primary key, which d_id, a new id, cannot conflict on: only queue_supersede can.
@@ -326,9 +343,9 @@ BEGIN
         END LOOP;
         CONTINUE WHEN moved;
         INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, event_id, priority,
-                                 run_at, expires_at, traceparent, tracestate)
+                                 run_at, expires_at, traceparent, tracestate, order_key)
         VALUES (d_id, ep.id, carrier, kind, NULL, event_id, priority, coalesce(run_at, now()),
-                expires_at, traceparent, tracestate);
+                expires_at, traceparent, tracestate, order_key);
         IF late THEN
             INSERT INTO pgpace.dead_letter (item_id, customer_id, carrier, attempts, last_error)
             VALUES (d_id, ep.id, carrier, 0, 'expired');
@@ -337,17 +354,17 @@ BEGIN
         END IF;
         IF NOT queued THEN
             INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at,
-                                      max_attempts, expires_at)
+                                      max_attempts, expires_at, order_key)
             VALUES (d_id, ep.id, coalesce(carrier, ''), priority::smallint, coalesce(run_at, now()),
-                    ep.max_attempts, deadline);
+                    ep.max_attempts, deadline, order_key);
         END IF;
         PERFORM pg_notify('pgpace_enqueue', ep.id::text || ' ' || coalesce(carrier, ''));
     END LOOP;
     -- The event itself: the payload, once.
     INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,
-                             run_at, expires_at, traceparent, tracestate, fanout)
+                             run_at, expires_at, traceparent, tracestate, fanout, order_key)
     VALUES (event_id, cust_id, carrier, kind, payload, idempotency_key, priority,
-            coalesce(run_at, now()), expires_at, traceparent, tracestate, n);
+            coalesce(run_at, now()), expires_at, traceparent, tracestate, n, order_key);
     expired := n > 0 AND n_expired = n;
     deliveries := n;
 END
@@ -588,7 +605,7 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.subscribed(text[], text),
     pgpace.fans_out(bigint),
     pgpace.enqueue_fanout(bigint, bigint, jsonb, text, text, timestamptz, text, integer,
-                          timestamptz, text, text, text),
+                          timestamptz, text, text, text, text),
     pgpace.endpoint_row(text, text),
     pgpace.check_endpoint_routing(text[], jsonb),
     pgpace.endpoint_add(text, text, text, double precision, text, integer, text[], text[], jsonb,

@@ -5,6 +5,8 @@
 -- delivery a deleted endpoint left on its customer, endpoint_deleted; anything of a customer
 -- without a webhook URL of its own) is never replayed: it stays a dead letter and is counted
 -- as refused (`recover --endpoint` back-fills its event to an endpoint that should have it).
+-- A replayed item with an order key goes back with its key, ahead of the key's later items, and
+-- its key's hold (order_on_dead 'hold') ends with its dead letter (0020_order_keys.sql).
 -- @params: customer carrier error since until rate endpoint
 -- @columns: replayed refused
 WITH rows AS MATERIALIZED (
@@ -38,9 +40,12 @@ WITH rows AS MATERIALIZED (
     DELETE FROM pgpace.dead_letter d USING picked p WHERE d.item_id = p.item_id
     RETURNING d.item_id
 ), queued AS (
-    INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts)
+    -- With its order key and its own item_id: back at the head of its key (the gate lets the
+    -- key's later items wait for it, 0020_order_keys.sql).
+    INSERT INTO pgpace.queue (item_id, customer_id, carrier, priority, next_action_at, max_attempts,
+                              order_key)
     SELECT p.item_id, p.customer_id, p.carrier, i.priority,
-           now() + p.seq * (60.0 / $6::float8) * interval '1 second', c.max_attempts
+           now() + p.seq * (60.0 / $6::float8) * interval '1 second', c.max_attempts, i.order_key
       FROM picked p
       JOIN removed r ON r.item_id = p.item_id
       JOIN pgpace.item i ON i.id = p.item_id
