@@ -23,6 +23,11 @@
 -- (epoch us: it may not be sent before); on a 'd' row, when the pair's due recovered items held
 -- back by that pace may be claimed (NULL: none held). rec_period_us: the customer's recovery
 -- pace's period, on every row of a customer that has one (NULL: none).
+-- Ordered delivery (order_key, 0020_order_keys.sql): of the items of one endpoint and key only
+-- the head is claimable, whatever its priority (order wins), and only while no other item of
+-- the key is in flight or retrying and no dead head holds the key; items without a key are
+-- not gated. A key's next item becomes due when its head leaves the queue, which no NOTIFY
+-- announces: the caller claims the pair again when one of its keyed items is finalized.
 -- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
 -- @params: fr_period fr_credit tick pair_in_flight rec_ahead_us gate_customer gate_tat
@@ -70,6 +75,27 @@ WITH pair AS (
              -- The recovery lane is not read at all while the customer's recovery pace is closed
              -- (an index bound, so a deep lane costs nothing then).
              AND q.priority >= CASE WHEN cust.rec_n = 0 THEN -32767 ELSE -32768 END
+             -- Ordered delivery (0020_order_keys.sql): an item with an order key only when it
+             -- is its key's head: no earlier item of the endpoint and key still queued (due,
+             -- retrying or in flight), none of the key's items claimed before (a replayed or
+             -- late-committed lower id waits for it too), and no dead head holding the key.
+             -- Two probes of small partial indexes, for keyed rows only.
+             AND (q.order_key IS NULL
+                  OR (NOT EXISTS (SELECT 1 FROM pgpace.queue e
+                                   WHERE e.customer_id = q.customer_id AND e.order_key = q.order_key
+                                     AND e.order_key IS NOT NULL AND e.item_id < q.item_id)
+                      AND NOT EXISTS (SELECT 1 FROM pgpace.queue e
+                                       WHERE e.customer_id = q.customer_id
+                                         AND e.order_key = q.order_key AND e.order_key IS NOT NULL
+                                         AND e.attempt > 0 AND e.item_id <> q.item_id)
+                      -- (The first term, once per statement: no held key, no probe.)
+                      AND NOT ((SELECT EXISTS (SELECT 1 FROM pgpace.order_hold))
+                               AND EXISTS (SELECT 1 FROM pgpace.order_hold h
+                                            WHERE h.customer_id = q.customer_id
+                                              AND h.order_key = q.order_key
+                                              AND h.item_id < q.item_id
+                                              AND EXISTS (SELECT 1 FROM pgpace.dead_letter d
+                                                           WHERE d.item_id = h.item_id)))))
            ORDER BY q.priority DESC, q.next_action_at
            LIMIT least(p.n, cust.n)
              FOR NO KEY UPDATE SKIP LOCKED) q

@@ -13,6 +13,11 @@
 -- recovered item (priority -32768) of a customer that has one. Its rows name the pace
 -- (rec_period_us) and a 'd' row says when recovered items are held back (rec_at: now), so the
 -- dispatcher claims that customer with run_claim.sql from then on.
+-- Ordered delivery (order_key, 0020_order_keys.sql): of the items of one endpoint and key only
+-- the head is claimable, whatever its priority (order wins), and only while no other item of
+-- the key is in flight or retrying and no dead head holds the key; items without a key are
+-- not gated. A key's next item becomes due when its head leaves the queue, which no NOTIFY
+-- announces: the caller claims the pair again when one of its keyed items is finalized.
 -- @params: pair_customer pair_limit lease_s token claimed_by
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
 -- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate rec_at
@@ -38,6 +43,27 @@ WITH pair AS (
              AND (q.expires_at IS NULL OR q.expires_at > now())
              -- Not the recovery lane of a customer with a recovery pace (an index bound).
              AND q.priority >= CASE WHEN p.rec_period IS NOT NULL THEN -32767 ELSE -32768 END
+             -- Ordered delivery (0020_order_keys.sql): an item with an order key only when it
+             -- is its key's head: no earlier item of the endpoint and key still queued (due,
+             -- retrying or in flight), none of the key's items claimed before (a replayed or
+             -- late-committed lower id waits for it too), and no dead head holding the key.
+             -- Two probes of small partial indexes, for keyed rows only.
+             AND (q.order_key IS NULL
+                  OR (NOT EXISTS (SELECT 1 FROM pgpace.queue e
+                                   WHERE e.customer_id = q.customer_id AND e.order_key = q.order_key
+                                     AND e.order_key IS NOT NULL AND e.item_id < q.item_id)
+                      AND NOT EXISTS (SELECT 1 FROM pgpace.queue e
+                                       WHERE e.customer_id = q.customer_id
+                                         AND e.order_key = q.order_key AND e.order_key IS NOT NULL
+                                         AND e.attempt > 0 AND e.item_id <> q.item_id)
+                      -- (The first term, once per statement: no held key, no probe.)
+                      AND NOT ((SELECT EXISTS (SELECT 1 FROM pgpace.order_hold))
+                               AND EXISTS (SELECT 1 FROM pgpace.order_hold h
+                                            WHERE h.customer_id = q.customer_id
+                                              AND h.order_key = q.order_key
+                                              AND h.item_id < q.item_id
+                                              AND EXISTS (SELECT 1 FROM pgpace.dead_letter d
+                                                           WHERE d.item_id = h.item_id)))))
            ORDER BY q.priority DESC, q.next_action_at
            LIMIT p.n
              FOR NO KEY UPDATE SKIP LOCKED) q
