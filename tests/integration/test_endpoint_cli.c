@@ -843,7 +843,7 @@ static void sql_functions_and_who_may_call_them(void **state)
             fail_msg("pgpace_producer may execute %s", fns[i]);
     assert_int_equal(tl_query_int(db->conn, "SELECT has_function_privilege('pgpace_producer', "
                                             "'pgpace.enqueue(text, jsonb, text, text, timestamptz, "
-                                            "text, integer, timestamptz, text, text, text)', "
+                                            "text, integer, timestamptz, text, text, text, text)', "
                                             "'EXECUTE')::int"),
                      1);
 }

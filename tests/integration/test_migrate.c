@@ -78,15 +78,16 @@ static void migrate_creates_schema_and_records_it(void **state)
                      1);
     assert_true(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                                        "'pgpace.delivery_attempt'::regclass") >= 8);
-    /* Besides its primary key, queue has three partial indexes: the claim's, the expiry sweep's
-     * and the one that keeps a supersede_key unique among never claimed items. */
+    /* Besides its primary key, queue has five partial indexes: the claim's, the expiry sweep's,
+     * the one that keeps a supersede_key unique among never claimed items, and the order-key
+     * gate's two (0020). */
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
                                             "'pgpace.queue'::regclass AND NOT indisprimary"),
-                     3);
+                     5);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
                                             "'pgpace.queue'::regclass AND NOT indisprimary AND "
                                             "indpred IS NOT NULL"),
-                     3);
+                     5);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indexrelid = "
                                             "'pgpace.queue_claim'::regclass AND indpred IS NOT "
                                             "NULL"),
@@ -395,7 +396,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 80); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 82); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +12 endpoints (16_endpoints.sql,
                                         new_signing_secret, estimate_receiver and the
@@ -408,7 +409,9 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
                                         limits_machine, limits_rate, notify_host_change); +10
                                         customer_limits_arg, check_receiver_pace, estimate_pace,
                                         host_normalize, host_for_url, host_set, host_delete,
-                                        host_list, rate_text, limits_earliest (18_limits) */
+                                        host_list, rate_text, limits_earliest (18_limits);
+                                        +2 order keys (0020: dead_letter_order; order_key_error
+                                        in 05_enqueue) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
@@ -492,7 +495,7 @@ static void changed_function_file_is_reapplied(void **state)
                "('05_enqueue', '08_customer')");
     tl_exec(c, "UPDATE pgpace.schema_function_digest SET digest = repeat('1', 64)");
     tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
-               "integer, timestamptz, text, text, text) SET work_mem = '1MB'");
+               "integer, timestamptz, text, text, text, text) SET work_mem = '1MB'");
     tl_exec(c, "ALTER FUNCTION pgpace.customer_set_timeouts(text, integer, integer) SET work_mem "
                "= '1MB'");
     p = tl_pgpace(TL_ARGV("--db", db->conninfo, "migrate", "--status"), NULL, NULL);
@@ -557,12 +560,12 @@ static void failing_function_file_rolls_back(void **state)
     tl_exec(c, "UPDATE pgpace.schema_function SET checksum = repeat('0', 64) WHERE name IN "
                "('05_enqueue', '11_instance')");
     tl_exec(c, "ALTER FUNCTION pgpace.enqueue(text, jsonb, text, text, timestamptz, text, "
-               "integer, timestamptz, text, text, text) SET work_mem = '1MB'");
+               "integer, timestamptz, text, text, text, text) SET work_mem = '1MB'");
     tl_exec(c, "DROP VIEW pgpace.leader; DROP VIEW pgpace.instance; CREATE VIEW pgpace.instance "
                "AS SELECT 1 AS pid");
     static const char odd_enqueue[] =
         "SELECT count(*) FROM pg_proc WHERE oid = 'pgpace.enqueue(text, jsonb, text, text, "
-        "timestamptz, text, integer, timestamptz, text, text, text)'::regprocedure AND "
+        "timestamptz, text, integer, timestamptz, text, text, text, text)'::regprocedure AND "
         "proconfig @> "
         "'{work_mem=1MB}'";
 
@@ -953,13 +956,16 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
 
     static const char *const snapshots[] = {
         /* Without the columns of later migrations (0010: deadlines, supersede keys; 0012:
-         * trace context; 0018: events). */
+         * trace context; 0018: events; 0020: order keys). */
         "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,traceparent,tracestate,event_id,"
-        "fanout}'::text[])::"
+        "fanout,order_key}'::text[])::"
         "text, ',' ORDER BY t.id)) FROM pgpace.item t",
-        "SELECT md5(string_agg((to_jsonb(t) - '{expires_at,supersede_key}'::text[])::text, ',' "
+        "SELECT md5(string_agg((to_jsonb(t) - "
+        "'{expires_at,supersede_key,order_key}'::text[])::text, "
+        "',' "
         "ORDER BY t.item_id)) FROM pgpace.queue t",
-        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.dead_letter t",
+        "SELECT md5(string_agg((to_jsonb(t) - '{order_key,order_action}'::text[])::text, ',' "
+        "ORDER BY t.item_id)) FROM pgpace.dead_letter t",
     };
     char *before[3];
     for (int i = 0; i < 3; i++)
@@ -1039,7 +1045,7 @@ static void upgrade_to_item_partitions_keeps_everything(void **state)
     assert_int_equal(
         tl_query_int(c, "SELECT has_function_privilege('pgpace_producer', "
                         "'pgpace.enqueue(text, jsonb, text, text, timestamptz, "
-                        "text, integer, timestamptz, text, text, text)', 'EXECUTE')::int + "
+                        "text, integer, timestamptz, text, text, text, text)', 'EXECUTE')::int + "
                         "has_function_privilege('pgpace_producer', "
                         "'pgpace.enqueue_json(jsonb)', 'EXECUTE')::int"),
         2);
@@ -1097,12 +1103,15 @@ static void upgrade_to_endpoints_keeps_everything(void **state)
                "SELECT id, customer_id, 3, 'http 500' FROM pgpace.item WHERE payload->>'n' = '5'");
     static const char *const snapshots[] = {
         "SELECT md5(string_agg((to_jsonb(c) - '{parent_id,endpoint_name,event_types,"
-        "payload_filter,limits,ratelimit_headers}'::text[])::text, ',' ORDER BY c.id)) FROM "
+        "payload_filter,limits,ratelimit_headers,order_on_dead}'::text[])::text, ',' ORDER BY "
+        "c.id)) FROM "
         "pgpace.customer c",
-        "SELECT md5(string_agg((to_jsonb(t) - '{event_id,fanout}'::text[])::text, ',' ORDER BY "
-        "t.id)) FROM pgpace.item t",
-        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.queue t",
-        "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.dead_letter t",
+        "SELECT md5(string_agg((to_jsonb(t) - '{event_id,fanout,order_key}'::text[])::text, ',' "
+        "ORDER BY t.id)) FROM pgpace.item t",
+        "SELECT md5(string_agg((to_jsonb(t) - 'order_key')::text, ',' ORDER BY t.item_id)) FROM "
+        "pgpace.queue t",
+        "SELECT md5(string_agg((to_jsonb(t) - '{order_key,order_action}'::text[])::text, ',' "
+        "ORDER BY t.item_id)) FROM pgpace.dead_letter t",
         "SELECT md5(string_agg(t::text, ',' ORDER BY t.item_id)) FROM pgpace.item_key t",
     };
     enum { N_SNAP = sizeof snapshots / sizeof *snapshots };
@@ -1172,7 +1181,8 @@ static void upgrade_to_throttle_keeps_rows(void **state)
         "SELECT md5(string_agg((to_jsonb(c) - '{throttle_decrease,throttle_increase,"
         "throttle_floor,disabled_at,disabled_reason,max_age,extra_headers,auth_scheme,"
         "auth_username,auth_secret,client_cert,client_key,oauth_token_url,oauth_scope,proxy,"
-        "parent_id,endpoint_name,event_types,payload_filter,limits,ratelimit_headers}'::"
+        "parent_id,endpoint_name,event_types,payload_filter,limits,ratelimit_headers,"
+        "order_on_dead}'::"
         "text[])"
         "::text, ',' ORDER BY "
         "c.id)) FROM pgpace.customer c",
