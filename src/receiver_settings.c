@@ -288,6 +288,17 @@ static int h_ratelimit_headers(const receiver_setting *s, const char *arg, rs_va
     return 0;
 }
 
+static int h_order_on_dead(const receiver_setting *s, const char *arg, rs_values *v,
+                           pgp_error *err)
+{
+    (void)s;
+    if (strcmp(arg, "skip") != 0 && strcmp(arg, "hold") != 0)
+        return pgp_error_set(err, -EINVAL, "--order-on-dead: expected skip or hold, got '%.32s'",
+                             arg);
+    v->param[SQL_CUSTOMER_SET_P_ORDER_ON_DEAD] = arg;
+    return 0;
+}
+
 char *rs_limits_literal(const char *const *args, size_t n_args, pgp_error *err)
 {
     size_t cap = 3;
@@ -488,6 +499,13 @@ const receiver_setting receiver_settings[] = {
      .help = "items not sent within D of being due (their run_at, or their\n"
              "enqueue) are dead-lettered as 'expired': 90s, 15m, 2h, 3d (at\n"
              "most 365d); applies to items enqueued from then on",
+     .group = G_MAIN},
+    {.name = "order-on-dead", .arg = "skip|hold", .scope = RS_RECEIVER, .kind = RS_CUSTOM,
+     .param = NONE, .word_param = NONE, .handler = h_order_on_dead,
+     .column = "order_on_dead", .call = "customer_set_order_on_dead", .deflt = "skip",
+     .help = "what a dead-lettered item with an order key does to its key: skip\n"
+             "lets the key's next item go (its dead letter says so), hold stops\n"
+             "the key until the item is replayed or purged (pgpace dlq)",
      .group = G_MAIN},
 
     {.name = "limit", .arg = "W", .scope = RS_RECEIVER, .kind = RS_CUSTOM,

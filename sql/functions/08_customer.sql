@@ -299,6 +299,37 @@ BEGIN
 END
 $$;
 
+-- Sets what a dead-lettered item with an order key does to its key (0020_order_keys.sql), for a
+-- customer's own receiver or an endpoint ("customer/endpoint"): 'skip' lets the key's next
+-- item go, 'hold' stops the key until the dead letter is replayed or purged. NULL leaves it.
+-- Applies to dead letters from then on: a key held now stays held until its head is replayed or
+-- purged. An unknown customer is P0002.
+CREATE OR REPLACE FUNCTION pgpace.customer_set_order_on_dead(name text, order_on_dead text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF customer_set_order_on_dead.order_on_dead IS NULL THEN
+        RETURN;
+    END IF;
+    IF customer_set_order_on_dead.order_on_dead NOT IN ('skip', 'hold') THEN
+        RAISE EXCEPTION 'order_on_dead must be skip or hold, got %',
+                        quote_literal(left(customer_set_order_on_dead.order_on_dead, 32))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE pgpace.customer c SET order_on_dead = customer_set_order_on_dead.order_on_dead,
+                                 updated_at = now()
+     WHERE c.name = customer_set_order_on_dead.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %',
+                        coalesce(quote_literal(left(customer_set_order_on_dead.name, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+END
+$$;
+
 -- Sets a customer's static extra headers: "Name: value" lines that replace the current set
 -- ('{}' removes them all; NULL leaves them). They go with every webhook of the customer, after
 -- the Standard Webhooks headers. Each line is checked and refused with SQLSTATE 22023 naming it
@@ -735,6 +766,7 @@ REVOKE EXECUTE ON FUNCTION
     pgpace.customer_set_timeouts(text, integer, integer),
     pgpace.customer_set_throttle(text, double precision, double precision, double precision),
     pgpace.customer_set_max_age(text, interval),
+    pgpace.customer_set_order_on_dead(text, text),
     pgpace.customer_set_headers(text, text[]),
     pgpace.customer_set_auth(text, text, text, text),
     pgpace.customer_set_oauth2(text, text, text, text, text),

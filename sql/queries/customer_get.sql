@@ -1,7 +1,7 @@
 -- `pgpace customer get` (and `endpoint get`, by the endpoint's full name): every setting of the
 -- row. `endpoints` counts what `pgpace endpoint list` shows: the row's own receiver ('default',
 -- when it has a webhook URL) and its endpoints. `limits`: its windows, canonical, separated by
--- ", " ('none'); `ratelimit_headers`: on or off.
+-- ", " ('none'); `ratelimit_headers`: on or off; `order_on_dead`: skip or hold.
 SELECT c.name, c.mode, coalesce(c.rate_per_minute::text, '-') AS rate_per_minute,
        coalesce(nullif(array_to_string(c.limits, ', '), ''), 'none') AS limits,
        CASE WHEN c.ratelimit_headers THEN 'on' ELSE 'off' END AS ratelimit_headers,
@@ -18,6 +18,7 @@ SELECT c.name, c.mode, coalesce(c.rate_per_minute::text, '-') AS rate_per_minute
        coalesce(c.throttle_increase::text, 'default') AS throttle_increase,
        coalesce(c.throttle_floor::text, 'default') AS throttle_floor,
        coalesce(c.max_age::text, 'none') AS max_age,
+       c.order_on_dead,
        coalesce(b.state, 'closed') AS breaker,
        coalesce(to_char(h.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), '-') AS failing_since,
        cardinality(c.signing_secrets) AS secrets, array_to_string(c.signing_secrets, ' ') AS secret_list,

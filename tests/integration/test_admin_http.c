@@ -952,7 +952,8 @@ static int client_bad_input(t_ctx *t)
          "{\"error\":\"field customer: unknown customer 'nobody'\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"colour\":\"red\"}",
          "{\"error\":\"unknown field 'colour' (allowed: customer, payload, carrier, kind, run_at, "
-         "idempotency_key, priority, expires_at, supersede_key, traceparent, tracestate)\"}"},
+         "idempotency_key, priority, expires_at, supersede_key, traceparent, tracestate, "
+         "order_key)\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":1.5}",
          "{\"error\":\"field priority: must be an integer between -32767 and 32767\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"priority\":\"1\"}",
@@ -976,6 +977,10 @@ static int client_bad_input(t_ctx *t)
          "{\"error\":\"field supersede_key: must be 1 to 255 characters\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"supersede_key\":[\"k\"]}",
          "{\"error\":\"field supersede_key: must be a string\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"order_key\":\"\"}",
+         "{\"error\":\"field order_key: must not be empty (leave it out for none)\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{},\"order_key\":\"a\\u0007b\"}",
+         "{\"error\":\"field order_key: must not contain control characters\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"kind\":3}",
          "{\"error\":\"field kind: must be a string\"}"},
         {"{\"customer\":\"acme\",\"payload\":{},\"kind\":\"\"}",

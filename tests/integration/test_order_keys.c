@@ -245,7 +245,25 @@ static void skip_and_hold(void **state)
     tl_db *db = *state;
     PGconn *conn = db->conn;
     long long s = add_customer(conn, "s", "skip");
-    long long h = add_customer(conn, "h", "hold");
+    long long h = add_customer(conn, "h", "skip");
+    /* Set as an operator does; a bad value is refused naming the option. */
+    tl_proc p =
+        tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "set", "h", "--order-on-dead", "stop"),
+                  NULL, NULL);
+    assert_int_not_equal(p.status, 0);
+    tl_assert_contains(p.err, "--order-on-dead: expected skip or hold");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "set", "h", "--order-on-dead", "hold"),
+                  NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "customer", "get", "h"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "hold");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.customer WHERE name = 'h' AND "
+                                        "order_on_dead = 'hold'"),
+                     1);
 
     /* skip: the dead head's key goes on, and its dead letter says it was skipped. */
     put(conn, "s", "x1", "K", 0);
@@ -282,7 +300,7 @@ static void skip_and_hold(void **state)
 
     /* Replayed: back at the head of its key (its own id, before x2h). */
     tl_exec(conn, "UPDATE pgpace.dead_letter SET last_error = 'xfail' WHERE customer_id = %lld", h);
-    tl_proc p = dlq(db, "replay", "h", "xfail");
+    p = dlq(db, "replay", "h", "xfail");
     assert_int_equal(p.status, 0);
     tl_proc_free(&p);
     assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.order_hold"), 0);
