@@ -6,8 +6,10 @@
 -- delivery a deleted endpoint left on its customer, or anything of a customer without a webhook
 -- URL of its own), which `dlq replay` leaves where it is. Items are read for the page's rows
 -- only (after the limit), unless --endpoint default asks which are the customer's own.
+-- order: for an item with an order key, what its death did to the key ('skipped' or 'held')
+-- and the key (0020_order_keys.sql); '' otherwise.
 -- @params: customer carrier error since until limit endpoint
--- @columns: item customer endpoint carrier attempts status failed_at error
+-- @columns: item customer endpoint carrier attempts status failed_at error order
 WITH rows AS MATERIALIZED (
     -- The rows of $1 (and $7): the customer's own and its endpoints', by name and parent.
     SELECT x.id FROM pgpace.customer x
@@ -25,7 +27,8 @@ SELECT y.item_id AS item, y.customer,
             ELSE 'default' END AS endpoint,
        coalesce(y.carrier, '') AS carrier, y.attempts, coalesce(y.last_status::text, '-') AS status,
        to_char(y.failed_at, 'YYYY-MM-DD HH24:MI:SS') AS failed_at,
-       left(replace(y.last_error, E'\n', ' '), 80) AS error
+       left(replace(y.last_error, E'\n', ' '), 80) AS error,
+       coalesce(y.order_action || ' ' || left(y.order_key, 60), '') AS "order"
   FROM (SELECT d.*, c.parent_id, c.endpoint_name, c.webhook_url,
                coalesce(t.name, c.name) AS customer
           FROM pgpace.dead_letter d

@@ -293,6 +293,10 @@ static void skip_and_hold(void **state)
                        h);
     assert_string_equal(row, "K held");
     free(row);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "dlq", "list", "--customer", "h"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "held K");
+    tl_proc_free(&p);
     put(conn, "h", "y2", "L", 0);
     finalize(conn, "y1", "success");
     expect_claim(conn, true, h, 4, "y2"); /* not x2h */
