@@ -27,13 +27,14 @@
 -- the head is claimable, whatever its priority (order wins), and only while no other item of
 -- the key is in flight or retrying and no dead head holds the key; items without a key are
 -- not gated. A key's next item becomes due when its head leaves the queue, which no NOTIFY
--- announces: the caller claims the pair again when one of its keyed items is finalized.
+-- announces: the caller claims the pair again when one of its keyed items is finalized
+-- (`ordered`: the item has an order key).
 -- @params: pair_customer pair_carrier pair_limit customer customer_limit carrier
 -- @params: carrier_budget default_carrier_budget lease_s token claimed_by fr_customer fr_base
 -- @params: fr_period fr_credit tick pair_in_flight rec_ahead_us gate_customer gate_tat
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
 -- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate rec_at
--- @columns: rec_period_us msg_id
+-- @columns: rec_period_us msg_id ordered
 WITH pair AS (
     -- ord: the caller lists each customer's pairs least recently served first.
     SELECT p.customer_id, p.carrier, p.n, p.ord, p.in_flight
@@ -211,7 +212,7 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
        -- W3C Trace Context given at enqueue (NULL: none), sent as headers of the same names.
        i.traceparent, i.tracestate, ch.rec_at, ch.rec_period AS rec_period_us,
        -- webhook-id: msg_<msg_id>, the event's id on every delivery of one event.
-       i.msg_id
+       i.msg_id, i.ordered
   FROM claimed c
   JOIN chosen ch ON ch.item_id = c.item_id
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
@@ -220,7 +221,8 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, c.carrier, c.attempt, c.max_attemp
                                (SELECT ev.payload FROM pgpace.item ev
                                  WHERE ev.id = it.event_id LIMIT 1)) AS payload,
                             it.created_at, it.traceparent, it.tracestate,
-                            coalesce(it.event_id, it.id) AS msg_id
+                            coalesce(it.event_id, it.id) AS msg_id,
+                            it.order_key IS NOT NULL AS ordered
                        FROM pgpace.item it
                       WHERE it.id = c.item_id LIMIT 1) i
 UNION ALL
@@ -238,7 +240,7 @@ SELECT 'd', NULL, p.customer_id, p.carrier, NULL, NULL, NULL, NULL, NULL,
                                 AND q.priority = -32768 AND q.next_action_at <= now()
                                 AND (q.expires_at IS NULL OR q.expires_at > now()))
             THEN coalesce(rn.tat_us, cust.rec_base) END,
-       cust.rec_period, NULL
+       cust.rec_period, NULL, NULL
   FROM pair p
   JOIN cust ON cust.customer_id = p.customer_id
   LEFT JOIN per_pair pp ON pp.customer_id = p.customer_id AND pp.carrier = p.carrier

@@ -21,7 +21,7 @@
 -- @params: pair_customer pair_limit lease_s token claimed_by
 -- @columns: kind item_id customer_id carrier attempt max_attempts stale payload created_us
 -- @columns: next_us frontier_rows prio due_at expires_in_us traceparent tracestate rec_at
--- @columns: rec_period_us msg_id
+-- @columns: rec_period_us msg_id ordered
 WITH pair AS (
     -- (SELECT $n) hides the arrays' lengths from the planner, as a generic plan does not know
     -- them either: both plans then cost the same, so the plan cache keeps the generic one and
@@ -91,7 +91,7 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, '' AS carrier, c.attempt + 1 AS at
        END AS expires_in_us,
        -- W3C Trace Context given at enqueue (NULL: none), sent as headers of the same names.
        i.traceparent, i.tracestate, NULL::bigint AS rec_at, c.rec_period AS rec_period_us,
-       i.msg_id
+       i.msg_id, i.ordered
   FROM cand c
   -- LIMIT 1 fences the subquery so it stays a primary-key probe per claimed item.
  CROSS JOIN LATERAL (SELECT coalesce(it.payload,
@@ -99,7 +99,8 @@ SELECT 'i' AS kind, c.item_id, c.customer_id, '' AS carrier, c.attempt + 1 AS at
                                (SELECT ev.payload FROM pgpace.item ev
                                  WHERE ev.id = it.event_id LIMIT 1)) AS payload,
                             it.created_at, it.traceparent, it.tracestate,
-                            coalesce(it.event_id, it.id) AS msg_id
+                            coalesce(it.event_id, it.id) AS msg_id,
+                            it.order_key IS NOT NULL AS ordered
                        FROM pgpace.item it
                       WHERE it.id = c.item_id LIMIT 1) i
 UNION ALL
@@ -116,7 +117,7 @@ SELECT 'd', NULL, p.customer_id, '', NULL, NULL, NULL, NULL, NULL,
                                 AND q.priority = -32768 AND q.next_action_at <= now()
                                 AND (q.expires_at IS NULL OR q.expires_at > now()))
             THEN (extract(epoch FROM now()) * 1000000)::bigint END,
-       p.rec_period, NULL
+       p.rec_period, NULL, NULL
   FROM pair p
   LEFT JOIN (SELECT c.customer_id, count(*) AS k FROM cand c GROUP BY c.customer_id) pp
          ON pp.customer_id = p.customer_id

@@ -378,7 +378,12 @@ static void on_delivery_done(const http_result *r, void *arg)
                                   .carrier = cs,
                                   .excerpt = text_excerpt(r->excerpt, r->excerpt_len),
                                   .error_class = v.error_class ? strdup(v.error_class) : NULL,
-                                  .error = v.outcome != OUTCOME_SUCCESS ? strdup(v.error) : NULL});
+                                  .error = v.outcome != OUTCOME_SUCCESS ? strdup(v.error) : NULL,
+                                  .order_customer = dl->ordered && (v.outcome == OUTCOME_SUCCESS ||
+                                                                    v.outcome == OUTCOME_DEAD ||
+                                                                    v.outcome == OUTCOME_EXPIRED)
+                                                        ? dl->customer_id
+                                                        : 0});
 
     /* The weights of paced customers on this host follow its request time (claim.c); the
      * first request sets it, so a slow host is known as slow at once. */
@@ -481,7 +486,8 @@ static void delivery_expire(dispatcher *d, delivery *dl, customer *c)
                                   .started_us = now_us(),
                                   .carrier = cs,
                                   .error_class = strdup("expired"),
-                                  .error = strdup("not sent before its deadline")});
+                                  .error = strdup("not sent before its deadline"),
+                                  .order_customer = dl->ordered ? dl->customer_id : 0});
     delivery_unhold(d, dl, c);
     delivery_finish(d, dl, c, 0);
 }
@@ -775,6 +781,7 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     dl->carrier = row->carrier;
     dl->item_id = row->item_id;
     dl->msg_id = row->msg_id;
+    dl->ordered = row->ordered;
     dl->customer_id = row->customer_id;
     dl->attempt = row->attempt;
     dl->max_attempts = row->max_attempts;

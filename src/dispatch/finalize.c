@@ -57,6 +57,15 @@ void final_list_free(final_list *l)
 /* The outcome is written (or given up): its carrier has room again. */
 static void final_entry_release(dispatcher *d, final_entry *e)
 {
+    if (e->order_customer) {
+        customer *c = customer_get(d, e->order_customer);
+        if (c) {
+            pair_note(c, e->carrier ? e->carrier->name : "", now_us());
+            customer_schedule(d, c);
+            claim_arm(d);
+        }
+        e->order_customer = 0;
+    }
     if (e->carrier) {
         e->carrier->in_flight--;
         wake(d, &e->carrier->waiting);

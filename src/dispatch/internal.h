@@ -443,6 +443,7 @@ typedef struct delivery {
     size_t body_len;
     int64_t item_id, token, customer_id;
     int64_t msg_id; /* webhook-id: msg_<msg_id> (the event's id for a delivery of a fan-out) */
+    bool ordered;   /* it has an order key (0020): its key's next item waits for its outcome */
     int64_t tenant_counted; /* on the wire, counted in host->tenant_out under this id; 0: not */
     const char *carrier;
     int attempt, max_attempts;
@@ -483,6 +484,10 @@ typedef struct final_entry {
     /* The carrier whose in-flight count this outcome still holds: a carrier's cap counts an
      * item until its outcome is written, as the queue shows it claimed until then. */
     carrier_state *carrier;
+    /* An item with an order key whose outcome ends its turn (delivered, dead-lettered): once
+     * written, its customer's pair is claimed again for the key's next item, which no NOTIFY
+     * announces. 0: none. */
+    int64_t order_customer;
 } final_entry;
 
 typedef struct final_list {
@@ -630,6 +635,7 @@ typedef struct claim_row {
     int64_t rec_at;
     int64_t rec_period_us; /* the customer's recovery pace's period; 0: it has none */
     int64_t msg_id;        /* webhook-id msg_<msg_id>: the event's id, shared by its deliveries */
+    bool ordered;          /* it has an order key: its outcome, once written, frees the next */
 } claim_row;
 
 typedef struct customer_row {

@@ -148,6 +148,8 @@ void claim_row_parse(const PGresult *res, int r, claim_row *out)
     out->payload_len = (size_t)PQgetlength(res, r, SQL_RUN_CLAIM_C_PAYLOAD);
     out->created_us = row_i64(res, r, SQL_RUN_CLAIM_C_CREATED_US);
     out->msg_id = row_i64(res, r, SQL_RUN_CLAIM_C_MSG_ID);
+    out->ordered =
+        !row_null(res, r, SQL_RUN_CLAIM_C_ORDERED) && row_bool(res, r, SQL_RUN_CLAIM_C_ORDERED);
     if (!row_null(res, r, SQL_RUN_CLAIM_C_EXPIRES_IN_US))
         out->expires_in_us = row_i64(res, r, SQL_RUN_CLAIM_C_EXPIRES_IN_US);
     if (!row_null(res, r, SQL_RUN_CLAIM_C_TRACEPARENT))
