@@ -8,6 +8,7 @@
 #include "validate.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,16 +156,27 @@ static int host_set(cli_ctx *ctx, int argc, char **argv)
     return status;
 }
 
-static int host_get(cli_ctx *ctx, int argc, char **argv)
+/* `host get|delete HOST`: its options (only --help), its HOST and a connection. CLI_OK, or the
+ * status to return (CLI_OK after --help). */
+static int host_command(cli_ctx *ctx, int argc, char **argv, const char **host, bool *done)
 {
+    *done = true;
     int parsed = plain_options(ctx, argc, argv);
     if (parsed != CLI_OK)
         return parsed == CLI_HELP_SHOWN ? CLI_OK : parsed;
-    const char *host = NULL;
-    int status = host_arg(ctx, argc, argv, &host);
+    int status = host_arg(ctx, argc, argv, host);
     if (status == CLI_OK)
         status = cli_connect(ctx);
-    if (status != CLI_OK)
+    *done = status != CLI_OK;
+    return status;
+}
+
+static int host_get(cli_ctx *ctx, int argc, char **argv)
+{
+    const char *host = NULL;
+    bool done;
+    int status = host_command(ctx, argc, argv, &host, &done);
+    if (done)
         return status;
     const char *params[SQL_HOST_LIST_NPARAMS] = {[SQL_HOST_LIST_P_HOST] = host};
     PGresult *res = cli_query(ctx, sql_q_host_list, SQL_HOST_LIST_NPARAMS, params);
@@ -199,14 +211,10 @@ static int host_list(cli_ctx *ctx, int argc, char **argv)
 
 static int host_delete(cli_ctx *ctx, int argc, char **argv)
 {
-    int parsed = plain_options(ctx, argc, argv);
-    if (parsed != CLI_OK)
-        return parsed == CLI_HELP_SHOWN ? CLI_OK : parsed;
     const char *host = NULL;
-    int status = host_arg(ctx, argc, argv, &host);
-    if (status == CLI_OK)
-        status = cli_connect(ctx);
-    if (status != CLI_OK)
+    bool done;
+    int status = host_command(ctx, argc, argv, &host, &done);
+    if (done)
         return status;
     const char *params[SQL_HOST_DELETE_NPARAMS] = {[SQL_HOST_DELETE_P_HOST] = host};
     PGresult *res = cli_query(ctx, sql_q_host_delete, SQL_HOST_DELETE_NPARAMS, params);

@@ -137,7 +137,7 @@ double claim_weight(const customer *c)
         return 1;
     /* A paced customer needs rate x request time connections to keep its rate: one more than
      * that is its weight, so a slow host does not push it below its rate. */
-    return 1 + pace_rate(&c->pace, c->rate) / 60.0 * c->host->latency_ms / 1000.0;
+    return 1 + customer_effective_rate(c) / 60.0 * c->host->latency_ms / 1000.0;
 }
 
 int batch_tick_allowance(const customer *c, int64_t tick, double *credit)
@@ -146,7 +146,7 @@ int batch_tick_allowance(const customer *c, int64_t tick, double *credit)
     *credit = c->credit;
     if (elapsed <= 0)
         return -1; /* this tick was already dispatched (by us or a previous leader) */
-    double rate = pace_rate(&c->pace, c->rate); /* lowered while its receiver throttles */
+    double rate = customer_effective_rate(c); /* throttles, host share, announcement */
     int allowed = batch_allowance(rate, credit, elapsed, batch_default_cap(rate));
     return allowed < 0 ? 0 : allowed;
 }

@@ -272,7 +272,7 @@ static void gauges_totals(dispatcher *d, int64_t at)
         if (c->stat_oldest_due_us > 0 && (o_oldest == 0 || c->stat_oldest_due_us < o_oldest))
             o_oldest = c->stat_oldest_due_us;
         if (c->mode != MODE_UNLIMITED)
-            o_rate += pace_rate(&c->pace, c->rate);
+            o_rate += customer_effective_rate(c);
         o_breaker += (double)c->breaker.state;
     }
     status_totals_note(d, due, dead + d->gauges.unloaded_dead, at);

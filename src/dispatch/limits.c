@@ -435,7 +435,11 @@ static void collect(dispatcher *d, host_state *h, host_limit *hl, int64_t now, d
             customer *c = customer_get(d, ids[i]);
             if (!c)
                 continue;
-            if (!customer_active(c, now)) {
+            /* Held by its own windows (a day's quota used up) for more than a second: it cannot
+             * use a share meanwhile, so the others get it. */
+            int64_t own_windows =
+                c->lim.n > 0 ? slide_limit_free_at(&c->lim, now, c->unsent, 1) : now;
+            if (!customer_active(c, now) || own_windows > now + 1000000) {
                 set_share(d, c, 0);
                 continue;
             }

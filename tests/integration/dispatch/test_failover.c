@@ -966,6 +966,50 @@ static void standby_instance_keeps_a_customers_shared_limit(void **state)
     assert_int_equal(tl_service_signal(&f->svc[1], SIGTERM, 1, 10000), 0);
 }
 
+/* Limit windows (0019) across a takeover: the leader uses up a 6/10s window at 5/s and dies at
+ * once; the standby takes over and must resume the window from the attempt log and the claims
+ * still leased: no 7th webhook until the first is ten seconds old, none more than six in any
+ * ten seconds. */
+static void standby_instance_keeps_limit_windows(void **state)
+{
+    fx *f = *state;
+    char url[256];
+    receiver_url(f->rx, "/c/windowed", url, sizeof url);
+    tl_exec(f->db->conn,
+            "SELECT pgpace.customer_set('windowed', webhook_url => '%s', "
+            "signing_secrets => ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], "
+            "limits => '{5/s,6/10s}')",
+            url);
+    start_takeover_instance(f, 0, "a");
+    CHECK(wait_log(&f->svc[0], "event=leader_elected", 15000), "a did not lead");
+    start_takeover_instance(f, 1, "b");
+    CHECK(wait_log(&f->svc[1], "event=standby", 15000), "b did not stand by");
+    tl_exec(f->db->conn, "SELECT pgpace.enqueue('windowed', jsonb_build_object('n', g)) "
+                         "FROM generate_series(1, 12) g");
+    CHECK(rx_wait(f, "windowed", 6, 20000) >= 6, "windowed: its first six did not arrive");
+    assert_int_equal(tl_service_signal(&f->svc[0], SIGKILL, 1, 5000), 128 + SIGKILL);
+    CHECK(wait_log(&f->svc[1], "event=leader_elected", 10000), "b did not take over");
+    CHECK(rx_wait(f, "windowed", 8, 40000) >= 8, "windowed: fewer than 8 webhooks");
+    int64_t at[64];
+    size_t n = arrivals(f->rx, "windowed", at, 64);
+    size_t most = 0;
+    for (size_t hi = 0, lo = 0; hi < n; hi++) {
+        while (at[lo] <= at[hi] - 10000000)
+            lo++;
+        if (hi - lo + 1 > most)
+            most = hi - lo + 1;
+    }
+    printf("# windowed (5/s, 6/10s): %zu arrivals, 7th %.3f s after the first, most in any 10 s "
+           "%zu\n",
+           n, (at[6] - at[0]) / 1e6, most);
+    CHECK(most <= 6, "%zu webhooks in 10 s after the takeover: the window was not resumed", most);
+    CHECK(at[6] - at[0] >= 10000000, "the 7th webhook came %.3f s after the first",
+          (at[6] - at[0]) / 1e6);
+    CHECK(wait_log(&f->svc[1], "event=limit_windows_resumed", 10000),
+          "b did not resume the windows");
+    assert_int_equal(tl_service_signal(&f->svc[1], SIGTERM, 1, 10000), 0);
+}
+
 /* A listening socket on 127.0.0.1 that is dead in one of two ways: `drop`: its accept queue is
  * full, so the kernel drops new SYNs (a host that is gone); otherwise it takes connections and
  * never answers (a hung server). Returns the fd; *port gets its port. */
@@ -1055,6 +1099,8 @@ int main(int argc, char **argv)
                                             svc_setup, svc_teardown),
             cmocka_unit_test_setup_teardown(standby_instance_keeps_a_customers_shared_limit,
                                             svc_setup, svc_teardown),
+            cmocka_unit_test_setup_teardown(standby_instance_keeps_limit_windows, svc_setup,
+                                            svc_teardown),
             cmocka_unit_test_setup_teardown(dead_first_host_is_passed_over, svc_setup,
                                             svc_teardown),
         };
