@@ -204,7 +204,7 @@ cores=$(nproc)
 mem=$(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo)
 kernel=$(uname -r)
 pgver=$(q "$admin" "SHOW server_version")
-settings=$(psql -X -At -F' = ' -d "$admin" -c "SELECT name, setting || coalesce(unit, '') FROM pg_settings WHERE name IN ('shared_buffers','fsync','synchronous_commit','max_connections') ORDER BY name")
+settings=$(psql -X -At -F' = ' -d "$admin" -c "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('shared_buffers','fsync','synchronous_commit','max_connections') ORDER BY name")
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 t_start=$(date +%s)
 git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -446,7 +446,7 @@ row() { # CASE VARIANT LABEL
     echo "| cores | $cores, shared with other work (load average $load_start at the start, $load_end at the end) |"
     echo "| memory | $mem |"
     echo "| kernel | $kernel |"
-    echo "| PostgreSQL | $pgver (private cluster from tests/tools/pgcluster.sh; no setting changed from its defaults) |"
+    echo "| PostgreSQL | $pgver (private cluster as tests/tools/pgcluster.sh starts it; this script changes no setting) |"
     while IFS= read -r l; do echo "| ${l%% = *} | ${l#* = } |"; done <<<"$settings"
     echo "| pgpace | \`pgpace run\`, the default configuration plus \`[delivery] allow_cidrs = 127.0.0.0/8\`, log level $LOG_LEVEL |"
     echo
