@@ -354,6 +354,8 @@ typedef struct customer {
     double announced_rate;
     int64_t announced_until_us;
     int64_t announce_logged_us; /* an ignored announcement was last logged */
+    double announce_reset_max_s;  /* windowless announcements: their longest reset lately, */
+    int64_t announce_reset_at_us; /* announced then (throttle.c) */
     bool ratelimit_headers;
     bool grouped; /* one of several endpoints of its customer: shares divide among customers */
 } customer;

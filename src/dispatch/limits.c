@@ -80,6 +80,7 @@ void limits_customer_apply(dispatcher *d, customer *c, const customer_row *row)
     c->ratelimit_headers = row->ratelimit_headers;
     if (!c->ratelimit_headers) {
         c->announced_rate = 0;
+        c->announce_reset_max_s = 0;
         c->announced_until_us = 0;
     }
 }
@@ -693,6 +694,7 @@ void limits_history_load(dispatcher *d)
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
         c->unsent = 0;
         c->announced_rate = 0;
+        c->announce_reset_max_s = 0;
         c->announced_until_us = 0;
         c->host_share = 0;
         if (c->gate)

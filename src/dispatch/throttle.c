@@ -134,6 +134,9 @@ static void log_change(const customer *c, const char *event, int status, int64_t
 /* An announcement is followed this long after the answer that made it, at least: a receiver
  * that stops announcing (or a proxy that strips the fields) gets the configured pace back. */
 #define ANNOUNCED_FOR_US (60 * 1000000LL)
+/* The longest reset of windowless announcements stands for their window this long after it was
+ * last announced. */
+#define ANNOUNCE_RESET_KEEP_US (5 * 60 * 1000000LL)
 /* Ignored announcements are logged at most this often per customer (every one is counted). */
 #define ANNOUNCE_LOG_EVERY_US (60 * 1000000LL)
 
@@ -167,8 +170,26 @@ static void note_announcement(dispatcher *d, customer *c, const http_result *r, 
         }
         return;
     }
-    double per_minute;
-    if (rl_rate_per_minute(&a, &per_minute) && per_minute > 0) {
+    double per_minute = 0;
+    bool have_rate;
+    if (a.window_s <= 0 && a.have_limit && a.have_reset && a.reset_s > 0 && !a.reset_clamped) {
+        /* No window stated (X-RateLimit-*, RateLimit-Limit without a policy): the longest reset
+         * announced lately stands for it: a fixed window's length, or the time a token bucket
+         * takes to fill from empty. Its limit over that is the receiver's steady rate; what
+         * remains spread until each reset would swing with every answer (a bucket's reset is
+         * short while it is full). */
+        if (a.reset_s > c->announce_reset_max_s ||
+            now - c->announce_reset_at_us > ANNOUNCE_RESET_KEEP_US) {
+            c->announce_reset_max_s = a.reset_s;
+            c->announce_reset_at_us = now;
+        }
+        per_minute = a.limit * 60.0 / c->announce_reset_max_s;
+        have_rate = true;
+        a.window_s = c->announce_reset_max_s;
+    } else {
+        have_rate = rl_rate_per_minute(&a, &per_minute);
+    }
+    if (have_rate && per_minute > 0) {
         int64_t keep = a.window_s > 0 ? (int64_t)(a.window_s * 2e6) : 0;
         c->announced_until_us = now + (keep > ANNOUNCED_FOR_US ? keep : ANNOUNCED_FOR_US);
         if (per_minute != c->announced_rate) {
