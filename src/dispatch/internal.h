@@ -226,11 +226,11 @@ typedef struct host_limit {
     pace pace;
     int64_t throttled_ids[4]; /* the latest customers throttled, and when */
     int64_t throttled_at[4];
-    int64_t success_at;       /* the latest success from it */
-    int64_t divided_us;       /* last division of its rate among its customers */
-    double rate_shared;       /* the rate divided, per minute (0 none) */
-    int active;               /* customers it was divided among */
-    long long holds;          /* sends it held back (metric) */
+    int64_t success_at; /* the latest success from it */
+    int64_t divided_us; /* last division of its rate among its customers */
+    double rate_shared; /* the rate divided, per minute (0 none) */
+    int active;         /* customers it was divided among */
+    long long holds;    /* sends it held back (metric) */
 } host_limit;
 
 /* A customer's limit over all of its endpoints (migration 0018): one GCRA cell that every
@@ -353,7 +353,7 @@ typedef struct customer {
     double host_share;
     double announced_rate;
     int64_t announced_until_us;
-    int64_t announce_logged_us; /* an ignored announcement was last logged */
+    int64_t announce_logged_us;   /* an ignored announcement was last logged */
     double announce_reset_max_s;  /* windowless announcements: their longest reset lately, */
     int64_t announce_reset_at_us; /* announced then (throttle.c) */
     bool ratelimit_headers;
@@ -525,7 +525,7 @@ typedef struct claim_round {
     bool rec_held[ROUND_MAX_CUSTOMERS];
     bool recovery_paced; /* a customer of the round is known to have a recovery pace */
     bool gated;          /* a customer of the round shares a tenant limit (tenant.c) */
-    int64_t gate_of[ROUND_MAX_CUSTOMERS]; /* the tenant gate each customer asked of, or 0 */
+    int64_t gate_of[ROUND_MAX_CUSTOMERS];      /* the tenant gate each customer asked of, or 0 */
     host_limit *limit_of[ROUND_MAX_CUSTOMERS]; /* the host limit each customer asked of */
 } claim_round;
 
@@ -655,7 +655,7 @@ typedef struct customer_row {
     int64_t tenant_id;  /* the customer an endpoint belongs to (its own id for a customer) */
     double tenant_rate; /* that customer's limit over its endpoints; 0: none to share */
     int tenant_burst;
-    bool grouped; /* one of several endpoints of its customer */
+    bool grouped;                                     /* one of several endpoints of its customer */
     const char *limit_windows, *tenant_limit_windows; /* slide_limit_parse's form */
     bool ratelimit_headers;
 } customer_row;
@@ -851,10 +851,10 @@ struct dispatcher {
     long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
-    int reloads_out; /* reload statements out (state.c) */
-    hmap gates;      /* int64 tenant id -> tenant_gate* (tenant.c) */
-    hmap carriers;   /* name -> carrier_state* */
-    hmap hosts;      /* "scheme://authority" -> host_state* */
+    int reloads_out;  /* reload statements out (state.c) */
+    hmap gates;       /* int64 tenant id -> tenant_gate* (tenant.c) */
+    hmap carriers;    /* name -> carrier_state* */
+    hmap hosts;       /* "scheme://authority" -> host_state* */
     hmap host_limits; /* pgpace.host's host -> host_limit* (limits.c) */
     sched_heap heap;
     claim_round *claims[CLAIM_PIPELINE]; /* the claim statements in flight, oldest first */

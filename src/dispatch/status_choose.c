@@ -32,8 +32,7 @@ double effective_rate(const customer *c)
 /* A throttling receiver slowed it: a lower pace, an in-flight cap, or a Retry-After hold. */
 bool is_throttled(const customer *c, int64_t now)
 {
-    return pace_rate(&c->pace, c->rate) < c->rate || c->pace.cap > 0 ||
-           c->pace.hold_until_us > now;
+    return pace_rate(&c->pace, c->rate) < c->rate || c->pace.cap > 0 || c->pace.hold_until_us > now;
 }
 
 /* Its failing streak is recorded: `failing`, as `pgpace events` has it (health.c). Only the
