@@ -1120,7 +1120,7 @@ int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
 /* limits.c: limit windows (slide.h) of endpoints, their customers and receiver hosts */
 /* A reload's windows for the customer (its own) and its tenant gate (its customer's); a changed
  * limit keeps what was sent. */
-void limits_customer_apply(dispatcher *d, customer *c, const customer_row *row);
+void limits_customer_apply(customer *c, const customer_row *row);
 /* The most of `want` items every window of the customer, its customer's and its host's lets a
  * round ask for now, less what is claimed or asked already and not yet sent. Pure. */
 int limits_allow(const customer *c, int64_t now, int want);
@@ -1131,15 +1131,17 @@ int64_t limits_due(const customer *c, int64_t now);
 /* Earliest time one send of c to host h fits every window (now when it does). Pure. */
 int64_t limits_send_at(const customer *c, const host_state *h, int64_t now);
 /* A send of c to h went out at `at`: recorded in every window. */
-void limits_sent(dispatcher *d, customer *c, host_state *h, int64_t at);
+void limits_sent(customer *c, host_state *h, int64_t at);
 /* A delivery of c to h was claimed (+1), or was sent or ended unsent (-1). */
-void limits_unsent(dispatcher *d, customer *c, host_state *h, int delta);
+void limits_unsent(customer *c, host_state *h, int delta);
 /* The host limit a host_state falls under, after its host rows loaded or changed. */
 void limits_host_match(dispatcher *d, host_state *h);
 /* Loads pgpace.host (all, or the one a NOTIFY named) and applies it. */
 void limits_hosts_load(dispatcher *d, const char *host);
 /* A host's connections: its row's max_connections, within [delivery] max_host_connections. */
 int host_max_connections(const dispatcher *d, const host_state *h);
+/* The same for a host limit's row (NULL: the configured default). */
+int host_limit_connections(const dispatcher *d, const host_limit *hl);
 /* On taking over: every window resumes from the sends the attempt log and the leased claims
  * hold, then the leader enters LEADER_LEADING. */
 void limits_history_load(dispatcher *d);
