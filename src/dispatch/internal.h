@@ -289,11 +289,12 @@ typedef struct customer {
     size_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
     breaker breaker;
     /* Health (health.c): the failing streak, every failed attempt since the last success. */
-    int64_t failing_since; /* epoch us of its first failure; 0 = not failing */
-    int health_failures;   /* failed attempts in it (since this leader knew it) */
-    bool failing_recorded; /* the `failing` event is written (or being written) */
-    int64_t recovered_at;  /* epoch us: the latest recorded streak ended here; 0 = none seen */
-    int64_t disabled_at;   /* epoch us of customer.disabled_at; 0 = not disabled */
+    int64_t failing_since;  /* epoch us of its first failure; 0 = not failing */
+    int health_failures;    /* failed attempts in it (since this leader knew it) */
+    bool failing_recorded;  /* the `failing` event is written (or being written) */
+    bool failing_committed; /* ... and its transaction committed: what the page shows */
+    int64_t recovered_at;   /* epoch us: the latest recorded streak ended here; 0 = none seen */
+    int64_t disabled_at;    /* epoch us of customer.disabled_at; 0 = not disabled */
     int in_flight;
     int claiming;  /* items asked of the claims in flight */
     int rounds_in; /* claims in flight it is in (more than one only for an unlimited customer) */

@@ -299,6 +299,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->breaker.open_until = row->breaker_open_until_us;
         c->failing_since = row->failing_since_us;
         c->failing_recorded = row->failing_since_us != 0;
+        c->failing_committed = c->failing_recorded;
     }
     return c;
 }
