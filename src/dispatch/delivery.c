@@ -192,7 +192,7 @@ static void unsent_done(dispatcher *d, delivery *dl, customer *c)
     if (!dl->unsent)
         return;
     dl->unsent = false;
-    limits_unsent(d, c, dl->host, -1);
+    limits_unsent(c, dl->host, -1);
 }
 
 /* A delivery ends, first part: the room it held (dispatcher, host, customer, pair) is freed. */
@@ -559,7 +559,7 @@ void delivery_send(dispatcher *d, delivery *dl)
     unqueue(d, dl);
     dl->started_us = now_us();
     unsent_done(d, dl, c);
-    limits_sent(d, c, dl->host, dl->started_us);
+    limits_sent(c, dl->host, dl->started_us);
     /* Only requests on the wire use a host's connections; one waiting for its GCRA slot
      * (at most the lookahead) has only booked one. */
     if (dl->host) {
@@ -807,7 +807,7 @@ void delivery_start(dispatcher *d, const claim_row *row, int64_t token, int64_t 
     if (c) {
         dl->host = c->host; /* counted in flight there once the request is actually sent */
         dl->unsent = true;
-        limits_unsent(d, c, dl->host, +1);
+        limits_unsent(c, dl->host, +1);
         c->in_flight++;
         pair_in_flight_add(c, dl->carrier, 1);
         if (c->breaker.state == BREAKER_HALF_OPEN && !c->breaker.probe_in_flight) {

@@ -334,6 +334,7 @@ void health_restart_timer(dispatcher *d, bool check_now)
 typedef struct note_ctx {
     dispatcher *d;
     int64_t customer_id;
+    int64_t failing_since; /* the streak written; 0 for its end */
     bool failing;
 } note_ctx;
 
@@ -343,11 +344,16 @@ static void on_health_noted(pgconn *conn, PGresult *res, void *arg)
     bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
     if (res && !ok)
         LOG_WARN("health_note_failed", LOG_S("error", PQresultErrorMessage(res)));
-    customer *c = ok ? NULL : customer_get(n->d, n->customer_id);
-    /* A streak not written is written at its next failure. An end not written needs nothing:
-     * the health check finds the success in the attempt log and ends the streak there. */
-    if (c && n->failing && c->failing_since)
-        c->failing_recorded = false;
+    customer *c = customer_get(n->d, n->customer_id);
+    /* The page shows the streak once it is committed, so it never says failing before
+     * `pgpace events` does. A streak not written is written at its next failure. An end not
+     * written needs nothing: the health check finds the success in the attempt log. */
+    if (c && n->failing && c->failing_since == n->failing_since && c->failing_recorded) {
+        if (ok)
+            c->failing_committed = true;
+        else
+            c->failing_recorded = false;
+    }
     free(n);
 }
 
@@ -356,7 +362,10 @@ static void write_note(dispatcher *d, customer *c, bool failing, const char *err
     note_ctx *n = calloc(1, sizeof *n);
     if (!n)
         return;
-    *n = (note_ctx){.d = d, .customer_id = c->id, .failing = failing};
+    *n = (note_ctx){.d = d,
+                    .customer_id = c->id,
+                    .failing_since = failing ? c->failing_since : 0,
+                    .failing = failing};
     char id[24], since[24], failures[16];
     snprintf(id, sizeof id, "%" PRId64, c->id);
     snprintf(since, sizeof since, "%" PRId64, c->failing_since);
@@ -377,6 +386,7 @@ void health_note(dispatcher *d, customer *c, bool failed, int64_t started_us, co
         c->failing_since = 0;
         c->health_failures = 0;
         c->failing_recorded = false;
+        c->failing_committed = false;
         if (recorded) {
             c->recovered_at = now_us(); /* for the status page */
             write_note(d, c, false, NULL);
@@ -400,4 +410,5 @@ void health_reset(dispatcher *d, customer *c)
     c->failing_since = 0;
     c->health_failures = 0;
     c->failing_recorded = false;
+    c->failing_committed = false;
 }

@@ -226,11 +226,11 @@ typedef struct host_limit {
     pace pace;
     int64_t throttled_ids[4]; /* the latest customers throttled, and when */
     int64_t throttled_at[4];
-    int64_t success_at;       /* the latest success from it */
-    int64_t divided_us;       /* last division of its rate among its customers */
-    double rate_shared;       /* the rate divided, per minute (0 none) */
-    int active;               /* customers it was divided among */
-    long long holds;          /* sends it held back (metric) */
+    int64_t success_at; /* the latest success from it */
+    int64_t divided_us; /* last division of its rate among its customers */
+    double rate_shared; /* the rate divided, per minute (0 none) */
+    int active;         /* customers it was divided among */
+    long long holds;    /* sends it held back (metric) */
 } host_limit;
 
 /* A customer's limit over all of its endpoints (migration 0018): one GCRA cell that every
@@ -289,11 +289,12 @@ typedef struct customer {
     size_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
     breaker breaker;
     /* Health (health.c): the failing streak, every failed attempt since the last success. */
-    int64_t failing_since; /* epoch us of its first failure; 0 = not failing */
-    int health_failures;   /* failed attempts in it (since this leader knew it) */
-    bool failing_recorded; /* the `failing` event is written (or being written) */
-    int64_t recovered_at;  /* epoch us: the latest recorded streak ended here; 0 = none seen */
-    int64_t disabled_at;   /* epoch us of customer.disabled_at; 0 = not disabled */
+    int64_t failing_since;  /* epoch us of its first failure; 0 = not failing */
+    int health_failures;    /* failed attempts in it (since this leader knew it) */
+    bool failing_recorded;  /* the `failing` event is written (or being written) */
+    bool failing_committed; /* ... and its transaction committed: what the page shows */
+    int64_t recovered_at;   /* epoch us: the latest recorded streak ended here; 0 = none seen */
+    int64_t disabled_at;    /* epoch us of customer.disabled_at; 0 = not disabled */
     int in_flight;
     int claiming;  /* items asked of the claims in flight */
     int rounds_in; /* claims in flight it is in (more than one only for an unlimited customer) */
@@ -353,7 +354,7 @@ typedef struct customer {
     double host_share;
     double announced_rate;
     int64_t announced_until_us;
-    int64_t announce_logged_us; /* an ignored announcement was last logged */
+    int64_t announce_logged_us;   /* an ignored announcement was last logged */
     double announce_reset_max_s;  /* windowless announcements: their longest reset lately, */
     int64_t announce_reset_at_us; /* announced then (throttle.c) */
     bool ratelimit_headers;
@@ -530,7 +531,7 @@ typedef struct claim_round {
     bool rec_held[ROUND_MAX_CUSTOMERS];
     bool recovery_paced; /* a customer of the round is known to have a recovery pace */
     bool gated;          /* a customer of the round shares a tenant limit (tenant.c) */
-    int64_t gate_of[ROUND_MAX_CUSTOMERS]; /* the tenant gate each customer asked of, or 0 */
+    int64_t gate_of[ROUND_MAX_CUSTOMERS];      /* the tenant gate each customer asked of, or 0 */
     host_limit *limit_of[ROUND_MAX_CUSTOMERS]; /* the host limit each customer asked of */
 } claim_round;
 
@@ -661,7 +662,7 @@ typedef struct customer_row {
     int64_t tenant_id;  /* the customer an endpoint belongs to (its own id for a customer) */
     double tenant_rate; /* that customer's limit over its endpoints; 0: none to share */
     int tenant_burst;
-    bool grouped; /* one of several endpoints of its customer */
+    bool grouped;                                     /* one of several endpoints of its customer */
     const char *limit_windows, *tenant_limit_windows; /* slide_limit_parse's form */
     bool ratelimit_headers;
 } customer_row;
@@ -857,10 +858,10 @@ struct dispatcher {
     long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
-    int reloads_out; /* reload statements out (state.c) */
-    hmap gates;      /* int64 tenant id -> tenant_gate* (tenant.c) */
-    hmap carriers;   /* name -> carrier_state* */
-    hmap hosts;      /* "scheme://authority" -> host_state* */
+    int reloads_out;  /* reload statements out (state.c) */
+    hmap gates;       /* int64 tenant id -> tenant_gate* (tenant.c) */
+    hmap carriers;    /* name -> carrier_state* */
+    hmap hosts;       /* "scheme://authority" -> host_state* */
     hmap host_limits; /* pgpace.host's host -> host_limit* (limits.c) */
     sched_heap heap;
     claim_round *claims[CLAIM_PIPELINE]; /* the claim statements in flight, oldest first */
@@ -1126,7 +1127,7 @@ int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
 /* limits.c: limit windows (slide.h) of endpoints, their customers and receiver hosts */
 /* A reload's windows for the customer (its own) and its tenant gate (its customer's); a changed
  * limit keeps what was sent. */
-void limits_customer_apply(dispatcher *d, customer *c, const customer_row *row);
+void limits_customer_apply(customer *c, const customer_row *row);
 /* The most of `want` items every window of the customer, its customer's and its host's lets a
  * round ask for now, less what is claimed or asked already and not yet sent. Pure. */
 int limits_allow(const customer *c, int64_t now, int want);
@@ -1137,15 +1138,17 @@ int64_t limits_due(const customer *c, int64_t now);
 /* Earliest time one send of c to host h fits every window (now when it does). Pure. */
 int64_t limits_send_at(const customer *c, const host_state *h, int64_t now);
 /* A send of c to h went out at `at`: recorded in every window. */
-void limits_sent(dispatcher *d, customer *c, host_state *h, int64_t at);
+void limits_sent(customer *c, host_state *h, int64_t at);
 /* A delivery of c to h was claimed (+1), or was sent or ended unsent (-1). */
-void limits_unsent(dispatcher *d, customer *c, host_state *h, int delta);
+void limits_unsent(customer *c, host_state *h, int delta);
 /* The host limit a host_state falls under, after its host rows loaded or changed. */
 void limits_host_match(dispatcher *d, host_state *h);
 /* Loads pgpace.host (all, or the one a NOTIFY named) and applies it. */
 void limits_hosts_load(dispatcher *d, const char *host);
 /* A host's connections: its row's max_connections, within [delivery] max_host_connections. */
 int host_max_connections(const dispatcher *d, const host_state *h);
+/* The same for a host limit's row (NULL: the configured default). */
+int host_limit_connections(const dispatcher *d, const host_limit *hl);
 /* On taking over: every window resumes from the sends the attempt log and the leased claims
  * hold, then the leader enters LEADER_LEADING. */
 void limits_history_load(dispatcher *d);

@@ -63,9 +63,8 @@ static void limit_set(slide_limit *l, const char *machine, const char *who, cons
     *l = next;
 }
 
-void limits_customer_apply(dispatcher *d, customer *c, const customer_row *row)
+void limits_customer_apply(customer *c, const customer_row *row)
 {
-    (void)d;
     limit_set(&c->lim, row->limit_windows, "customer", c->name);
     /* Paced at its shortest window's rate when that is lower than its own (run_customers.sql
      * returns the lower of the two already; this adds the guard, so that sends spaced evenly
@@ -95,24 +94,35 @@ static int64_t gate_pending(const tenant_gate *g)
     return (int64_t)g->unsent + g->reserved + g->considering;
 }
 
+/* The limits a send of c to host h counts against, with what is pending against each (claimed
+ * or asked, not yet sent): its own windows, its customer's, its host's. Returns how many. */
+typedef struct covering {
+    const slide_limit *lim;
+    int64_t pending;
+} covering;
+
+static int covering_limits(const customer *c, const host_state *h, covering out[3])
+{
+    int n = 0;
+    if (c && c->lim.n > 0)
+        out[n++] = (covering){&c->lim, (int64_t)c->unsent + c->claiming};
+    if (c && c->gate && c->gate->lim.n > 0)
+        out[n++] = (covering){&c->gate->lim, gate_pending(c->gate)};
+    const host_limit *hl = h ? h->limit : NULL;
+    if (hl && hl->lim.n > 0)
+        out[n++] = (covering){&hl->lim, host_pending(hl)};
+    return n;
+}
+
 int limits_allow(const customer *c, int64_t now, int want)
 {
     if (want <= 0)
         return want;
+    covering cv[3];
+    int n = covering_limits(c, c->host, cv);
     int64_t room = want;
-    if (c->lim.n > 0) {
-        int64_t r = slide_limit_room(&c->lim, now, (int64_t)c->unsent + c->claiming);
-        if (r < room)
-            room = r;
-    }
-    if (c->gate && c->gate->lim.n > 0) {
-        int64_t r = slide_limit_room(&c->gate->lim, now, gate_pending(c->gate));
-        if (r < room)
-            room = r;
-    }
-    const host_limit *hl = c->host ? c->host->limit : NULL;
-    if (hl && hl->lim.n > 0) {
-        int64_t r = slide_limit_room(&hl->lim, now, host_pending(hl));
+    for (int i = 0; i < n; i++) {
+        int64_t r = slide_limit_room(cv[i].lim, now, cv[i].pending);
         if (r < room)
             room = r;
     }
@@ -133,17 +143,11 @@ static int64_t free_at(const slide_limit *l, int64_t now, int64_t pending)
 
 int64_t limits_due(const customer *c, int64_t now)
 {
+    covering cv[3];
+    int n = covering_limits(c, c->host, cv);
     int64_t at = INT64_MIN;
-    if (c->lim.n > 0)
-        at = free_at(&c->lim, now, (int64_t)c->unsent + c->claiming);
-    if (c->gate && c->gate->lim.n > 0) {
-        int64_t t = free_at(&c->gate->lim, now, gate_pending(c->gate));
-        if (t > at)
-            at = t;
-    }
-    const host_limit *hl = c->host ? c->host->limit : NULL;
-    if (hl && hl->lim.n > 0) {
-        int64_t t = free_at(&hl->lim, now, host_pending(hl));
+    for (int i = 0; i < n; i++) {
+        int64_t t = free_at(cv[i].lim, now, cv[i].pending);
         if (t > at)
             at = t;
     }
@@ -152,20 +156,12 @@ int64_t limits_due(const customer *c, int64_t now)
 
 int64_t limits_send_at(const customer *c, const host_state *h, int64_t now)
 {
+    covering cv[3];
+    int n = covering_limits(c, h, cv);
     int64_t at = now;
-    if (c && c->lim.n > 0) {
-        int64_t t = slide_limit_free_at(&c->lim, now, 0, 1);
-        if (t > at)
-            at = t;
-    }
-    if (c && c->gate && c->gate->lim.n > 0) {
-        int64_t t = slide_limit_free_at(&c->gate->lim, now, 0, 1);
-        if (t > at)
-            at = t;
-    }
-    const host_limit *hl = h ? h->limit : NULL;
-    if (hl && hl->lim.n > 0) {
-        int64_t t = slide_limit_free_at(&hl->lim, now, 0, 1);
+    for (int i = 0; i < n; i++) {
+        /* Nothing pending counts here: this send is one of them, and goes first if it fits. */
+        int64_t t = slide_limit_free_at(cv[i].lim, now, 0, 1);
         if (t > at)
             at = t;
     }
@@ -178,9 +174,8 @@ static void record(slide_limit *l, int64_t at, const char *what)
         LOG_ERROR("out_of_memory", LOG_S("where", what)); /* merged: held a little longer */
 }
 
-void limits_sent(dispatcher *d, customer *c, host_state *h, int64_t at)
+void limits_sent(customer *c, host_state *h, int64_t at)
 {
-    (void)d;
     if (c) {
         record(&c->lim, at, "limit windows");
         if (c->gate)
@@ -197,9 +192,8 @@ static void add_clamped(int *v, int delta)
         *v = 0;
 }
 
-void limits_unsent(dispatcher *d, customer *c, host_state *h, int delta)
+void limits_unsent(customer *c, host_state *h, int delta)
 {
-    (void)d;
     if (c) {
         add_clamped(&c->unsent, delta);
         if (c->gate)
@@ -209,12 +203,17 @@ void limits_unsent(dispatcher *d, customer *c, host_state *h, int delta)
         add_clamped(&h->limit->unsent, delta);
 }
 
-int host_max_connections(const dispatcher *d, const host_state *h)
+int host_limit_connections(const dispatcher *d, const host_limit *hl)
 {
     int max = d->cfg.max_host_connections;
-    if (h && h->limit && h->limit->max_connections > 0 && h->limit->max_connections < max)
-        max = h->limit->max_connections;
+    if (hl && hl->max_connections > 0 && hl->max_connections < max)
+        max = hl->max_connections;
     return max;
+}
+
+int host_max_connections(const dispatcher *d, const host_state *h)
+{
+    return host_limit_connections(d, h ? h->limit : NULL);
 }
 
 /* ---- hosts: rows, matching ---------------------------------------------------------------- */
@@ -457,9 +456,18 @@ static void collect(dispatcher *d, host_state *h, host_limit *hl, int64_t now, d
 
 static void divide_host(dispatcher *d, host_limit *hl, int64_t now, divide_scratch *s)
 {
-    s->n = 0;
-    size_t pos = 0;
+    /* A division visits every customer of the host: as often as the hosts' other recounts
+     * (internal.h), so a host of 100,000 customers costs about 1 % of a core, not a pass of
+     * them five times a second. */
+    size_t pos = 0, customers = 0;
     host_state *h;
+    while ((h = hmap_next(&d->hosts, &pos)) != NULL)
+        if (h->limit == hl)
+            customers += h->n_spaced + h->n_workq;
+    if (!recount_due(now, hl->divided_us, customers))
+        return;
+    s->n = 0;
+    pos = 0;
     while ((h = hmap_next(&d->hosts, &pos)) != NULL)
         if (h->limit == hl)
             collect(d, h, hl, now, s);
@@ -523,6 +531,14 @@ void limits_arm(dispatcher *d)
 
 /* ---- host-wide throttles ------------------------------------------------------------------- */
 
+/* A host's rate follows throttles as a customer's does, by the configured defaults. */
+static pace_policy host_policy(const dispatcher *d)
+{
+    return (pace_policy){.decrease = d->cfg.throttle_decrease,
+                         .increase = d->cfg.throttle_increase,
+                         .floor = d->cfg.throttle_floor};
+}
+
 bool limits_host_throttled(dispatcher *d, customer *c, int64_t sent_us, int64_t now)
 {
     host_limit *hl = c->host ? c->host->limit : NULL;
@@ -548,9 +564,7 @@ bool limits_host_throttled(dispatcher *d, customer *c, int64_t sent_us, int64_t 
             others++;
     if (others == 0)
         return false;
-    pace_policy pol = {.decrease = d->cfg.throttle_decrease,
-                       .increase = d->cfg.throttle_increase,
-                       .floor = d->cfg.throttle_floor};
+    pace_policy pol = host_policy(d);
     double configured = slide_limit_rate(&hl->lim);
     if (pace_on_throttle(&hl->pace, MODE_SPACED, configured, 0, &pol, sent_us, 0, now)) {
         LOG_WARN("host_throttled", LOG_S("host", hl->key),
@@ -567,9 +581,7 @@ void limits_host_success(dispatcher *d, customer *c)
     if (!hl || hl->lim.n == 0)
         return;
     hl->success_at = now_us();
-    pace_policy pol = {.decrease = d->cfg.throttle_decrease,
-                       .increase = d->cfg.throttle_increase,
-                       .floor = d->cfg.throttle_floor};
+    pace_policy pol = host_policy(d);
     if (hl->pace.rate > 0)
         (void)pace_on_success(&hl->pace, MODE_SPACED, slide_limit_rate(&hl->lim), &pol, 0);
 }
@@ -676,10 +688,10 @@ static void add_window(history_params *p, slide_window *w, int64_t kept_us)
     p->n++;
 }
 
-static void add_member(history_params *p, int64_t customer_id)
+static void add_member(history_params *p, size_t slot, int64_t customer_id)
 {
     params_sep(&p->member_slot);
-    strbuf_put_i64(&p->member_slot, (int64_t)p->n - 1);
+    strbuf_put_i64(&p->member_slot, (int64_t)slot);
     params_sep(&p->member);
     strbuf_put_i64(&p->member, customer_id);
 }
@@ -711,29 +723,42 @@ void limits_history_load(dispatcher *d)
     while ((c = hmap_next(&d->customers, &pos)) != NULL)
         for (int i = 0; i < c->lim.n && p.ok; i++) {
             add_window(&p, &c->lim.w[i], kept_us);
-            add_member(&p, c->id);
+            add_member(&p, p.n - 1, c->id);
         }
-    /* Customers' windows over their endpoints: every endpoint of the gate. */
+    /* Customers' windows (all of their endpoints' sends count) and hosts' (all of their
+     * customers'): their windows' first slot by the gate's or host limit's address, then one
+     * pass over the customers adds each to the windows it counts in. */
+    hmap first_slot;
+    hmap_init(&first_slot);
     pos = 0;
     tenant_gate *g;
-    while ((g = hmap_next(&d->gates, &pos)) != NULL)
-        for (int i = 0; i < g->lim.n && p.ok; i++) {
-            add_window(&p, &g->lim.w[i], kept_us);
-            size_t cpos = 0;
-            while ((c = hmap_next(&d->customers, &cpos)) != NULL)
-                if (c->gate == g)
-                    add_member(&p, c->id);
+    while ((g = hmap_next(&d->gates, &pos)) != NULL && p.ok)
+        if (g->lim.n > 0) {
+            p.ok = hmap_put(&first_slot, &g, sizeof g, (void *)(uintptr_t)(p.n + 1)) == 0;
+            for (int i = 0; i < g->lim.n && p.ok; i++)
+                add_window(&p, &g->lim.w[i], kept_us);
         }
-    /* Hosts' windows: every customer whose URL is on the host. */
     pos = 0;
-    while ((hl = hmap_next(&d->host_limits, &pos)) != NULL)
-        for (int i = 0; i < hl->lim.n && p.ok; i++) {
-            add_window(&p, &hl->lim.w[i], kept_us);
-            size_t cpos = 0;
-            while ((c = hmap_next(&d->customers, &cpos)) != NULL)
-                if (c->host && c->host->limit == hl)
-                    add_member(&p, c->id);
+    while ((hl = hmap_next(&d->host_limits, &pos)) != NULL && p.ok)
+        if (hl->lim.n > 0) {
+            p.ok = hmap_put(&first_slot, &hl, sizeof hl, (void *)(uintptr_t)(p.n + 1)) == 0;
+            for (int i = 0; i < hl->lim.n && p.ok; i++)
+                add_window(&p, &hl->lim.w[i], kept_us);
         }
+    pos = 0;
+    while ((c = hmap_next(&d->customers, &pos)) != NULL && p.ok) {
+        const void *owners[2] = {c->gate, c->host ? c->host->limit : NULL};
+        int windows[2] = {c->gate ? c->gate->lim.n : 0,
+                          c->host && c->host->limit ? c->host->limit->lim.n : 0};
+        for (int o = 0; o < 2; o++) {
+            uintptr_t first = owners[o] && windows[o] > 0
+                                  ? (uintptr_t)hmap_get(&first_slot, &owners[o], sizeof owners[o])
+                                  : 0;
+            for (int i = 0; first && i < windows[o]; i++)
+                add_member(&p, first - 1 + (size_t)i, c->id);
+        }
+    }
+    hmap_free(&first_slot);
     if (p.n == 0 || !p.ok) {
         if (!p.ok)
             LOG_ERROR("out_of_memory", LOG_S("where", "limit history"));

@@ -287,7 +287,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->request_timeout_ms = row->request_timeout_ms;
     tenant_gate_attach(d, c, row->tenant_id, row->tenant_rate, row->tenant_burst);
     c->grouped = row->grouped;
-    limits_customer_apply(d, c, row);
+    limits_customer_apply(c, row);
     if (fresh) {
         /* A new leader resumes the breaker where the last one left it, except a probe: that
          * died with the old leader, so the breaker is open again and lets a new one through. */
@@ -299,6 +299,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->breaker.open_until = row->breaker_open_until_us;
         c->failing_since = row->failing_since_us;
         c->failing_recorded = row->failing_since_us != 0;
+        c->failing_committed = c->failing_recorded;
     }
     return c;
 }

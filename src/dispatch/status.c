@@ -430,10 +430,8 @@ static void put_hosts(strbuf *j, dispatcher *d, bool live, int64_t now)
         put_str(j, limits_text(&hl->lim, text, sizeof text));
         strbuf_puts(j, ",\"windows\":");
         put_window_use(j, &hl->lim, live, now);
-        strbuf_printf(j, ",\"max_connections\":%d,\"rate_per_minute\":",
-                      hl->max_connections > 0 && hl->max_connections < d->cfg.max_host_connections
-                          ? hl->max_connections
-                          : d->cfg.max_host_connections);
+        strbuf_printf(
+            j, ",\"max_connections\":%d,\"rate_per_minute\":", host_limit_connections(d, hl));
         if (live && hl->lim.n > 0)
             put_num(j, round(hl->rate_shared * 1000) / 1000);
         else

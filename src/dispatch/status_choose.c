@@ -32,15 +32,15 @@ double effective_rate(const customer *c)
 /* A throttling receiver slowed it: a lower pace, an in-flight cap, or a Retry-After hold. */
 bool is_throttled(const customer *c, int64_t now)
 {
-    return pace_rate(&c->pace, c->rate) < c->rate || c->pace.cap > 0 ||
-           c->pace.hold_until_us > now;
+    return pace_rate(&c->pace, c->rate) < c->rate || c->pace.cap > 0 || c->pace.hold_until_us > now;
 }
 
-/* Its failing streak is recorded: `failing`, as `pgpace events` has it (health.c). Only the
- * leader's memory follows the streak; a standby's is as it was loaded. */
+/* Its failing streak is recorded and committed: `failing`, as `pgpace events` and
+ * pgpace.customer_health have it (health.c), never before they do. Only the leader's memory
+ * follows the streak; a standby's is as it was loaded. */
 bool is_failing(const customer *c)
 {
-    return c->failing_since > 0 && c->failing_recorded;
+    return c->failing_since > 0 && c->failing_committed;
 }
 
 /* Its problems (status_health.h): their value is the order of sort=state, problems first. A
