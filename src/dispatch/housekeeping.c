@@ -16,6 +16,9 @@
  *   EXPIRE_BATCH per statement, and the next batch follows at once while batches come back
  *   full. One statement at a time; one log line per batch (counts only) and
  *   pgpace_expired_total{customer}. Items on the wire are the dispatcher's (delivery.c).
+ * - the ordered keys' recheck (run_order_recheck.sql, every ORDER_RECHECK_MS): keys whose head
+ *   was deleted while their lock was taken get their next item unparked, and the pairs so made
+ *   due are claimed (0020_order_keys.sql: parking).
  *
  * Both passes read every customer (or pair), which at a million customers took seconds in one
  * statement while every claim waited behind it on the leader's one connection. So a pass is a
@@ -39,6 +42,9 @@
 #define QUEUE_METRICS_MS      15000
 #define EXPIRE_EVERY_MS       1000
 #define EXPIRE_BATCH          1000
+/* The ordered keys' recheck: how often, and how many keys per statement. */
+#define ORDER_RECHECK_MS   100
+#define ORDER_RECHECK_KEYS 1000
 /* (customer, carrier) pairs per backstop slice: about 25 ms of the database at 1,000,000. */
 #define BACKSTOP_SLICE 5000
 /* A paced slice follows the last one after this many times its duration. */
@@ -440,8 +446,58 @@ static void on_expire_timer(uv_timer_t *t)
     expire_sweep(t->data);
 }
 
+static void order_recheck(dispatcher *d);
+
+static void on_order_recheck(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    d->order_recheck_running = false;
+    if (!res)
+        return; /* connection lost: the timer tries again */
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_ORDER_RECHECK_NCOLS, "ordered keys' recheck")) {
+        LOG_WARN("order_recheck_failed", LOG_S("error", PQresultErrorMessage(res)));
+        return;
+    }
+    int n = PQntuples(res);
+    if (n == 0 || !is_leading(d))
+        return;
+    int64_t now = now_us();
+    for (int r = 0; r < n; r++) {
+        int64_t id = row_i64(res, r, SQL_RUN_ORDER_RECHECK_C_CUSTOMER_ID);
+        customer *c = customer_get(d, id);
+        if (!c)
+            continue;
+        pair_note(c, PQgetvalue(res, r, SQL_RUN_ORDER_RECHECK_C_CARRIER), now);
+        customer_schedule(d, c);
+    }
+    claim_arm(d);
+    if (n >= ORDER_RECHECK_KEYS)
+        order_recheck(d);
+}
+
+static void order_recheck(dispatcher *d)
+{
+    if (d->order_recheck_running || !is_leading(d))
+        return;
+    char keys[16];
+    snprintf(keys, sizeof keys, "%d", ORDER_RECHECK_KEYS);
+    const char *params[] = {[SQL_RUN_ORDER_RECHECK_P_MAX_KEYS] = keys};
+    if (DSP_QUERY(d, run_order_recheck, params, on_order_recheck, d, "ordered keys' recheck") ==
+        0)
+        d->order_recheck_running = true;
+}
+
+static void on_order_timer(uv_timer_t *t)
+{
+    order_recheck(t->data);
+}
+
 void housekeeping_restart_timers(dispatcher *d, bool scan_now)
 {
+    if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_ORDER]))
+        uv_timer_start(&d->timers[TIMER_ORDER], on_order_timer, ORDER_RECHECK_MS,
+                       ORDER_RECHECK_MS);
     if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_EXPIRE]))
         uv_timer_start(&d->timers[TIMER_EXPIRE], on_expire_timer, EXPIRE_EVERY_MS, EXPIRE_EVERY_MS);
     if (scan_now) {

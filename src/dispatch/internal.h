@@ -811,6 +811,7 @@ enum dispatcher_timer {
     TIMER_CLOCK,    /* next sample of the server's clock (clock.c) */
     TIMER_SCAN,     /* the backstop scan's next slice (housekeeping.c) */
     TIMER_HOSTS,    /* next division of the host limits' rates (limits.c) */
+    TIMER_ORDER,    /* ordered keys to unpark (housekeeping.c) */
     TIMER_COUNT
 };
 
@@ -873,6 +874,7 @@ struct dispatcher {
     slice_pass backstop, gauges;
     enum key_purge_state key_purge;
     bool expire_running; /* an expiry sweep statement is out */
+    bool order_recheck_running; /* an ordered keys' recheck statement is out */
 
     final_list pending;     /* outcomes waiting for a finalisation statement */
     final_list sending;     /* outcomes of the statement in flight */
