@@ -12,7 +12,10 @@
  * - Empty, over-long and control-character keys are refused naming the field, on every path.
  * - Fan-out: each delivery carries the event's key.
  * - Two connections claiming at once never hold two items of one key, and each key's items are
- *   claimed in enqueue order. */
+ *   claimed in enqueue order.
+ * - Parking: an item behind its key's head is out of the claim index until the head is gone;
+ *   under REPEATABLE READ it is left unparked (and still waits); when the key's lock is taken
+ *   as its head is deleted, the leader's recheck unparks the next item once the lock is free. */
 #include "testlib.h"
 
 #include "sql_embed.h"
@@ -544,6 +547,75 @@ static void concurrent_claims_never_share_a_key(void **state)
     PQfinish(other);
 }
 
+static long long parked(PGconn *conn, const char *n)
+{
+    return tl_query_int(conn,
+                        "SELECT (q.next_action_at IS NULL)::int FROM pgpace.queue q JOIN "
+                        "pgpace.item i ON i.id = q.item_id WHERE i.payload ->> 'n' = '%s'",
+                        n);
+}
+
+static void parked_behind_the_head_and_unparked_after_it(void **state)
+{
+    tl_db *db = *state;
+    PGconn *conn = db->conn;
+    long long c = add_customer(conn, "c", "skip");
+    put(conn, "c", "a1", "a", 0);
+    put(conn, "c", "a2", "a", 0);
+    tl_exec(conn, "BEGIN");
+    put(conn, "c", "a3", "a", 5); /* parked at COMMIT, not at the insert */
+    assert_int_equal(parked(conn, "a3"), 0);
+    tl_exec(conn, "COMMIT");
+    put(conn, "c", "x", NULL, 0);
+    assert_int_equal(parked(conn, "a1"), 0);
+    assert_int_equal(parked(conn, "a2"), 1);
+    assert_int_equal(parked(conn, "a3"), 1);
+    assert_int_equal(parked(conn, "x"), 0);
+    /* A producer under REPEATABLE READ does not park (its snapshot may predate the head's
+     * delete); its item waits all the same. */
+    tl_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    put(conn, "c", "a4", "a", 0);
+    tl_exec(conn, "COMMIT");
+    assert_int_equal(parked(conn, "a4"), 0);
+    expect_claim(conn, true, c, 1, "a1,x");
+    finalize(conn, "x", "success");
+    /* The head retries: the next stays parked. Then delivered: the next is unparked. */
+    finalize(conn, "a1", "retry");
+    assert_int_equal(parked(conn, "a2"), 1);
+    expect_claim(conn, false, c, 2, "a1");
+    finalize(conn, "a1", "success");
+    assert_int_equal(parked(conn, "a2"), 0);
+    assert_int_equal(parked(conn, "a3"), 1);
+    expect_claim(conn, true, c, 3, "a2");
+
+    /* The key's lock taken (as by a producer's commit parking an item of it) while its head is
+     * deleted: the next item stays parked, the key is noted, and the leader's recheck unparks
+     * it once the lock is free, returning the pair to claim. */
+    PGconn *other = PQconnectdb(db->conninfo);
+    assert_int_equal(PQstatus(other), CONNECTION_OK);
+    tl_exec(other, "BEGIN");
+    assert_int_equal(tl_query_int(other, "SELECT pgpace.order_try_lock(%lld, 'a')::int", c), 1);
+    finalize(conn, "a2", "success");
+    assert_int_equal(parked(conn, "a3"), 1);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.order_recheck"), 1);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.order_recheck_run(10)"), 0);
+    expect_claim(conn, true, c, 4, "");
+    tl_exec(other, "COMMIT");
+    PQfinish(other);
+    assert_int_equal(tl_query_int(conn,
+                                  "SELECT count(*) FROM pgpace.order_recheck_run(10) r "
+                                  "WHERE r.customer_id = %lld AND r.carrier = ''",
+                                  c),
+                     1);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.order_recheck"), 0);
+    assert_int_equal(parked(conn, "a3"), 0);
+    expect_claim(conn, true, c, 5, "a3");
+    finalize(conn, "a3", "success");
+    expect_claim(conn, false, c, 6, "a4");
+    finalize(conn, "a4", "success");
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -555,6 +627,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_keys_refused_naming_the_field, setup, teardown),
         cmocka_unit_test_setup_teardown(fanout_deliveries_carry_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_claims_never_share_a_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(parked_behind_the_head_and_unparked_after_it, setup,
+                                        teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
