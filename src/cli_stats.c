@@ -25,6 +25,11 @@ static const char stats_usage[] =
     "failed: http:503, tls, oauth_http:500, proxy, ...; '-' after a success) and the circuit\n"
     "breaker.\n"
     "\n"
+    "Below the table, for customers and endpoints with order keys: waiting (items queued\n"
+    "behind an earlier item of their key, counted in neither due nor delayed), blocked_keys\n"
+    "(keys whose later items wait behind a head that is failing, or held by its dead letter)\n"
+    "and of those the key waiting longest and for how many seconds.\n"
+    "\n"
     "A customer with endpoints is a line of the customer (its rate: its limit over all of its\n"
     "endpoints; the counts summed over them; the worst breaker), then its endpoints' lines,\n"
     "indented, each with its own figures ('default': its own receiver). Below the table, for\n"
@@ -134,6 +139,17 @@ int cli_stats(cli_ctx *ctx, int argc, char **argv)
     if (PQntuples(res) > 0) {
         printf("\nreceiver hosts with a limit (used: sends in each window's last period / its "
                "count)\n");
+        cli_print_table(res);
+    }
+    PQclear(res);
+    /* Ordered delivery: what waits behind a key's head (not among the due or delayed above). */
+    const char *ord_params[SQL_STATS_ORDER_NPARAMS] = {[SQL_STATS_ORDER_P_CUSTOMER] = customer};
+    res = cli_query(ctx, sql_q_stats_order, SQL_STATS_ORDER_NPARAMS, ord_params);
+    if (!res)
+        return CLI_FAILED;
+    if (PQntuples(res) > 0) {
+        printf("\nordered keys (waiting: behind an earlier item of their key; blocked_keys: "
+               "behind a failing or held head, the longest wait's key and seconds)\n");
         cli_print_table(res);
     }
     PQclear(res);

@@ -46,6 +46,9 @@ typedef struct obs {
     int queue_due;         /* gauge {customer} */
     int queue_in_flight;   /* gauge {customer} */
     int oldest_due_age;    /* gauge {customer}, seconds */
+    int order_waiting;     /* gauge {customer}: items parked behind their keys' heads */
+    int order_blocked;     /* gauge {customer}: keys waiting behind a failing head */
+    int order_blocked_age; /* gauge {customer}, seconds: the longest such wait */
     int queue_dead_tuples; /* gauge */
     int queue_vacuum_age;  /* gauge, seconds since the last (auto)vacuum of pgpace.queue */
     int http_requests;     /* counter {route, status} */

@@ -246,3 +246,8 @@ BEGIN
 END
 $$;
 REVOKE EXECUTE ON FUNCTION pgpace.order_recheck_run(integer) FROM PUBLIC;
+
+-- The items parked behind their keys' heads, per endpoint: what `pgpace stats`, /metrics and
+-- the status page count as waiting in order (they are out of the claim index, which the
+-- queue's other counts read).
+CREATE INDEX queue_parked ON pgpace.queue (customer_id) WHERE next_action_at IS NULL;

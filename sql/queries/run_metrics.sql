@@ -28,9 +28,15 @@
 -- endpoint="default", metrics.h); rate_per_minute and mode: the customer's, for the status page
 -- of a customer without a receiver (its limit over its endpoints, its shortest window's rate
 -- when that is lower; NULL: none).
+-- Ordered delivery (0020_order_keys.sql): waiting, the items parked behind their keys' heads
+-- (counted up to $3 too; they are not in the counts above, which read the claim index);
+-- blocked_keys, the keys waiting behind a failing head, and of them the one waiting longest
+-- (oldest_blocked_age_s since its first waiting item was enqueued, 0 when none; its key)
+-- (pgpace.order_blocked, 19_order.sql: one probe per such key).
 -- @params: after_customer_id customers count_cap
 -- @columns: customer due in_flight oldest_due_age_s dead_tuples vacuum_age_s dead customer_id
--- @columns: delayed receiver has_endpoints rate_per_minute mode
+-- @columns: delayed receiver has_endpoints rate_per_minute mode waiting blocked_keys
+-- @columns: oldest_blocked_age_s oldest_blocked_key
 WITH c AS MATERIALIZED (
     SELECT cu.id, cu.name, cu.webhook_url IS NOT NULL AS receiver,
            cu.parent_id IS NULL
@@ -45,6 +51,8 @@ WITH c AS MATERIALIZED (
       FROM pgpace.dead_letter dl, span
      WHERE dl.customer_id BETWEEN span.lo AND span.hi
      GROUP BY dl.customer_id
+), blocked AS (
+    SELECT b.* FROM span, pgpace.order_blocked(span.lo, span.hi) b
 )
 SELECT c.name AS customer, q.due, q.in_flight,
        coalesce(extract(epoch FROM now() - q.oldest_due), 0)::float8 AS oldest_due_age_s,
@@ -52,7 +60,13 @@ SELECT c.name AS customer, q.due, q.in_flight,
        coalesce(extract(epoch FROM now() - greatest(t.last_autovacuum, t.last_vacuum)), -1)::float8
            AS vacuum_age_s,
        coalesce(d.dead, 0) AS dead, c.id AS customer_id, q.delayed, c.receiver, c.has_endpoints,
-       c.rate_per_minute, c.mode
+       c.rate_per_minute, c.mode,
+       (SELECT count(*) FROM (SELECT 1 FROM pgpace.queue qp
+                               WHERE qp.customer_id = c.id AND qp.next_action_at IS NULL
+                               LIMIT $3::int) p) AS waiting,
+       coalesce(b.blocked_keys, 0) AS blocked_keys,
+       coalesce(extract(epoch FROM now() - b.oldest_waiting), 0)::float8 AS oldest_blocked_age_s,
+       b.oldest_key AS oldest_blocked_key
   FROM c
  CROSS JOIN LATERAL (
       SELECT count(*) FILTER (WHERE x.next_action_at <= now()) AS due,
@@ -65,5 +79,6 @@ SELECT c.name AS customer, q.due, q.in_flight,
                ORDER BY qq.carrier, qq.priority DESC, qq.next_action_at
                LIMIT $3::int) x) q
   LEFT JOIN dead d ON d.customer_id = c.id
+  LEFT JOIN blocked b ON b.customer_id = c.id
   LEFT JOIN pg_stat_user_tables t ON t.relid = 'pgpace.queue'::regclass
  ORDER BY c.id

@@ -264,7 +264,8 @@ static bool gauges_kept(dispatcher *d, customer *c)
 static void gauges_totals(dispatcher *d, int64_t at)
 {
     double due = 0, dead = 0, o_due = 0, o_in_flight = 0, o_rate = 0, o_breaker = 0;
-    int64_t o_oldest = 0;
+    double o_waiting = 0, o_blocked = 0;
+    int64_t o_oldest = 0, o_blocked_since = 0;
     size_t folded = 0, pos = 0;
     customer *c;
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
@@ -277,6 +278,11 @@ static void gauges_totals(dispatcher *d, int64_t at)
         o_in_flight += (double)c->stat_in_flight;
         if (c->stat_oldest_due_us > 0 && (o_oldest == 0 || c->stat_oldest_due_us < o_oldest))
             o_oldest = c->stat_oldest_due_us;
+        o_waiting += (double)c->stat_waiting;
+        o_blocked += (double)c->stat_blocked_keys;
+        if (c->stat_blocked_since_us > 0 &&
+            (o_blocked_since == 0 || c->stat_blocked_since_us < o_blocked_since))
+            o_blocked_since = c->stat_blocked_since_us;
         if (c->mode != MODE_UNLIMITED)
             o_rate += customer_effective_rate(c);
         o_breaker += (double)c->breaker.state;
@@ -291,6 +297,10 @@ static void gauges_totals(dispatcher *d, int64_t at)
                       o_oldest > 0 ? (double)(at - o_oldest) / 1e6 : 0);
     metrics_gauge_set(d->obs.m, d->obs.effective_rate, other, o_rate);
     metrics_gauge_set(d->obs.m, d->obs.breaker_state, other, o_breaker);
+    metrics_gauge_set(d->obs.m, d->obs.order_waiting, other, o_waiting);
+    metrics_gauge_set(d->obs.m, d->obs.order_blocked, other, o_blocked);
+    metrics_gauge_set(d->obs.m, d->obs.order_blocked_age, other,
+                      o_blocked_since > 0 ? (double)(at - o_blocked_since) / 1e6 : 0);
 }
 
 static void gauges_slice(dispatcher *d);
@@ -348,6 +358,10 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
             metrics_gauge_set(d->obs.m, d->obs.queue_due, labels, row.due);
             metrics_gauge_set(d->obs.m, d->obs.queue_in_flight, labels, row.in_flight);
             metrics_gauge_set(d->obs.m, d->obs.oldest_due_age, labels, row.oldest_due_age_s);
+            metrics_gauge_set(d->obs.m, d->obs.order_waiting, labels, row.waiting);
+            metrics_gauge_set(d->obs.m, d->obs.order_blocked, labels, row.blocked_keys);
+            metrics_gauge_set(d->obs.m, d->obs.order_blocked_age, labels,
+                              row.oldest_blocked_age_s);
         }
         if (r == 0) { /* the table's vacuum state is on every row */
             metrics_gauge_set(d->obs.m, d->obs.queue_dead_tuples, NULL, row.dead_tuples);

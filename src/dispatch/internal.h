@@ -331,6 +331,11 @@ typedef struct customer {
      * status page; stat_at_us: when (epoch us), 0 = not counted yet. */
     int64_t stat_due, stat_delayed, stat_dead, stat_in_flight;
     int64_t stat_oldest_due_us; /* epoch us of its oldest due item then; 0 = none due */
+    /* Ordered delivery, as the same refresh counted it: items parked behind their keys' heads,
+     * keys waiting behind a failing head, when the first item waiting longest behind one was
+     * enqueued (epoch us, 0 = none) and its key (owned, NULL = none). */
+    int64_t stat_waiting, stat_blocked_keys, stat_blocked_since_us;
+    char *stat_blocked_key;
     int64_t stat_at_us;
     /* Whether its gauges have their own series in /metrics: 0 not known yet, 1 yes, -1 no (summed
      * into _other by the queue-gauge pass). Final once known (metrics.h). */
@@ -695,6 +700,10 @@ typedef struct metrics_row {
     bool has_endpoints;     /* a customer's row with endpoints (0018) */
     double rate_per_minute; /* the row's rate; 0 when it has none */
     const char *mode;
+    double waiting;              /* items parked behind their keys' heads */
+    double blocked_keys;         /* keys waiting behind a failing head */
+    double oldest_blocked_age_s; /* since the first item waiting longest behind one; 0: none */
+    const char *oldest_blocked_key; /* that item's key; NULL: none */
 } metrics_row;
 
 typedef struct event_row {

@@ -272,6 +272,12 @@ void metrics_row_parse(const PGresult *res, int r, metrics_row *out)
         /* strtod("") of a NULL rate: 0, none. */
         .rate_per_minute = row_double(res, r, SQL_RUN_METRICS_C_RATE_PER_MINUTE),
         .mode = PQgetvalue(res, r, SQL_RUN_METRICS_C_MODE),
+        .waiting = row_double(res, r, SQL_RUN_METRICS_C_WAITING),
+        .blocked_keys = row_double(res, r, SQL_RUN_METRICS_C_BLOCKED_KEYS),
+        .oldest_blocked_age_s = row_double(res, r, SQL_RUN_METRICS_C_OLDEST_BLOCKED_AGE_S),
+        .oldest_blocked_key = PQgetisnull(res, r, SQL_RUN_METRICS_C_OLDEST_BLOCKED_KEY)
+                                  ? NULL
+                                  : PQgetvalue(res, r, SQL_RUN_METRICS_C_OLDEST_BLOCKED_KEY),
     };
 }
 

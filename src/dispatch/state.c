@@ -41,6 +41,7 @@ void customer_free(customer *c)
     free(c->proxy);
     client_cert_release(c->client_cert);
     free(c->client_cert_error);
+    free(c->stat_blocked_key);
     free(c);
 }
 

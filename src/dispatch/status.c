@@ -93,6 +93,17 @@ void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us)
     c->stat_delayed = (int64_t)row->delayed;
     c->stat_dead = (int64_t)row->dead;
     c->stat_oldest_due_us = row->due > 0 ? at_us - (int64_t)(row->oldest_due_age_s * 1e6) : 0;
+    c->stat_waiting = (int64_t)row->waiting;
+    c->stat_blocked_keys = (int64_t)row->blocked_keys;
+    c->stat_blocked_since_us =
+        row->blocked_keys > 0 ? at_us - (int64_t)(row->oldest_blocked_age_s * 1e6) : 0;
+    bool same = c->stat_blocked_key && row->oldest_blocked_key &&
+                strcmp(c->stat_blocked_key, row->oldest_blocked_key) == 0;
+    if (!same) {
+        free(c->stat_blocked_key);
+        /* Out of memory: the page shows the count without the key. */
+        c->stat_blocked_key = row->oldest_blocked_key ? strdup(row->oldest_blocked_key) : NULL;
+    }
     c->stat_at_us = at_us;
 }
 
@@ -444,6 +455,26 @@ static void put_hosts(strbuf *j, dispatcher *d, bool live, int64_t now)
 
 /* A customer alone (endpoint NULL: then with "endpoints": []), or one endpoint of a customer's
  * entry (its name within the customer as "endpoint"). */
+/* Ordered delivery as the last queue-gauge refresh counted it (housekeeping.c): items waiting
+ * behind their keys' heads, keys waiting behind a failing head, and of those the longest wait
+ * (seconds since its first waiting item's enqueue) and its key. */
+#define ORDER_COUNTS_NULL                                                                        \
+    "\"waiting\":null,\"blocked_keys\":null,\"blocked_oldest_s\":null,"                           \
+    "\"blocked_oldest_key\":null,"
+static void put_order_counts(strbuf *j, int64_t waiting, int64_t blocked, int64_t since_us,
+                             const char *key, int64_t now)
+{
+    strbuf_printf(j, ",\"waiting\":%" PRId64 ",\"blocked_keys\":%" PRId64
+                     ",\"blocked_oldest_s\":",
+                  waiting, blocked);
+    if (blocked > 0 && since_us > 0)
+        put_num(j, round((double)(now - since_us) / 1e5) / 10);
+    else
+        strbuf_puts(j, "null");
+    strbuf_puts(j, ",\"blocked_oldest_key\":");
+    put_str(j, blocked > 0 ? key : NULL);
+}
+
 static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGresult *res,
                          bool live, int64_t now, int64_t mono, const char *endpoint)
 {
@@ -520,11 +551,13 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
             put_num(j, round((double)(now - c->stat_oldest_due_us) / 1e5) / 10);
         else
             strbuf_puts(j, "null");
+        put_order_counts(j, c->stat_waiting, c->stat_blocked_keys, c->stat_blocked_since_us,
+                         c->stat_blocked_key, now);
         strbuf_puts(j, ",\"counts_at\":");
         put_time(j, c->stat_at_us);
     } else {
         strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
-                       "\"counts_at\":null");
+                       ORDER_COUNTS_NULL "\"counts_at\":null");
     }
 
     strbuf_puts(j, ",\"breaker\":");
@@ -580,6 +613,8 @@ static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGre
          any_partial = false, any_observed = false;
     int in_flight = 0, per[7] = {0};
     int64_t due = 0, delayed = 0, dead = pe->dead, oldest_us = 0, counts_at = 0, since = 0;
+    int64_t waiting = 0, blocked = 0, blocked_since = 0;
+    const char *blocked_key = NULL;
     uint64_t obs_count = 0;
     int64_t obs_ms = 0;
     double obs_rate = 0;
@@ -628,6 +663,13 @@ static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGre
         due += c->stat_due;
         delayed += c->stat_delayed;
         dead += c->stat_dead;
+        waiting += c->stat_waiting;
+        blocked += c->stat_blocked_keys;
+        if (c->stat_blocked_since_us > 0 &&
+            (blocked_since == 0 || c->stat_blocked_since_us < blocked_since)) {
+            blocked_since = c->stat_blocked_since_us;
+            blocked_key = c->stat_blocked_key;
+        }
         if (c->stat_oldest_due_us > 0 && (oldest_us == 0 || c->stat_oldest_due_us < oldest_us))
             oldest_us = c->stat_oldest_due_us;
         if (counts_at == 0 || c->stat_at_us < counts_at)
@@ -685,11 +727,12 @@ static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGre
             put_num(j, round((double)(now - oldest_us) / 1e5) / 10);
         else
             strbuf_puts(j, "null");
+        put_order_counts(j, waiting, blocked, blocked_since, blocked_key, now);
         strbuf_puts(j, ",\"counts_at\":");
         put_time(j, counts_at);
     } else {
         strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
-                       "\"counts_at\":null");
+                       ORDER_COUNTS_NULL "\"counts_at\":null");
     }
     strbuf_puts(j, ",\"breaker\":");
     put_str(j, breaker_state_name(worst));

@@ -396,7 +396,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 88); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 89); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +12 endpoints (16_endpoints.sql,
                                         new_signing_secret, estimate_receiver and the
@@ -414,7 +414,8 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
                                         in 05_enqueue; customer_set_order_on_dead); +5
                                         parking (0020: order_try_lock, order_unpark,
                                         queue_order_park, queue_order_unpark,
-                                        order_recheck_run) */
+                                        order_recheck_run); +1 order_blocked
+                                        (19_order) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {

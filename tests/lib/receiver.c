@@ -132,6 +132,7 @@ struct receiver {
     uv_tcp_t server;
     uv_async_t wake;
     uv_thread_t thread;
+    bool halted; /* receiver_halt: the loop thread has ended (test thread only) */
     int port;
     int64_t start_ns; /* CLOCK_MONOTONIC at start: fixed windows are aligned to it */
     conn *conns;
@@ -1448,10 +1449,11 @@ static void free_throttle(throttle *t)
     free(t->sw_times);
 }
 
-void receiver_stop(receiver *r)
+void receiver_halt(receiver *r)
 {
-    if (!r)
+    if (!r || r->halted)
         return;
+    r->halted = true;
     uv_async_send(&r->wake);
     uv_thread_join(&r->thread);
     int rc = uv_loop_close(&r->loop);
@@ -1460,6 +1462,13 @@ void receiver_stop(receiver *r)
         fprintf(stderr, "receiver: uv_loop_close: %s\n", uv_strerror(rc));
         abort();
     }
+}
+
+void receiver_stop(receiver *r)
+{
+    if (!r)
+        return;
+    receiver_halt(r);
     for (size_t i = 0; i < r->nreqs; i++) {
         free(r->reqs[i].body);
         free(r->reqs[i].head);

@@ -175,6 +175,10 @@ receiver *receiver_start(void);
 receiver *receiver_start_port(int port);
 /* Stops the thread, closes every connection, frees everything (recorded bodies included). */
 void receiver_stop(receiver *r);
+/* Stops the thread and closes every connection, keeping the records: once it returns, every
+ * request the loop had read is recorded (a pass of the parser ends before the loop stops), and
+ * receiver_count/receiver_get read the final list. receiver_stop frees it. */
+void receiver_halt(receiver *r);
 
 int receiver_port(const receiver *r);
 /* "http://127.0.0.1:<port>" + path into buf. */

@@ -425,10 +425,14 @@ int main(int argc, char **argv)
         last = stop_requested != 0; /* one more pass after the signal prints what is left */
         /* Wakes on each new request; the timeout bounds how late a signal or a delayed answer
          * is noticed. */
-        if (!last)
+        if (!last) {
             seen = receiver_wait(r, NULL, seen + 1, 100);
-        else
+        } else {
+            /* Requests the loop has read but not yet recorded (pipelined behind an answer the
+             * client already has) are recorded once the loop has stopped. */
+            receiver_halt(r);
             seen = receiver_count(r, NULL);
+        }
         if (seen - first > cap) {
             size_t ncap = cap ? cap : 64;
             while (ncap < seen - first)

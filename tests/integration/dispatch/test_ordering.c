@@ -3,9 +3,13 @@
  * customer, the receiver failing a fixed pattern of requests (every 7th answered 500) so that
  * heads of keys are retried while later events of the same key wait. Each object's events must
  * reach the receiver in order (the accepted ones: seq 0..9, increasing), never two requests of
- * one key open at once, and every event delivered. */
+ * one key open at once, and every event delivered.
+ * Then what an operator sees: keys waiting behind a failing head (retrying) and behind a held
+ * dead head, counted with their longest wait on the status page, in /metrics and in
+ * `pgpace stats`, while the other keys of the same endpoint are delivered. */
 #include "fixture.h"
 #include "receiver.h"
+#include "status_client.h"
 #include "testlib.h"
 
 #include <stdio.h>
@@ -106,11 +110,130 @@ static void work_queue_keys_stay_in_order(void **state)
     check_order(*state, "unlimited");
 }
 
+static bool blocked_counted(const json_t *j, void *arg)
+{
+    if (!sc_leading_with(j, "held") || !sc_leading_with(j, "retrying"))
+        return false;
+    json_t *h = sc_customer(j, "held"), *r = sc_customer(j, "retrying");
+    if (!sc_counted(h) || !sc_counted(r))
+        return false;
+    return sc_num(h, "blocked_keys") == 1 && sc_num(r, "blocked_keys") == 1;
+}
+
+/* Two customers, each with a key "stuck" behind a head that cannot go and a key "free" that
+ * flows: held, whose head is dead-lettered (max_attempts 1) and holds its key
+ * (--order-on-dead hold); retrying, whose head is answered 500 every time. */
+static void blocked_keys_are_visible(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "held", TL_ARGV("--rate", "600", "--max-attempts", "1", "--order-on-dead",
+                                   "hold"));
+    fx_customer(f, "retrying", TL_ARGV("--rate", "600", "--max-attempts", "1000"));
+    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/held", .status = 500, .times = 1});
+    receiver_on(f->recv, &(receiver_rule){.path_prefix = "/c/retrying", .status = 500});
+    /* The heads first, alone, so that they are the ones refused. */
+    tl_exec(f->db->conn, "SELECT pgpace.enqueue('held', '{\"seq\": 0, \"key\": \"stuck\"}', "
+                         "order_key => 'stuck')");
+    fx_run(f, "dispatcher.retry_base_ms = 500\ndispatcher.retry_cap_ms = 2000\n");
+    assert_true(tl_wait_query_at_least(f->db->conn, 1, 30000,
+                                       "SELECT count(*) FROM pgpace.dead_letter d JOIN "
+                                       "pgpace.customer c ON c.id = d.customer_id WHERE c.name "
+                                       "= 'held' AND d.order_action = 'held'") >= 1);
+    double since = sc_now_s();
+    for (int s = 1; s <= 3; s++) {
+        tl_exec(f->db->conn,
+                "SELECT pgpace.enqueue('held', jsonb_build_object('seq', %d, 'key', 'stuck'), "
+                "order_key => 'stuck')",
+                s);
+        tl_exec(f->db->conn,
+                "SELECT pgpace.enqueue('held', jsonb_build_object('seq', %d, 'key', 'free'), "
+                "order_key => 'free')",
+                s);
+    }
+    for (int s = 0; s < 3; s++)
+        tl_exec(f->db->conn,
+                "SELECT pgpace.enqueue('retrying', jsonb_build_object('seq', %d), order_key => "
+                "'stuck')",
+                s);
+    assert_true(tl_wait_query_at_least(f->db->conn, 2, 30000,
+                                       "SELECT count(*) FROM pgpace.delivery_attempt a JOIN "
+                                       "pgpace.customer c ON c.id = a.customer_id WHERE c.name "
+                                       "= 'retrying'") >= 2);
+    /* The held customer's free key is delivered beside its stuck one. */
+    assert_true(tl_wait_query_at_least(f->db->conn, 3, 30000,
+                                       "SELECT count(*) FROM pgpace.delivery_attempt a JOIN "
+                                       "pgpace.customer c ON c.id = a.customer_id WHERE c.name "
+                                       "= 'held' AND a.outcome = 'success'") >= 3);
+    assert_true(receiver_count(f->recv, "/c/held") == 4);
+
+    /* The status page, after the leader's next queue-gauge pass (every 15 s). */
+    int port = fx_admin_port(f);
+    json_t *j = sc_wait_status(port, NULL, blocked_counted, NULL, 45000, "blocked keys counted");
+    double generated = sc_iso_seconds(sc_str(j, "generated_at"));
+    for (int i = 0; i < 2; i++) {
+        json_t *c = sc_customer(j, i ? "retrying" : "held");
+        assert_string_equal(sc_str(c, "blocked_oldest_key"), "stuck");
+        /* Behind the stuck head: seq 2 and 3 parked behind seq 1 (held), seq 1 and 2 behind
+         * seq 0 (retrying). */
+        assert_true(sc_num(c, "waiting") == 2);
+        double age = sc_num(c, "blocked_oldest_s");
+        if (age < 0 || age > generated - since + 1)
+            fail_msg("blocked_oldest_s %.1f: the items waited at most %.1f s", age,
+                     generated - since);
+    }
+    json_decref(j);
+    char *m = fx_metrics(f);
+    assert_non_null(strstr(m, "pgpace_order_blocked_keys{customer=\"held\"} 1"));
+    assert_non_null(strstr(m, "pgpace_order_blocked_keys{customer=\"retrying\"} 1"));
+    assert_non_null(strstr(m, "pgpace_order_waiting{customer=\"held\"} 2"));
+    assert_non_null(strstr(m, "pgpace_order_blocked_oldest_age_seconds{customer=\"held\"}"));
+    free(m);
+
+    /* `pgpace stats` reads the database: both keys, then none once the held head is replayed
+     * and the retrying one's receiver answers. */
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "stats"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    if (!strstr(p.out, "ordered keys") || !strstr(p.out, "stuck"))
+        fail_msg("pgpace stats: %s", p.out);
+    tl_proc_free(&p);
+    receiver_clear_rules(f->recv);
+    p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "dlq", "replay", "--customer", "held"), NULL,
+                  NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(tl_wait_query_at_least(f->db->conn, 10, 60000,
+                                            "SELECT count(*) FROM pgpace.delivery_attempt "
+                                            "WHERE outcome = 'success'"),
+                     10);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.queue"), 0);
+    p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "stats"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    if (strstr(p.out, "ordered keys"))
+        fail_msg("pgpace stats, nothing waiting: %s", p.out);
+    tl_proc_free(&p);
+    /* The held key went in order once replayed: its accepted requests say seq 0, 1, 2, 3. */
+    int next = 0;
+    for (size_t i = 0, n = receiver_count(f->recv, NULL); i < n; i++) {
+        receiver_request q;
+        assert_int_equal(receiver_get(f->recv, i, &q), 0);
+        if (q.status == 200 && strcmp(q.path, "/c/held") == 0 && strstr(q.body, "\"stuck\"")) {
+            if (field(q.body, "seq") != next)
+                fail_msg("held, key stuck: seq %d accepted after %d", field(q.body, "seq"),
+                         next - 1);
+            next++;
+        }
+        free(q.body);
+    }
+    assert_int_equal(next, 4);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(spaced_keys_stay_in_order, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(work_queue_keys_stay_in_order, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(blocked_keys_are_visible, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }

@@ -959,14 +959,19 @@ static const char *health_state(const json_t *j, const char *name)
     return sc_str(sc_get(sc_customer(j, name), "health"), "state");
 }
 
+/* The totals are counted before the page's database round trip and the rows written after it,
+ * so an answer in the middle of a change may have the one without the other: the conditions
+ * wait for both. */
 static bool removed_failing(const json_t *j, void *arg)
 {
-    return sc_leading_with(j, "removed") && strcmp(health_state(j, "removed"), "failing") == 0;
+    return sc_leading_with(j, "removed") && strcmp(health_state(j, "removed"), "failing") == 0 &&
+           sc_num(sc_get(j, "totals"), "failing") == 1;
 }
 
 static bool removed_recovered(const json_t *j, void *arg)
 {
-    return strcmp(health_state(j, "removed"), "ok") == 0;
+    return strcmp(health_state(j, "removed"), "ok") == 0 &&
+           sc_num(sc_get(j, "totals"), "failing") == 0;
 }
 
 /* The recorded streak's start as the database has it (epoch s), or 0 when none. */
