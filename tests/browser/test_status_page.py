@@ -65,6 +65,12 @@ CUSTOMERS = {
     "hooli": ("spaced", 60, "404 to every request (failing)"),
 }
 THROTTLED = "umbrella"
+# acme-billing's items carry order keys and it holds a key whose head is dead-lettered
+# (--order-on-dead hold): each refused request stops its key, whose later items then wait
+# behind it (blocked keys, counted by the leader every 15 s).
+BLOCKED = "acme-billing"
+ORDER_KEYS = 100
+BLOCKED_WAIT_S = 45
 FAILING = "hooli"
 FAILING_WAIT_S = 30  # breaker_failures (5) failed requests at 60/min, then a poll
 CARRIER = ("bulk", 5, 4)  # name, max_per_round, max_in_flight
@@ -95,6 +101,7 @@ CHECKS = [
     "numbers change between two polls",
     "sparkline drawn from the sent requests' gaps",
     "throttled customer's effective rate shown below its configured rate",
+    "order keys waiting behind a held head shown as blocked, with the longest wait",
     "dead letters counted once the receiver refused items",
     "failing customer's State shows since when and the disable estimate; first by state",
     "filter narrows the rows to the matching customers (server side)",
@@ -285,7 +292,8 @@ class World:
     def make_customers(self, receiver_url):
         for name, (mode, rate, _) in CUSTOMERS.items():
             self.cli("customer", "set", name, "--mode", mode, "--rate", str(rate),
-                     "--url", f"{receiver_url}/c/{name}")
+                     "--url", f"{receiver_url}/c/{name}",
+                     *(["--order-on-dead", "hold"] if name == BLOCKED else []))
             out = self.cli("customer", "get", name, "--show-secrets").stdout
             found = re.findall(r"whsec_[A-Za-z0-9+/=]+", out)
             if not found:
@@ -312,6 +320,8 @@ class World:
                     line = {"customer": name, "payload": {"n": i, "note": self.marker}}
                     if name == "initech":
                         line["carrier"] = CARRIER[0]
+                    if name == BLOCKED:
+                        line["order_key"] = f"order-{i % ORDER_KEYS}"
                     f.write(json.dumps(line) + "\n")
         self.cli("enqueue", "--file", items)
 
@@ -751,6 +761,39 @@ def tests(tap, w):
     throttled_429 = sum(1 for line in file_text(w.receiver_out).splitlines()
                         if f" /c/{THROTTLED} " in line and line.endswith(" 429"))
     tap.diag(f"the receiver answered {THROTTLED} 429 {throttled_429} times so far")
+
+    # 11b. blocked order keys: a badge after acme-billing's State, its title naming the key
+    # waiting longest; /v1/status says the same.
+    tap.check("order keys waiting behind a held head")
+    blocked_js = f"""(() => {{
+        const td = document.querySelector('#customers tr[data-customer="{BLOCKED}"] td[data-field="state"]');
+        const b = td && [...td.querySelectorAll('.badge')].find(x => /blocked/.test(x.textContent));
+        return td && {{state: td.dataset.state, blocked: td.dataset.blocked || null,
+                       text: td.textContent.trim(), title: b ? b.title : null}}; }})()"""
+    try:
+        got = page.wait_for(f"""(() => {{ const v = {blocked_js};
+            return v && v.blocked && /^\\d+ keys? blocked$/.test(v.blocked)
+              && /the longest, key order-\\d+, for /.test(v.title)
+              && !v.state.split(' ').includes('blocked_keys') ? v : null; }})()""",
+                            BLOCKED_WAIT_S, f"{BLOCKED}'s State cell with blocked keys")
+        # The JSON the page read, fetched again (a queue-gauge pass may land in between: polled
+        # until it shows a blocked key too).
+        deadline = time.monotonic() + BLOCKED_WAIT_S
+        while True:
+            status, _, body = http_get(f"{w.base}/v1/status?filter={BLOCKED}", w.auth())
+            c = json.loads(body)["customers"][0]
+            fields = {k: c[k] for k in ("waiting", "blocked_keys", "blocked_oldest_s",
+                                        "blocked_oldest_key")}
+            ok = (status == 200 and isinstance(c["blocked_keys"], int)
+                  and 1 <= c["blocked_keys"] <= ORDER_KEYS
+                  and re.fullmatch(r"order-\d+", c["blocked_oldest_key"] or "") is not None
+                  and isinstance(c["waiting"], int) and c["waiting"] >= 0)
+            if ok or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        tap.result(ok, f"{BLOCKED}: {json.dumps(got)}; /v1/status {json.dumps(fields)}")
+    except CDPError as e:
+        tap.result(False, f"{e}; now {json.dumps(page.evaluate(blocked_js))}")
 
     # 12. dead letters
     tap.check("dead letters counted")

@@ -78,16 +78,16 @@ static void migrate_creates_schema_and_records_it(void **state)
                      1);
     assert_true(tl_query_int(db->conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                                        "'pgpace.delivery_attempt'::regclass") >= 8);
-    /* Besides its primary key, queue has five partial indexes: the claim's, the expiry sweep's,
-     * the one that keeps a supersede_key unique among never claimed items, and the order-key
-     * gate's two (0020). */
+    /* Besides its primary key, queue has six partial indexes: the claim's, the expiry sweep's,
+     * the one that keeps a supersede_key unique among never claimed items, the order-key
+     * gate's two and the parked items' (0020). */
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
                                             "'pgpace.queue'::regclass AND NOT indisprimary"),
-                     5);
+                     6);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indrelid = "
                                             "'pgpace.queue'::regclass AND NOT indisprimary AND "
                                             "indpred IS NOT NULL"),
-                     5);
+                     6);
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pg_index WHERE indexrelid = "
                                             "'pgpace.queue_claim'::regclass AND indpred IS NOT "
                                             "NULL"),
