@@ -452,7 +452,11 @@ static void *unlimited_thread(void *arg)
                            {"fr_base", "{}"},
                            {"fr_period", "{}"},
                            {"fr_credit", "{}"},
-                           {"tick", NULL}};
+                           {"tick", NULL},
+                           /* no recovery pace, no tenant gate (run_claim.sql $18-$20) */
+                           {"rec_ahead_us", NULL},
+                           {"gate_customer", "{}"},
+                           {"gate_tat", "{}"}};
     shape_bind(&sh, known, sizeof known / sizeof known[0], p);
     sb fa[6] = {{0}};
     const char *fp[6];
@@ -677,7 +681,10 @@ static int cmd_round(int argc, char **argv)
                                {"fr_base", sb_close(&a[FB])},
                                {"fr_period", sb_close(&a[FP])},
                                {"fr_credit", sb_close(&a[FK])},
-                               {"tick", batch ? tick_s : NULL}};
+                               {"tick", batch ? tick_s : NULL},
+                               {"rec_ahead_us", NULL},
+                               {"gate_customer", "{}"},
+                               {"gate_tat", "{}"}};
         shape_bind(&sh, known, sizeof known / sizeof known[0], p);
         double t0 = mono_s();
         PGresult *res = exec_prepared(c, "claim", sh.nparams, p, PGRES_TUPLES_OK);
