@@ -288,8 +288,7 @@ static int h_ratelimit_headers(const receiver_setting *s, const char *arg, rs_va
     return 0;
 }
 
-static int h_order_on_dead(const receiver_setting *s, const char *arg, rs_values *v,
-                           pgp_error *err)
+static int h_order_on_dead(const receiver_setting *s, const char *arg, rs_values *v, pgp_error *err)
 {
     (void)s;
     if (strcmp(arg, "skip") != 0 && strcmp(arg, "hold") != 0)

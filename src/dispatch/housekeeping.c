@@ -360,8 +360,7 @@ static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
             metrics_gauge_set(d->obs.m, d->obs.oldest_due_age, labels, row.oldest_due_age_s);
             metrics_gauge_set(d->obs.m, d->obs.order_waiting, labels, row.waiting);
             metrics_gauge_set(d->obs.m, d->obs.order_blocked, labels, row.blocked_keys);
-            metrics_gauge_set(d->obs.m, d->obs.order_blocked_age, labels,
-                              row.oldest_blocked_age_s);
+            metrics_gauge_set(d->obs.m, d->obs.order_blocked_age, labels, row.oldest_blocked_age_s);
         }
         if (r == 0) { /* the table's vacuum state is on every row */
             metrics_gauge_set(d->obs.m, d->obs.queue_dead_tuples, NULL, row.dead_tuples);
@@ -497,8 +496,7 @@ static void order_recheck(dispatcher *d)
     char keys[16];
     snprintf(keys, sizeof keys, "%d", ORDER_RECHECK_KEYS);
     const char *params[] = {[SQL_RUN_ORDER_RECHECK_P_MAX_KEYS] = keys};
-    if (DSP_QUERY(d, run_order_recheck, params, on_order_recheck, d, "ordered keys' recheck") ==
-        0)
+    if (DSP_QUERY(d, run_order_recheck, params, on_order_recheck, d, "ordered keys' recheck") == 0)
         d->order_recheck_running = true;
 }
 
@@ -510,8 +508,7 @@ static void on_order_timer(uv_timer_t *t)
 void housekeeping_restart_timers(dispatcher *d, bool scan_now)
 {
     if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_ORDER]))
-        uv_timer_start(&d->timers[TIMER_ORDER], on_order_timer, ORDER_RECHECK_MS,
-                       ORDER_RECHECK_MS);
+        uv_timer_start(&d->timers[TIMER_ORDER], on_order_timer, ORDER_RECHECK_MS, ORDER_RECHECK_MS);
     if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_EXPIRE]))
         uv_timer_start(&d->timers[TIMER_EXPIRE], on_expire_timer, EXPIRE_EVERY_MS, EXPIRE_EVERY_MS);
     if (scan_now) {

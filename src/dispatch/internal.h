@@ -700,9 +700,9 @@ typedef struct metrics_row {
     bool has_endpoints;     /* a customer's row with endpoints (0018) */
     double rate_per_minute; /* the row's rate; 0 when it has none */
     const char *mode;
-    double waiting;              /* items parked behind their keys' heads */
-    double blocked_keys;         /* keys waiting behind a failing head */
-    double oldest_blocked_age_s; /* since the first item waiting longest behind one; 0: none */
+    double waiting;                 /* items parked behind their keys' heads */
+    double blocked_keys;            /* keys waiting behind a failing head */
+    double oldest_blocked_age_s;    /* since the first item waiting longest behind one; 0: none */
     const char *oldest_blocked_key; /* that item's key; NULL: none */
 } metrics_row;
 
@@ -882,7 +882,7 @@ struct dispatcher {
     int64_t housekeeping_at_us;
     slice_pass backstop, gauges;
     enum key_purge_state key_purge;
-    bool expire_running; /* an expiry sweep statement is out */
+    bool expire_running;        /* an expiry sweep statement is out */
     bool order_recheck_running; /* an ordered keys' recheck statement is out */
 
     final_list pending;     /* outcomes waiting for a finalisation statement */

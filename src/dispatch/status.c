@@ -458,14 +458,13 @@ static void put_hosts(strbuf *j, dispatcher *d, bool live, int64_t now)
 /* Ordered delivery as the last queue-gauge refresh counted it (housekeeping.c): items waiting
  * behind their keys' heads, keys waiting behind a failing head, and of those the longest wait
  * (seconds since its first waiting item's enqueue) and its key. */
-#define ORDER_COUNTS_NULL                                                                        \
-    "\"waiting\":null,\"blocked_keys\":null,\"blocked_oldest_s\":null,"                           \
+#define ORDER_COUNTS_NULL                                                                          \
+    "\"waiting\":null,\"blocked_keys\":null,\"blocked_oldest_s\":null,"                            \
     "\"blocked_oldest_key\":null,"
 static void put_order_counts(strbuf *j, int64_t waiting, int64_t blocked, int64_t since_us,
                              const char *key, int64_t now)
 {
-    strbuf_printf(j, ",\"waiting\":%" PRId64 ",\"blocked_keys\":%" PRId64
-                     ",\"blocked_oldest_s\":",
+    strbuf_printf(j, ",\"waiting\":%" PRId64 ",\"blocked_keys\":%" PRId64 ",\"blocked_oldest_s\":",
                   waiting, blocked);
     if (blocked > 0 && since_us > 0)
         put_num(j, round((double)(now - since_us) / 1e5) / 10);
@@ -556,8 +555,10 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
         strbuf_puts(j, ",\"counts_at\":");
         put_time(j, c->stat_at_us);
     } else {
-        strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
-                       ORDER_COUNTS_NULL "\"counts_at\":null");
+        strbuf_puts(
+            j,
+            ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null," ORDER_COUNTS_NULL
+            "\"counts_at\":null");
     }
 
     strbuf_puts(j, ",\"breaker\":");
@@ -731,8 +732,10 @@ static void put_group(strbuf *j, dispatcher *d, const page_entry *pe, const PGre
         strbuf_puts(j, ",\"counts_at\":");
         put_time(j, counts_at);
     } else {
-        strbuf_puts(j, ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null,"
-                       ORDER_COUNTS_NULL "\"counts_at\":null");
+        strbuf_puts(
+            j,
+            ",\"due\":null,\"delayed\":null,\"dead\":null,\"oldest_due_s\":null," ORDER_COUNTS_NULL
+            "\"counts_at\":null");
     }
     strbuf_puts(j, ",\"breaker\":");
     put_str(j, breaker_state_name(worst));
