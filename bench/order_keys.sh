@@ -173,6 +173,32 @@ ROLLBACK;
 SQL
 }
 
+# enqueue_fn DB VARIANT: seconds to enqueue ENQ items through pgpace.enqueue (what a producer
+# calls), over 20 customers, 100 keys each (or none), in one statement and transaction.
+ENQ=${ENQ:-20000}
+enqueue_fn() {
+    local d=$1 v=$2 key t0 t1
+    newdb "$d"
+    q "$(conn "$d")" "INSERT INTO pgpace.customer (name, rate_per_minute, webhook_url, signing_secrets)
+        SELECT 'c' || g, 60, 'http://127.0.0.1/', $secret FROM generate_series(1, 20) g"
+    if [ "$v" = none ]; then key=NULL; else key="'k' || (g / 20 % 100)"; fi
+    t0=$(now_ms)
+    q "$(conn "$d")" "SELECT count(pgpace.enqueue('c' || (1 + g % 20), '{\"n\": 1}', order_key => $key))
+                        FROM generate_series(0, $((ENQ - 1))) g" >/dev/null
+    t1=$(now_ms)
+    q "$admin" "DROP DATABASE $d WITH (FORCE)"
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) / 1000 }'
+}
+for v in none keys; do
+    declare -a es=()
+    for r in $(seq 1 "$RUNS"); do
+        es+=("$(enqueue_fn bench_enq "$v")")
+        log "(a) enqueue $v run $r: ${es[-1]} s for $ENQ items through pgpace.enqueue"
+    done
+    record enqueue "$v" enqueue_fn_s s "${es[@]}"
+    unset es
+done
+
 claim_sql=sql/queries/run_claim.sql
 finalize_sql=sql/queries/run_finalize.sql
 for v in none keys gate; do
@@ -285,11 +311,15 @@ ratio() { awk -v a="$(get claim "$1" "$3")" -v b="$(get claim "$2" "$3")" 'BEGIN
     echo "statement and parameters, bench/claimbench.c), its median over $ROUNDS rounds; each round is"
     echo "released untimed, so every round sees the same queue."
     echo
-    echo "| variant | round, 1 item an endpoint (ms) | round, 10 items an endpoint (ms) | enqueue of the $ITEMS items (s) |"
+    echo "| variant | round, 1 item an endpoint (ms) | round, 10 items an endpoint (ms) | INSERT ... SELECT of the $ITEMS items (s) |"
     echo "|---|---|---|---|"
     echo "| no keys | $(cell claim none round_ms_limit1) | $(cell claim none round_ms_limit10) | $(cell claim none enqueue_s) |"
     echo "| 100,000 keys ($KEYS an endpoint, $PER_KEY items a key) | $(cell claim keys round_ms_limit1) | $(cell claim keys round_ms_limit10) | $(cell claim keys enqueue_s) |"
     echo "| the same keys, gate alone (nothing parked) | $(cell claim gate round_ms_limit1) | $(cell claim gate round_ms_limit10) | - |"
+    echo
+    echo "Enqueue through \`pgpace.enqueue\` (what producers call), $ENQ items over 20 customers in one"
+    echo "statement: $(cell enqueue none enqueue_fn_s) s without keys, $(cell enqueue keys enqueue_fn_s) s with 100 keys a customer"
+    echo "(parking: a probe as each item is inserted, and a check at COMMIT for each parked one)."
     echo
     echo "Keys against none: $(ratio keys none round_ms_limit1)x (1 item), $(ratio keys none round_ms_limit10)x (10 items); the"
     echo "target was at most 1.3x. The gate alone: $(ratio gate none round_ms_limit1)x and $(ratio gate none round_ms_limit10)x. The plan of"

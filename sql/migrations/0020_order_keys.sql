@@ -118,16 +118,24 @@ CREATE TRIGGER dead_letter_order AFTER INSERT OR DELETE ON pgpace.dead_letter
 -- is only ever an optimisation: the gate stays, so an item left unparked is merely read.
 -- The invariant, "the lowest queued item of a key is not parked", has one hazard: a producer
 -- parks its item behind the head while, concurrently, the head's delivery is finalized and
--- does not see the new (uncommitted) item. Both sides therefore take a transaction-scoped
--- advisory lock on the key's bucket (one of 512 per key space, so a producer's commit holds at
--- most 512 locks however many keys it writes) and never wait for it:
--- - the producer parks at COMMIT (a deferred constraint trigger: the lock is held for the
---   commit only, not the producer's transaction) and only when it gets the lock, under READ
---   COMMITTED (its check then sees every commit before the lock); without the lock, or under
---   REPEATABLE READ/SERIALIZABLE, the item is left unparked;
+-- does not see the new (uncommitted) item. So the producer checks again at its COMMIT, and
+-- both sides take a transaction-scoped advisory lock on the key's bucket (one of 512 per key
+-- space, so a commit holds at most 512 locks however many keys it wrote) without ever waiting
+-- for it:
+-- - the producer parks its item as it inserts it (a BEFORE trigger: no second write of the
+--   row), under READ COMMITTED only (under REPEATABLE READ or SERIALIZABLE its snapshot may
+--   predate the head's delete, so the item is left unparked); at COMMIT (a deferred constraint
+--   trigger, so the lock is held for the commit only, not the producer's transaction) each
+--   parked item, with the lock, unparks its key's lowest item if that is parked (the head went
+--   meanwhile; after the lock, READ COMMITTED sees every commit before it), and without it
+--   notes the key in pgpace.order_recheck;
 -- - whatever deletes a keyed row unparks the key's new lowest item when it gets the lock, and
---   otherwise notes the key in pgpace.order_recheck, which the leader works off within a
---   fraction of a second (pgpace.order_recheck_run, src/dispatch/ordering.c).
+--   otherwise notes the key in pgpace.order_recheck;
+-- - the leader works off pgpace.order_recheck within a fraction of a second
+--   (pgpace.order_recheck_run, run_order_recheck.sql).
+-- (A first version parked at COMMIT with an UPDATE of the row: 27.6 s to enqueue 500,000
+-- keyed items against 3.6 s without keys, and the queue twice its size until vacuumed, which
+-- slowed every claim; bench/ORDER_KEYS.md.)
 CREATE TABLE pgpace.order_recheck (
     customer_id bigint NOT NULL,
     order_key   text NOT NULL,
@@ -175,29 +183,49 @@ REVOKE EXECUTE ON FUNCTION pgpace.order_unpark(bigint, text) FROM PUBLIC;
 
 CREATE FUNCTION pgpace.queue_order_park() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- (Rows the same statement inserted before this one are seen: a bulk insert parks all but
+    -- the first of each key.)
+    IF current_setting('transaction_isolation') = 'read committed'
+       AND EXISTS (SELECT 1 FROM pgpace.queue e
+                    WHERE e.customer_id = NEW.customer_id AND e.order_key = NEW.order_key
+                      AND e.order_key IS NOT NULL AND e.item_id < NEW.item_id) THEN
+        NEW.next_action_at := NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION pgpace.queue_order_park() FROM PUBLIC;
+CREATE TRIGGER queue_order_park BEFORE INSERT ON pgpace.queue
+    FOR EACH ROW WHEN (NEW.order_key IS NOT NULL AND NEW.next_action_at IS NOT NULL
+                       AND NEW.claim_token IS NULL)
+    EXECUTE FUNCTION pgpace.queue_order_park();
+
+CREATE FUNCTION pgpace.queue_order_parked() RETURNS trigger
+LANGUAGE plpgsql
 -- A producer's commit runs it with the producer's rights, which do not reach the queue.
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed'
-       OR NOT pgpace.order_try_lock(NEW.customer_id, NEW.order_key) THEN
-        RETURN NULL;
+    IF pgpace.order_try_lock(NEW.customer_id, NEW.order_key) THEN
+        -- A new statement after the lock: under READ COMMITTED it sees every commit before it.
+        PERFORM pgpace.order_unpark(NEW.customer_id, NEW.order_key);
+    ELSE
+        INSERT INTO pgpace.order_recheck (customer_id, order_key)
+        VALUES (NEW.customer_id, NEW.order_key)
+        ON CONFLICT DO NOTHING;
     END IF;
-    -- A new statement after the lock: under READ COMMITTED it sees every commit before it.
-    UPDATE pgpace.queue q SET next_action_at = NULL
-     WHERE q.item_id = NEW.item_id AND q.next_action_at IS NOT NULL AND q.claim_token IS NULL
-       AND EXISTS (SELECT 1 FROM pgpace.queue e
-                    WHERE e.customer_id = NEW.customer_id AND e.order_key = NEW.order_key
-                      AND e.order_key IS NOT NULL AND e.item_id < NEW.item_id);
     RETURN NULL;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION pgpace.queue_order_park() FROM PUBLIC;
-CREATE CONSTRAINT TRIGGER queue_order_park AFTER INSERT ON pgpace.queue
+REVOKE EXECUTE ON FUNCTION pgpace.queue_order_parked() FROM PUBLIC;
+CREATE CONSTRAINT TRIGGER queue_order_parked AFTER INSERT ON pgpace.queue
     DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW WHEN (NEW.order_key IS NOT NULL AND NEW.next_action_at IS NOT NULL)
-    EXECUTE FUNCTION pgpace.queue_order_park();
+    FOR EACH ROW WHEN (NEW.order_key IS NOT NULL AND NEW.next_action_at IS NULL)
+    EXECUTE FUNCTION pgpace.queue_order_parked();
 
 CREATE FUNCTION pgpace.queue_order_unpark() RETURNS trigger
 LANGUAGE plpgsql

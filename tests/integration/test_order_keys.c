@@ -563,8 +563,8 @@ static void parked_behind_the_head_and_unparked_after_it(void **state)
     put(conn, "c", "a1", "a", 0);
     put(conn, "c", "a2", "a", 0);
     tl_exec(conn, "BEGIN");
-    put(conn, "c", "a3", "a", 5); /* parked at COMMIT, not at the insert */
-    assert_int_equal(parked(conn, "a3"), 0);
+    put(conn, "c", "a3", "a", 5); /* parked as it is inserted */
+    assert_int_equal(parked(conn, "a3"), 1);
     tl_exec(conn, "COMMIT");
     put(conn, "c", "x", NULL, 0);
     assert_int_equal(parked(conn, "a1"), 0);
@@ -602,6 +602,7 @@ static void parked_behind_the_head_and_unparked_after_it(void **state)
     expect_claim(conn, true, c, 4, "");
     tl_exec(other, "COMMIT");
     PQfinish(other);
+    other = NULL;
     assert_int_equal(tl_query_int(conn,
                                   "SELECT count(*) FROM pgpace.order_recheck_run(10) r "
                                   "WHERE r.customer_id = %lld AND r.carrier = ''",
@@ -613,6 +614,44 @@ static void parked_behind_the_head_and_unparked_after_it(void **state)
     finalize(conn, "a3", "success");
     expect_claim(conn, false, c, 6, "a4");
     finalize(conn, "a4", "success");
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue"), 0);
+
+    /* A producer parks b2 behind b1 while b1 is delivered and gone before the producer
+     * commits (its delete could not see b2): the producer's commit unparks b2. */
+    put(conn, "c", "b1", "b", 0);
+    other = PQconnectdb(db->conninfo);
+    assert_int_equal(PQstatus(other), CONNECTION_OK);
+    tl_exec(other, "BEGIN");
+    put(other, "c", "b2", "b", 0);
+    assert_int_equal(parked(other, "b2"), 1);
+    expect_claim(conn, true, c, 7, "b1");
+    finalize(conn, "b1", "success");
+    tl_exec(other, "COMMIT");
+    assert_int_equal(parked(conn, "b2"), 0);
+    /* The same with the key's lock taken at that commit: the key is noted, and the recheck
+     * unparks it. */
+    expect_claim(conn, true, c, 8, "b2");
+    put(conn, "c", "b3", "b", 0);
+    PGconn *third = PQconnectdb(db->conninfo);
+    assert_int_equal(PQstatus(third), CONNECTION_OK);
+    tl_exec(other, "BEGIN");
+    put(other, "c", "b4", "b", 0);
+    finalize(conn, "b2", "success"); /* b3 unparked; b4 (uncommitted) behind it */
+    assert_int_equal(parked(conn, "b3"), 0);
+    expect_claim(conn, true, c, 9, "b3");
+    finalize(conn, "b3", "success");
+    tl_exec(third, "BEGIN");
+    assert_int_equal(tl_query_int(third, "SELECT pgpace.order_try_lock(%lld, 'b')::int", c), 1);
+    tl_exec(other, "COMMIT");
+    assert_int_equal(parked(conn, "b4"), 1);
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.order_recheck"), 1);
+    tl_exec(third, "COMMIT");
+    assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.order_recheck_run(10)"), 1);
+    assert_int_equal(parked(conn, "b4"), 0);
+    expect_claim(conn, false, c, 10, "b4");
+    finalize(conn, "b4", "success");
+    PQfinish(other);
+    PQfinish(third);
     assert_int_equal(tl_query_int(conn, "SELECT count(*) FROM pgpace.queue"), 0);
 }
 
