@@ -284,7 +284,10 @@ $(q "$(conn "$d")" "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_
 for v in keys gate none; do
     declare -a rate=() gap=() dur=()
     for r in $(seq 1 "$RUNS"); do
-        read -r _ rt gp du < <(hot_run "$v" "$r")
+        # (Command substitution waits for hot_run to end, its database dropped, before the next
+        # run makes it again.)
+        line=$(hot_run "$v" "$r")
+        read -r _ rt gp du <<<"$line"
         log "(b) $v run $r: $rt deliveries/s, median gap $gp ms, median request $du ms"
         rate+=("$rt"); gap+=("$gp"); dur+=("$du")
     done

@@ -364,7 +364,10 @@ BEGIN
         IF FOUND AND (old.order_key IS DISTINCT FROM enqueue_item.order_key
                       OR EXISTS (SELECT 1 FROM pgpace.queue q
                                   WHERE q.customer_id = cust_id AND q.order_key = old.order_key
-                                    AND q.item_id > old.item_id)) THEN
+                                    AND q.attempt = 0 AND q.item_id > old.item_id)
+                      OR EXISTS (SELECT 1 FROM pgpace.queue q
+                                  WHERE q.customer_id = cust_id AND q.order_key = old.order_key
+                                    AND q.attempt > 0 AND q.item_id > old.item_id)) THEN
             UPDATE pgpace.queue q SET supersede_key = NULL WHERE q.item_id = old.item_id;
         ELSIF FOUND THEN
             UPDATE pgpace.item i

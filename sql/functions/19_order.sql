@@ -35,7 +35,7 @@ AS $$
                 FROM pgpace.queue q
                 JOIN pgpace.item i ON i.id = q.item_id
                WHERE q.customer_id = hd.customer_id AND q.order_key = hd.order_key
-                 AND q.order_key IS NOT NULL AND q.item_id > hd.item_id
+                 AND q.order_key IS NOT NULL AND q.attempt = 0 AND q.item_id > hd.item_id
                ORDER BY q.item_id LIMIT 1) w
          GROUP BY hd.customer_id, hd.order_key
     )

@@ -35,11 +35,14 @@ ALTER TABLE pgpace.queue
         CHECK (length(order_key) BETWEEN 1 AND 255 AND order_key !~ '[[:cntrl:]]') NOT VALID;
 
 -- The gate's two probes, over keyed rows only (an endpoint without keys pays nothing):
--- "an earlier item of the key is queued" is the first entry below item_id in queue_order;
 -- "an item of the key has been claimed" reads queue_order_started, which holds the few rows
--- of each key that are in flight or retrying (at most one per key, but for a replay).
+-- of each key that are in flight or retrying (at most one per key, but for a replay); "an
+-- earlier item of the key is queued" is then the first entry below item_id in queue_order,
+-- which holds the rest (never claimed: attempt 0). The two are disjoint so that a claim,
+-- which moves its row from the one to the other, adds one index entry, not two (a claim's
+-- update is never HOT: it changes next_action_at).
 CREATE INDEX queue_order ON pgpace.queue (customer_id, order_key, item_id)
-    WHERE order_key IS NOT NULL;
+    WHERE order_key IS NOT NULL AND attempt = 0;
 CREATE INDEX queue_order_started ON pgpace.queue (customer_id, order_key)
     WHERE order_key IS NOT NULL AND attempt > 0;
 
@@ -152,8 +155,8 @@ AS $$
 $$;
 REVOKE EXECUTE ON FUNCTION pgpace.order_try_lock(bigint, text) FROM PUBLIC;
 
--- Unparks the key's lowest queued item if it is parked; true when it did. The caller holds
--- the key's bucket lock.
+-- Unparks the key's lowest queued item if it is parked and none of the key's items is in
+-- flight or retrying; true when it did. The caller holds the key's bucket lock.
 CREATE FUNCTION pgpace.order_unpark(cust bigint, key text) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -163,9 +166,16 @@ DECLARE
     parked  boolean;
     carrier text;
 BEGIN
+    -- An item of the key in flight or retrying is its head (it goes first, whatever its id).
+    IF EXISTS (SELECT 1 FROM pgpace.queue q
+                WHERE q.customer_id = cust AND q.order_key = key AND q.order_key IS NOT NULL
+                  AND q.attempt > 0) THEN
+        RETURN false;
+    END IF;
     SELECT q.item_id, q.next_action_at IS NULL, q.carrier INTO head, parked, carrier
       FROM pgpace.queue q
      WHERE q.customer_id = cust AND q.order_key = key AND q.order_key IS NOT NULL
+       AND q.attempt = 0
      ORDER BY q.item_id LIMIT 1;
     IF NOT coalesce(parked, false) THEN
         RETURN false;
@@ -181,6 +191,24 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION pgpace.order_unpark(bigint, text) FROM PUBLIC;
 
+-- With the key's lock: unparks its lowest item if that is parked (a statement after the lock:
+-- under READ COMMITTED it sees every commit before it). Without: notes the key for the leader.
+CREATE FUNCTION pgpace.order_settle(cust bigint, key text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pgpace.order_try_lock(cust, key) THEN
+        PERFORM pgpace.order_unpark(cust, key);
+    ELSE
+        INSERT INTO pgpace.order_recheck (customer_id, order_key)
+        VALUES (cust, key)
+        ON CONFLICT DO NOTHING;
+    END IF;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION pgpace.order_settle(bigint, text) FROM PUBLIC;
+
 CREATE FUNCTION pgpace.queue_order_park() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -189,9 +217,13 @@ BEGIN
     -- (Rows the same statement inserted before this one are seen: a bulk insert parks all but
     -- the first of each key.)
     IF current_setting('transaction_isolation') = 'read committed'
-       AND EXISTS (SELECT 1 FROM pgpace.queue e
-                    WHERE e.customer_id = NEW.customer_id AND e.order_key = NEW.order_key
-                      AND e.order_key IS NOT NULL AND e.item_id < NEW.item_id) THEN
+       AND (EXISTS (SELECT 1 FROM pgpace.queue e
+                     WHERE e.customer_id = NEW.customer_id AND e.order_key = NEW.order_key
+                       AND e.order_key IS NOT NULL AND e.attempt = 0
+                       AND e.item_id < NEW.item_id)
+            OR EXISTS (SELECT 1 FROM pgpace.queue e
+                        WHERE e.customer_id = NEW.customer_id AND e.order_key = NEW.order_key
+                          AND e.order_key IS NOT NULL AND e.attempt > 0)) THEN
         NEW.next_action_at := NULL;
     END IF;
     RETURN NEW;
@@ -210,14 +242,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF pgpace.order_try_lock(NEW.customer_id, NEW.order_key) THEN
-        -- A new statement after the lock: under READ COMMITTED it sees every commit before it.
-        PERFORM pgpace.order_unpark(NEW.customer_id, NEW.order_key);
-    ELSE
-        INSERT INTO pgpace.order_recheck (customer_id, order_key)
-        VALUES (NEW.customer_id, NEW.order_key)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    PERFORM pgpace.order_settle(NEW.customer_id, NEW.order_key);
     RETURN NULL;
 END
 $$;
@@ -234,13 +259,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF pgpace.order_try_lock(OLD.customer_id, OLD.order_key) THEN
-        PERFORM pgpace.order_unpark(OLD.customer_id, OLD.order_key);
-    ELSE
-        INSERT INTO pgpace.order_recheck (customer_id, order_key)
-        VALUES (OLD.customer_id, OLD.order_key)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    PERFORM pgpace.order_settle(OLD.customer_id, OLD.order_key);
     RETURN NULL;
 END
 $$;
@@ -268,6 +287,7 @@ BEGIN
         IF pgpace.order_unpark(r.customer_id, r.order_key) THEN
             RETURN QUERY SELECT q.customer_id, q.carrier FROM pgpace.queue q
                           WHERE q.customer_id = r.customer_id AND q.order_key = r.order_key
+                            AND q.attempt = 0
                           ORDER BY q.item_id LIMIT 1;
         END IF;
     END LOOP;

@@ -51,7 +51,8 @@ WITH pair AS (
              AND (q.order_key IS NULL
                   OR (NOT EXISTS (SELECT 1 FROM pgpace.queue e
                                    WHERE e.customer_id = q.customer_id AND e.order_key = q.order_key
-                                     AND e.order_key IS NOT NULL AND e.item_id < q.item_id)
+                                     AND e.order_key IS NOT NULL AND e.attempt = 0
+                                     AND e.item_id < q.item_id)
                       AND NOT EXISTS (SELECT 1 FROM pgpace.queue e
                                        WHERE e.customer_id = q.customer_id
                                          AND e.order_key = q.order_key AND e.order_key IS NOT NULL

@@ -396,7 +396,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 90); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 91); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +12 endpoints (16_endpoints.sql,
                                         new_signing_secret, estimate_receiver and the
@@ -411,8 +411,8 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
                                         host_normalize, host_for_url, host_set, host_delete,
                                         host_list, rate_text, limits_earliest (18_limits);
                                         +3 order keys (0020: dead_letter_order; order_key_error
-                                        in 05_enqueue; customer_set_order_on_dead); +6
-                                        parking (0020: order_try_lock, order_unpark,
+                                        in 05_enqueue; customer_set_order_on_dead); +7
+                                        parking (0020: order_try_lock, order_unpark, order_settle,
                                         queue_order_park, queue_order_parked,
                                         queue_order_unpark, order_recheck_run); +1 order_blocked
                                         (19_order) */
