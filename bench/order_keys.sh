@@ -338,5 +338,27 @@ ratio() { awk -v a="$(get claim "$1" "$3")" -v b="$(get claim "$2" "$3")" 'BEGIN
     echo "| one key | $(cell hot keys deliveries_per_s) | $(cell hot keys gap_ms) | $(cell hot keys request_ms) |"
     echo "| one key, gate alone (nothing parked) | $(cell hot gate deliveries_per_s) | $(cell hot gate gap_ms) | $(cell hot gate request_ms) |"
     echo "| no key (100 in flight) | $(cell hot none deliveries_per_s) | $(cell hot none gap_ms) | $(cell hot none request_ms) |"
+    cat <<'TXT'
+
+## Reading the figures
+
+- A claimed item with an order key costs two index probes more than one without (the gate: no
+  never-claimed item of its key below it in `queue_order`, no claimed item of its key in
+  `queue_order_started`), and its claim, which moves it from the one index to the other, writes
+  one index entry more. The EXPLAIN files show both: the index scans of `queue_claim` per
+  endpoint with their two subplans, and the UPDATE of the claimed rows. The more items a round
+  claims per endpoint, the more that share shows (the 10-item rounds). A first version kept
+  every keyed row in `queue_order` and cost two more index entries per claim (1.56x and 2.1x).
+- Parking is what keeps the cost independent of how deep a key is: with the gate alone, a
+  claim reads past every item queued behind a head in flight (the 10-item rounds), and one hot
+  key is claimed by walking its whole backlog each time.
+- One key goes one request at a time: each waits for its predecessor's outcome to be written
+  (a commit, fsync on) and for its own claim (another), so on loopback one key goes at a few
+  hundred requests a second although a request takes well under a millisecond; over a network
+  each request adds the receiver's round trip to that.
+- Enqueue: each keyed item is checked as it is inserted (one probe), and each parked one again
+  at COMMIT (its key's lock and two probes). The INSERT ... SELECT row is that cost alone (a
+  plain insert is a few microseconds); through `pgpace.enqueue` it is a fraction of the call.
+TXT
 } >"$report"
 log "wrote $report"
