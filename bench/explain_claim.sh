@@ -62,7 +62,8 @@ SET LOCAL jit = off; -- as the dispatcher's session (sql/queries/run_session.sql
 PREPARE claim AS $sql;
 EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING ON)
 EXECUTE claim('{$ids}', '{$carriers}', '{$ones}', '{$ids}', '{$ones}', '{}', '{}', 100, 60, 42,
-              'explain', '{$ids}', '{$bases}', '{$periods}', '{$nulls}', NULL, '{$zeros}');
+              'explain', '{$ids}', '{$bases}', '{$periods}', '{$nulls}', NULL, '{$zeros}', NULL,
+              '{}', '{}');
 ROLLBACK;
 SQL
 )
