@@ -8,6 +8,7 @@
 #include "admin_http_internal.h"
 
 #include "json_depth.h"
+#include "json_dupkey.h"
 #include "log.h"
 #include "sql_embed.h"
 
@@ -178,6 +179,21 @@ int admin_http_enqueue_sql(pgconn *db, const char *body, size_t len, admin_http_
                  "payload may nest at most %d)\"}",
                  body_max, ADMIN_HTTP_PAYLOAD_MAX_DEPTH);
         cb(arg, 400, text);
+        return 0;
+    }
+    /* One reading of a body: PostgreSQL keeps the last of two members with one name, and a
+     * gateway in front may have checked the first (json_dupkey.h). */
+    char where[160];
+    int dk = json_dupkey(body, len, where, sizeof where);
+    if (dk == -2)
+        return -ENOMEM;
+    if (dk == 1) {
+        strbuf text = {0};
+        char msg[224];
+        snprintf(msg, sizeof msg, "%s: an object names it twice (each member is read once)", where);
+        json_error(&text, "duplicate member ", msg);
+        cb(arg, 400, strbuf_str(&text));
+        strbuf_free(&text);
         return 0;
     }
     enqueue_call *call = malloc(sizeof *call);

@@ -1,5 +1,6 @@
 /* cli_enqueue.c - `pgpace enqueue`: one item from arguments, or many from a JSON-lines file. */
 #include "cli.h"
+#include "json_dupkey.h"
 #include "db.h"
 #include "sql_embed.h"
 #include "trace_context.h"
@@ -116,6 +117,15 @@ static const char *field_of_error(const char *sqlstate, const char *message)
 
 static int enqueue_one(cli_ctx *ctx, const char *customer, const char *payload, const item_args *a)
 {
+    /* One reading of a body (json_dupkey.h): PostgreSQL would keep the last of two members
+     * with one name, another reader the first. */
+    char where[160];
+    int dk = json_dupkey(payload, strlen(payload), where, sizeof where);
+    if (dk == 1)
+        return cli_fail(ctx, CLI_FAILED,
+                        "field payload: duplicate member %s: an object names it twice", where);
+    if (dk == -2)
+        return cli_fail(ctx, CLI_FAILED, "out of memory");
     int status = cli_connect(ctx);
     if (status != CLI_OK)
         return status;
@@ -229,6 +239,18 @@ static int enqueue_file(cli_ctx *ctx, const char *path)
             len--;
         if (memchr(line, '\0', (size_t)len)) {
             rc = pgp_error_set(&err, -EINVAL, "line %lld: contains a NUL byte", line_no);
+            break;
+        }
+        char where[160];
+        int dk = json_dupkey(line, (size_t)len, where, sizeof where);
+        if (dk == 1) {
+            rc = pgp_error_set(&err, -EINVAL,
+                               "line %lld: duplicate member %s: an object names it twice", line_no,
+                               where);
+            break;
+        }
+        if (dk == -2) {
+            rc = pgp_error_set(&err, -ENOMEM, "line %lld: out of memory", line_no);
             break;
         }
         if (copy_line(ctx->conn, line_no, line, (size_t)len, &buf, &buf_cap) != 0)

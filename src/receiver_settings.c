@@ -2,6 +2,7 @@
 #include "receiver_settings.h"
 
 #include "config.h"
+#include "json_dupkey.h"
 #include "proxy.h"
 #include "secret.h"
 
@@ -351,6 +352,13 @@ static int h_filter(const receiver_setting *s, const char *arg, rs_values *v, pg
     if (!j)
         return pgp_error_set(err, -EINVAL, "--filter: not JSON: %.200s (at character %d)",
                              jerr.text, jerr.position);
+    /* One reading (json_dupkey.h): {"region":"eu","region":"us"} would be stored as the last. */
+    char where[160];
+    if (json_dupkey(arg, strlen(arg), where, sizeof where) == 1) {
+        json_decref(j);
+        return pgp_error_set(err, -EINVAL,
+                             "--filter: duplicate member %s: an object names it twice", where);
+    }
     bool object = json_is_object(j);
     const char *type = json_is_array(j)    ? "an array"
                        : json_is_string(j) ? "a string"

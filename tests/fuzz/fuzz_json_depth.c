@@ -10,6 +10,7 @@
 #include "fuzz_util.h"
 
 #include "json_depth.h"
+#include "json_dupkey.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -95,6 +96,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(depth == tree, "depth %zu, jansson's tree %zu", depth, tree);
         json_decref(v);
     }
+    /* json_dupkey (json_dupkey.h) on the same text: for what jansson reads as JSON, a repeated
+     * member exactly when jansson's JSON_REJECT_DUPLICATES refuses it; the name it gives fits. */
+    char where[48];
+    int dk = json_dupkey(text, size, where, sizeof where);
+    FUZZ_CHECK(dk >= -1 && dk <= 1 && strlen(where) < sizeof where, "json_dupkey %d", dk);
+    json_t *any = json_loadb(text, size, JSON_DECODE_ANY, &err);
+    if (any && !memchr(text, '\0', size)) {
+        json_t *strict = json_loadb(text, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+        FUZZ_CHECK(dk == (strict ? 0 : 1), "json_dupkey %d, jansson %s: %s", dk,
+                   strict ? "reads it" : "refuses a duplicate",
+                   fuzz_show(fuzz_strndup(data, size)));
+        json_decref(strict);
+    }
+    json_decref(any);
     free(text);
     return 0;
 }

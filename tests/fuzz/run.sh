@@ -119,9 +119,9 @@ sources_of() {
         oauth_token) echo "src/dispatch/oauth_token.c src/common.c" ;;
         status_query) echo "src/status_query.c src/common.c" ;;
         receiver)    echo "" ;; # includes tests/lib/receiver.c itself
-        admin_http)  echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/json_depth.c src/status_page.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/conn_hosts.c src/prng.c src/backoff.c $gen/sql_embed.c $gen/status_page_html.c" ;;
-        enqueue_http) echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/json_depth.c src/status_page.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/conn_hosts.c src/prng.c src/backoff.c src/migrate.c src/db.c $gen/sql_embed.c $gen/status_page_html.c" ;;
-        json_depth)  echo "src/json_depth.c" ;;
+        admin_http)  echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/json_depth.c src/json_dupkey.c src/status_page.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/conn_hosts.c src/prng.c src/backoff.c $gen/sql_embed.c $gen/status_page_html.c" ;;
+        enqueue_http) echo "src/admin_http.c src/admin_http_request.c src/admin_enqueue.c src/json_depth.c src/json_dupkey.c src/status_page.c src/strbuf.c src/log.c src/common.c src/pgconn.c src/pgconn_pipeline.c src/conn_hosts.c src/prng.c src/backoff.c src/migrate.c src/db.c $gen/sql_embed.c $gen/status_page_html.c" ;;
+        json_depth)  echo "src/json_depth.c src/json_dupkey.c" ;;
     esac
 }
 libs_of() {

@@ -941,6 +941,14 @@ static int client_bad_input(t_ctx *t)
         {"{\"customer\":\"acme\",\"payload\":{}} trailing",
          "{\"error\":\"body is not valid JSON: invalid input syntax for type json\"}"},
         {"[1,2]", "{\"error\":\"body must be a JSON object\"}"},
+        /* One reading of a body: a member named twice is refused, wherever it is, before the
+         * database keeps the last of the two (a gateway in front may have read the first). */
+        {"{\"customer\":\"acme\",\"customer\":\"other\",\"payload\":{}}",
+         "{\"error\":\"duplicate member customer: an object names it twice (each member is "
+         "read once)\"}"},
+        {"{\"customer\":\"acme\",\"payload\":{\"order\":{\"id\":1,\"\\u0069d\":2}}}",
+         "{\"error\":\"duplicate member payload.order.id: an object names it twice (each member "
+         "is read once)\"}"},
         {"null", "{\"error\":\"body must be a JSON object\"}"},
         {"{\"payload\":{}}", "{\"error\":\"field customer: required, must be a string\"}"},
         {"{\"customer\":7,\"payload\":{}}",

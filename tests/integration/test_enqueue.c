@@ -1481,6 +1481,38 @@ static void cli_deadlines_and_supersede(void **state)
     tl_proc_free(&p);
 }
 
+/* One reading of a body: a member named twice in one object is refused by the CLI, one item
+ * or a bulk line, naming the member and the line (the HTTP path: test_admin_http.c), and nothing
+ * is enqueued. PostgreSQL's jsonb would have kept the last of the two silently. */
+static void duplicate_members_refused(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "enqueue", "acme",
+                                  "{\"order\":{\"id\":1,\"total\":5,\"id\":2}}"),
+                          NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "field payload: duplicate member order.id: an object names it twice");
+    tl_proc_free(&p);
+    char *path = tl_temp_file("{\"customer\":\"acme\",\"payload\":{}}\n"
+                              "{\"customer\":\"acme\",\"payload\":{},\"customer\":\"beta\"}\n");
+    p = run_bulk(db, path, NULL);
+    if (p.status != 1)
+        fail_msg("bulk: expected exit 1, got %d: %s%s", p.status, p.out, p.err);
+    tl_assert_contains(p.err, "line 2: duplicate member customer: an object names it twice");
+    tl_assert_contains(p.err, "nothing was enqueued");
+    tl_proc_free(&p);
+    unlink(path);
+    free(path);
+    assert_nothing_enqueued(db->conn);
+    /* The same name in two objects is two members. */
+    p = tl_pgpace(
+        TL_ARGV("--db", db->conninfo, "enqueue", "acme", "{\"id\":1,\"line\":{\"id\":2}}"), NULL,
+        NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.item"), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1507,6 +1539,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(bulk_file_reads_stdin, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_rejects_bad_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(duplicate_members_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(bulk_file_names_the_line_of_any_json_error, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(bulk_file_rejects_payload_over_the_limit, setup, teardown),

@@ -117,6 +117,8 @@ static void bad_values_name_their_option(void **state)
         {"filter", "{", "--filter: not JSON"},
         {"filter", "null", "--filter: must be a JSON object such as {\"region\":\"eu\"}"},
         {"filter", "true", "got a boolean"},
+        {"filter", "{\"region\":\"eu\",\"region\":\"us\"}",
+         "--filter: duplicate member region: an object names it twice"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rs_values v = {0};
