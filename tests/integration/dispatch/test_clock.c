@@ -197,8 +197,10 @@ static void check_spacing(fx *f, const int64_t *at, size_t n, const char *what)
         fail_msg("%s: a gap of %.1f ms: stalled", what, (double)max_gap / MS);
 }
 
-/* Batch: every whole tick in [from, to) (seconds of the real clock, the server's ticks) has
- * exactly its allowance of 2, none more. */
+/* Batch: no whole tick in [from, to) (seconds of the real clock, the server's ticks) has more
+ * than its allowance of 2, and all but one at most have it whole: a step that stalled ticks or
+ * sent two at once shows, while one tick a busy machine's scheduler made the dispatcher miss
+ * (it sends a tick once, never late into the next) does not fail the test. */
 static void check_ticks(const int64_t *at, size_t n, int64_t from_s, int64_t to_s, const char *what)
 {
     int counts[256] = {0};
@@ -214,10 +216,16 @@ static void check_ticks(const int64_t *at, size_t n, int64_t from_s, int64_t to_
     for (int64_t s = 0; s < to_s - from_s; s++)
         snprintf(row + strlen(row), sizeof row - strlen(row), "%d", counts[s]);
     print_message("# %s: requests per tick %s\n", what, row);
-    for (int64_t s = 0; s < to_s - from_s; s++)
-        if (counts[s] != 2)
+    int short_ticks = 0;
+    for (int64_t s = 0; s < to_s - from_s; s++) {
+        if (counts[s] > 2)
             fail_msg("%s: tick %" PRId64 " of %" PRId64 " had %d requests, allowance 2 (%s)", what,
                      s + 1, to_s - from_s, counts[s], row);
+        short_ticks += counts[s] < 2;
+    }
+    if (short_ticks > 1)
+        fail_msg("%s: %d of %" PRId64 " ticks had less than their allowance of 2 (%s)", what,
+                 short_ticks, to_s - from_s, row);
 }
 
 static void wall_clock_step(fx *f, const char *step, int64_t step_us)
