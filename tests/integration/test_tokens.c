@@ -1,0 +1,106 @@
+/* test_tokens.c - the admin API's tokens at SQL level (migration 0021, 20_tokens.sql): created
+ * from a hash with the scopes given (repeats dropped), each bad argument refused naming its
+ * field, names never reused, revoked once (its row kept), listed without hashes, every change
+ * NOTIFYing pgpace_token, and none of it open to the producer role. */
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int setup(void **state)
+{
+    *state = tl_fresh_db(1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tl_drop_db(*state);
+    return 0;
+}
+
+#define HASH_A                                                                                     \
+    "'\\x"                                                                                         \
+    "0011223344556677889900112233445566778899001122334455667788990011'::bytea"
+#define HASH_B                                                                                     \
+    "'\\x"                                                                                         \
+    "ff11223344556677889900112233445566778899001122334455667788990011'::bytea"
+
+static void create_list_revoke(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    tl_exec(c, "LISTEN pgpace_token");
+    assert_true(
+        tl_query_int(c, "SELECT pgpace.token_create('ci', ARRAY['read','write','read'], " HASH_A
+                        ")") > 0);
+    /* The change was announced. */
+    PQconsumeInput(c);
+    PGnotify *n = PQnotifies(c);
+    assert_non_null(n);
+    assert_string_equal(n->relname, "pgpace_token");
+    PQfreemem(n);
+    char *row = tl_query_str(c, "SELECT name || ' ' || scopes || ' ' || (revoked_at IS NULL) "
+                                "FROM pgpace.token_list()");
+    assert_string_equal(row, "ci read,write true");
+    free(row);
+    /* The list has no column with the hash. */
+    char *cols = tl_query_str(c, "SELECT string_agg(a, ',') FROM unnest((SELECT proargnames "
+                                 "FROM pg_proc WHERE proname = 'token_list')) a");
+    assert_null(strstr(cols, "hash"));
+    free(cols);
+    char *at = tl_query_str(c, "SELECT pgpace.token_revoke('ci')::text");
+    char *again = tl_query_str(c, "SELECT pgpace.token_revoke('ci')::text");
+    assert_string_equal(at, again); /* revoked once */
+    free(at);
+    free(again);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.api_token WHERE name = 'ci' "
+                                     "AND revoked_at IS NOT NULL"),
+                     1);
+    /* Names are not reused, revoked ones included; nor are hashes. */
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('ci', ARRAY['read'], " HASH_B ")", "23505",
+                        "name: token 'ci' exists", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('other', ARRAY['read'], " HASH_A ")",
+                        "23505", "", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.token_revoke('nobody')", "P0002", "unknown token", NULL);
+}
+
+static void bad_arguments_name_their_field(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('has space', ARRAY['read'], " HASH_A ")",
+                        "22023", "name: must be", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('t', ARRAY[]::text[], " HASH_A ")", "22023",
+                        "scopes: give at least one", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('t', ARRAY['read','admin'], " HASH_A ")",
+                        "22023", "scopes: unknown scope 'admin'", NULL);
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('t', ARRAY['read'], '\\x00'::bytea)",
+                        "22023", "token_hash: must be the 32 bytes", NULL);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.api_token"), 0);
+}
+
+static void producers_cannot_manage_tokens(void **state)
+{
+    tl_db *db = *state;
+    PGconn *c = db->conn;
+    tl_exec(c, "CREATE ROLE tok_producer LOGIN IN ROLE pgpace_producer");
+    tl_exec(c, "SET ROLE tok_producer");
+    tl_expect_sql_error(c, "SELECT pgpace.token_create('t', ARRAY['read'], " HASH_A ")", "42501",
+                        "permission denied", NULL);
+    tl_expect_sql_error(c, "SELECT * FROM pgpace.token_list()", "42501", "permission denied", NULL);
+    tl_expect_sql_error(c, "SELECT * FROM pgpace.api_token", "42501", "permission denied", NULL);
+    tl_exec(c, "RESET ROLE");
+    tl_exec(c, "DROP ROLE tok_producer");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(create_list_revoke, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_arguments_name_their_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(producers_cannot_manage_tokens, setup, teardown),
+    };
+    return TL_RUN(tests, NULL, NULL);
+}
