@@ -47,6 +47,8 @@ void cli_ctx_close(cli_ctx *ctx);
  * on, CLI_USAGE on a usage error (printed), or CLI_HELP_SHOWN after printing `usage`. */
 enum { CLI_HELP_SHOWN = -1 };
 int cli_parse_plain(cli_ctx *ctx, int argc, char **argv, const char *usage);
+/* The same, leaving the positional arguments from optind for the command to read. */
+int cli_parse_plain_keep(cli_ctx *ctx, int argc, char **argv, const char *usage);
 
 /* Prints "pgpace <command>: <message>" to stderr; returns `status` for `return cli_fail(...)`. */
 int cli_fail(const cli_ctx *ctx, int status, const char *fmt, ...) PGP_PRINTF(3, 4);
@@ -65,6 +67,7 @@ int cli_customer(cli_ctx *ctx, int argc, char **argv);
 int cli_endpoint(cli_ctx *ctx, int argc, char **argv);
 int cli_carrier(cli_ctx *ctx, int argc, char **argv);
 int cli_host(cli_ctx *ctx, int argc, char **argv);
+int cli_token(cli_ctx *ctx, int argc, char **argv);
 int cli_enqueue(cli_ctx *ctx, int argc, char **argv);
 int cli_stats(cli_ctx *ctx, int argc, char **argv);
 int cli_setting(cli_ctx *ctx, int argc, char **argv);

@@ -26,7 +26,7 @@ bool cli_common_option(cli_ctx *ctx, int opt, const char *arg)
     }
 }
 
-int cli_parse_plain(cli_ctx *ctx, int argc, char **argv, const char *usage)
+int cli_parse_plain_keep(cli_ctx *ctx, int argc, char **argv, const char *usage)
 {
     static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
     int opt;
@@ -40,9 +40,15 @@ int cli_parse_plain(cli_ctx *ctx, int argc, char **argv, const char *usage)
         }
         return cli_usage_error(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
     }
-    if (optind < argc)
-        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
     return CLI_OK;
+}
+
+int cli_parse_plain(cli_ctx *ctx, int argc, char **argv, const char *usage)
+{
+    int status = cli_parse_plain_keep(ctx, argc, argv, usage);
+    if (status == CLI_OK && optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s'", argv[optind]);
+    return status;
 }
 
 int cli_fail(const cli_ctx *ctx, int status, const char *fmt, ...)

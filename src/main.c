@@ -60,6 +60,7 @@ static const struct {
     {"setting", cli_setting}, {"version", cli_version},   {"run", cli_run},
     {"status", cli_status},   {"dlq", cli_dlq},           {"events", cli_events},
     {"recover", cli_recover}, {"shard", cli_shard},       {"host", cli_host},
+    {"token", cli_token},
 };
 
 int main(int argc, char **argv)

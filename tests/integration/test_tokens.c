@@ -95,12 +95,72 @@ static void producers_cannot_manage_tokens(void **state)
     tl_exec(c, "DROP ROLE tok_producer");
 }
 
+/* `pgpace token create|list|revoke`: the token is printed once, its SHA-256 alone stored; the
+ * list shows neither; scopes given twice or with spaces are one list; errors name the field. */
+static void cli_create_list_revoke(void **state)
+{
+    tl_db *db = *state;
+    tl_proc p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "create", "ci", "--scope", "read",
+                                  "--scope", "write, read"),
+                          NULL, NULL);
+    if (p.status != 0)
+        fail_msg("token create: exit %d: %s", p.status, p.err);
+    char token[80] = "";
+    assert_int_equal(sscanf(p.out, "%79s", token), 1);
+    assert_int_equal(strlen(token), 4 + 43);
+    assert_int_equal(strncmp(token, "pgp_", 4), 0);
+    assert_int_equal(strspn(token + 4,
+                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                            "-_"),
+                     43);
+    tl_assert_contains(p.err, "shown this once");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn,
+                                  "SELECT count(*) FROM pgpace.api_token WHERE name = 'ci' AND "
+                                  "token_hash = sha256(convert_to('%s', 'UTF8')) AND scopes = "
+                                  "ARRAY['read','write']",
+                                  token),
+                     1);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "list"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "read,write");
+    assert_null(strstr(p.out, token + 4));
+    tl_proc_free(&p);
+    /* A second token is another secret. */
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "create", "ci2", "--scope", "status"),
+                  NULL, NULL);
+    assert_int_equal(p.status, 0);
+    assert_null(strstr(p.out, token));
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "create", "bad", "--scope", "admin"), NULL,
+                  NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "scopes: unknown scope 'admin'");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "create", "none"), NULL, NULL);
+    assert_int_equal(p.status, 2);
+    tl_assert_contains(p.err, "missing --scope");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "revoke", "ci"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_assert_contains(p.out, "revoked token ci at ");
+    tl_proc_free(&p);
+    p = tl_pgpace(TL_ARGV("--db", db->conninfo, "token", "revoke", "nope"), NULL, NULL);
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "unknown token 'nope'");
+    tl_proc_free(&p);
+    assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.api_token WHERE "
+                                            "revoked_at IS NULL"),
+                     1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(create_list_revoke, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_arguments_name_their_field, setup, teardown),
         cmocka_unit_test_setup_teardown(producers_cannot_manage_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_create_list_revoke, setup, teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
