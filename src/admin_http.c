@@ -98,6 +98,7 @@ static void maybe_finish_close(admin_http *s)
     void *arg = s->closed_arg;
     free(s->token);
     free(s->status_token);
+    free(s->api_tokens);
     free(s);
     if (cb)
         cb(arg);
@@ -489,6 +490,25 @@ int admin_http_set_status_token(admin_http *s, const char *token)
     free(s->status_token);
     s->status_token = copy;
     s->status_token_len = strlen(copy);
+    return 0;
+}
+
+int admin_http_set_api_tokens(admin_http *s, const admin_http_token *tokens, size_t n)
+{
+    admin_http_token *copy = NULL;
+    if (n > 0) {
+        copy = malloc(n * sizeof *copy);
+        if (!copy)
+            return -ENOMEM;
+        memcpy(copy, tokens, n * sizeof *copy);
+    }
+    unsigned scopes = 0;
+    for (size_t i = 0; i < n; i++)
+        scopes |= copy[i].scopes;
+    free(s->api_tokens);
+    s->api_tokens = copy;
+    s->n_api_tokens = n;
+    s->api_scopes = scopes;
     return 0;
 }
 

@@ -108,6 +108,25 @@ int admin_http_set_token(admin_http *s, const char *token) PGP_MUST_CHECK;
 /* Replaces the status token (a reload): "" leaves / and /v1/status open. 0 or -ENOMEM. */
 int admin_http_set_status_token(admin_http *s, const char *token) PGP_MUST_CHECK;
 
+/* API tokens (pgpace token create, migration 0021): the SHA-256 of each active token's text and
+ * the scopes it grants. A request's bearer token is hashed and compared with every entry in
+ * constant time; a known token without the route's scope is answered 403, an unknown one 401.
+ * They add to the configured enqueue_token and status_token, which keep working. */
+enum {
+    ADMIN_SCOPE_ENQUEUE = 1u << 0, /* POST /v1/items */
+    ADMIN_SCOPE_READ = 1u << 1,
+    ADMIN_SCOPE_WRITE = 1u << 2,
+    ADMIN_SCOPE_STATUS = 1u << 3, /* GET / and /v1/status */
+};
+typedef struct admin_http_token {
+    unsigned char hash[32];
+    unsigned scopes; /* ADMIN_SCOPE_* */
+} admin_http_token;
+
+/* Replaces the API tokens (a copy of n entries; n 0: none). 0 or -ENOMEM (the old set stays). */
+int admin_http_set_api_tokens(admin_http *s, const admin_http_token *tokens,
+                              size_t n) PGP_MUST_CHECK;
+
 /* Whether the listener's address is a loopback one (127.0.0.0/8 or ::1). */
 bool admin_http_is_loopback(const admin_http *s);
 

@@ -109,6 +109,9 @@ struct admin_http {
     size_t token_len;
     char *status_token; /* "" = the status page and /v1/status are open */
     size_t status_token_len;
+    admin_http_token *api_tokens; /* admin_http_set_api_tokens */
+    size_t n_api_tokens;
+    unsigned api_scopes; /* the union of their scopes */
     size_t max_body;
     uint64_t idle_ms;
     size_t max_conns;

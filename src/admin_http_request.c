@@ -9,6 +9,7 @@
 #include "log.h"
 #include "status_page.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include <errno.h>
@@ -94,44 +95,78 @@ static const char *credentials(const conn *c, const char *scheme, size_t *n)
     return v;
 }
 
-static bool authorized(const conn *c)
+/* The token a request presents: Bearer credentials, or (basic_too) the password of HTTP Basic
+ * ones with any user name, which a browser asked by WWW-Authenticate: Basic sends with the
+ * status page's polls too. Copied into buf; its length, or -1 when none. */
+static ssize_t presented_token(const conn *c, bool basic_too, char *buf, size_t cap)
 {
-    const admin_http *s = c->srv;
     size_t n;
     const char *tok = credentials(c, "Bearer", &n);
-    return tok && token_equal(tok, n, s->token, s->token_len);
-}
-
-/* The status token as a Bearer token, or as the password of HTTP Basic credentials (any user
- * name): a browser asked by WWW-Authenticate: Basic sends those with the page's polls too. */
-static bool status_authorized(const conn *c)
-{
-    const admin_http *s = c->srv;
-    if (s->status_token_len == 0)
-        return true;
-    size_t n;
-    const char *tok = credentials(c, "Bearer", &n);
-    if (tok)
-        return token_equal(tok, n, s->status_token, s->status_token_len);
-    const char *b64 = credentials(c, "Basic", &n);
+    if (tok) {
+        if (n >= cap)
+            return -1;
+        memcpy(buf, tok, n);
+        return (ssize_t)n;
+    }
+    const char *b64 = basic_too ? credentials(c, "Basic", &n) : NULL;
     if (!b64 || n == 0 || n % 4 != 0 || n > sizeof c->auth)
-        return false;
+        return -1;
     unsigned char plain[sizeof c->auth];
     int len = EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n);
     if (len < 0)
-        return false;
+        return -1;
     /* EVP_DecodeBlock counts the padding's bytes as decoded zeros. */
     if (b64[n - 1] == '=')
         len--;
     if (b64[n - 2] == '=')
         len--;
     if (len <= 0)
-        return false;
+        return -1;
     const unsigned char *colon = memchr(plain, ':', (size_t)len);
     if (!colon)
-        return false;
+        return -1;
     size_t pass_len = (size_t)len - (size_t)(colon + 1 - plain);
-    return token_equal((const char *)colon + 1, pass_len, s->status_token, s->status_token_len);
+    if (pass_len >= cap)
+        return -1;
+    memcpy(buf, colon + 1, pass_len);
+    return (ssize_t)pass_len;
+}
+
+/* What the API tokens (admin_http_set_api_tokens) say of a presented token: its scopes with
+ * TOKEN_KNOWN, or 0 for none of them. Every entry is compared, in constant time. */
+#define TOKEN_KNOWN 0x80000000u
+static unsigned api_token_scopes(const admin_http *s, const char *tok, size_t n)
+{
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    if (s->n_api_tokens == 0 || EVP_Digest(tok, n, digest, &len, EVP_sha256(), NULL) != 1 ||
+        len != 32)
+        return 0;
+    unsigned found = 0;
+    for (size_t i = 0; i < s->n_api_tokens; i++)
+        if (CRYPTO_memcmp(digest, s->api_tokens[i].hash, 32) == 0)
+            found = s->api_tokens[i].scopes | TOKEN_KNOWN;
+    return found;
+}
+
+typedef enum token_right { ACCESS_OK, ACCESS_UNAUTHORIZED, ACCESS_FORBIDDEN } token_right;
+
+/* The request's right to a route guarded by `configured` (the enqueue or status token; "" =
+ * none) and API tokens with `scope`. */
+static token_right token_access(const conn *c, const char *configured, size_t configured_len,
+                                unsigned scope, bool basic_too)
+{
+    char tok[sizeof c->auth];
+    ssize_t n = presented_token(c, basic_too, tok, sizeof tok);
+    if (n < 0)
+        return ACCESS_UNAUTHORIZED;
+    if (configured_len > 0 && token_equal(tok, (size_t)n, configured, configured_len))
+        return ACCESS_OK;
+    unsigned scopes = api_token_scopes(c->srv, tok, (size_t)n);
+    OPENSSL_cleanse(tok, sizeof tok);
+    if (scopes & scope)
+        return ACCESS_OK;
+    return scopes & TOKEN_KNOWN ? ACCESS_FORBIDDEN : ACCESS_UNAUTHORIZED;
 }
 
 /* Checks that can be made from the request line and headers. Returns 0 to go on, else the
@@ -162,7 +197,16 @@ static int precheck(conn *c, const char **json, const char **extra)
             *extra = "Allow: GET, HEAD\r\n";
             return 405;
         }
-        if (!status_authorized(c)) {
+        /* Open when neither a status token nor an API token with the status scope is set. */
+        token_right a =
+            s->status_token_len > 0 || (s->api_scopes & ADMIN_SCOPE_STATUS)
+                ? token_access(c, s->status_token, s->status_token_len, ADMIN_SCOPE_STATUS, true)
+                : ACCESS_OK;
+        if (a == ACCESS_FORBIDDEN) {
+            *json = "{\"error\":\"this token lacks the status scope\"}";
+            return 403;
+        }
+        if (a != ACCESS_OK) {
             *json = "{\"error\":\"missing or invalid status token\"}";
             /* The page asks for Basic credentials, which a browser prompts for and then sends
              * with the page's polls too. The polls' own 401 must not ask: a fetch() answered
@@ -182,11 +226,16 @@ static int precheck(conn *c, const char **json, const char **extra)
         *extra = "Allow: POST\r\n";
         return 405;
     }
-    if (s->token_len == 0 || !s->cb.enqueue) {
+    if ((s->token_len == 0 && !(s->api_scopes & ADMIN_SCOPE_ENQUEUE)) || !s->cb.enqueue) {
         *json = disabled_json;
         return 503;
     }
-    if (!authorized(c)) {
+    token_right a = token_access(c, s->token, s->token_len, ADMIN_SCOPE_ENQUEUE, false);
+    if (a == ACCESS_FORBIDDEN) {
+        *json = "{\"error\":\"this token lacks the enqueue scope\"}";
+        return 403;
+    }
+    if (a != ACCESS_OK) {
         *json = "{\"error\":\"missing or invalid bearer token\"}";
         *extra = "WWW-Authenticate: Bearer realm=\"pgpace\"\r\n";
         return 401;

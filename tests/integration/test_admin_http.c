@@ -1690,6 +1690,86 @@ static void token_reload(void **state)
     run_until_closed(&loop, s);
 }
 
+/* API tokens (pgpace token create): a token with the enqueue scope enqueues beside the
+ * configured one, one without it is 403, an unknown or revoked (no longer in the set) one 401;
+ * the status page, open before, needs a token once one has the status scope, Basic included. */
+static void sha256_of(const char *text, unsigned char out[32])
+{
+    unsigned len = 0;
+    assert_int_equal(EVP_Digest(text, strlen(text), out, &len, EVP_sha256(), NULL), 1);
+    assert_int_equal(len, 32);
+}
+
+static void api_tokens_and_scopes(void **state)
+{
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    int calls = 0;
+    admin_http *s = NULL;
+    pgp_error err = {{0}};
+    admin_http_callbacks cb = {.enqueue = instant_enqueue, .status = fake_status, .arg = &calls};
+    assert_int_equal(
+        admin_http_new(&loop,
+                       &(admin_http_options){.listen = "127.0.0.1:0", .enqueue_token = "cfg"}, &cb,
+                       &s, &err),
+        0);
+    assert_int_equal(admin_http_start(s, &err), 0);
+    admin_http_token toks[2] = {{.scopes = ADMIN_SCOPE_ENQUEUE},
+                                {.scopes = ADMIN_SCOPE_READ | ADMIN_SCOPE_STATUS}};
+    sha256_of("pgp_enqueuer", toks[0].hash);
+    sha256_of("pgp_reader", toks[1].hash);
+#define POST_WITH(tok)                                                                             \
+    "POST /v1/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " tok                             \
+    "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+#define STATUS_WITH(auth) "GET /v1/status HTTP/1.1\r\nHost: x\r\n" auth "\r\n"
+    static const struct {
+        const char *request;
+        const char *want;
+        bool with_tokens;
+    } cases[] = {
+        /* Before any API token: the configured token only; the page open. */
+        {POST_WITH("pgp_enqueuer"), "HTTP/1.1 401 ", false},
+        {STATUS_WITH(""), "HTTP/1.1 200 ", false},
+        /* With them. */
+        {POST_WITH("cfg"), "HTTP/1.1 201 ", true},
+        {POST_WITH("pgp_enqueuer"), "HTTP/1.1 201 ", true},
+        {POST_WITH("pgp_reader"), "HTTP/1.1 403 ", true},
+        {POST_WITH("pgp_unknown"), "HTTP/1.1 401 ", true},
+        {STATUS_WITH(""), "HTTP/1.1 401 ", true},
+        {STATUS_WITH("Authorization: Bearer pgp_reader\r\n"), "HTTP/1.1 200 ", true},
+        /* Basic, any user, the token as password: "u:pgp_reader". */
+        {STATUS_WITH("Authorization: Basic dTpwZ3BfcmVhZGVy\r\n"), "HTTP/1.1 200 ", true},
+        {STATUS_WITH("Authorization: Bearer pgp_enqueuer\r\n"), "HTTP/1.1 403 ", true},
+        {STATUS_WITH("Authorization: Bearer pgp_unknown\r\n"), "HTTP/1.1 401 ", true},
+    };
+    strbuf out = {0};
+    bool set = false;
+    for (size_t i = 0; i < PGP_ARRAY_LEN(cases); i++) {
+        if (cases[i].with_tokens && !set) {
+            assert_int_equal(admin_http_set_api_tokens(s, toks, 2), 0);
+            set = true;
+        }
+        /* A refused request with a body closes its connection: one each. */
+        int fd = raw_connect(AF_INET, admin_http_port(s));
+        assert_true(fd >= 0);
+        step_exchange(&loop, fd, cases[i].request, 1, &out);
+        if (!out.data || strncmp(out.data, cases[i].want, strlen(cases[i].want)) != 0)
+            fail_msg("case %zu: want %s, got %.60s", i, cases[i].want, out.data ? out.data : "");
+        close(fd);
+    }
+    /* Revoked: the set without it. */
+    assert_int_equal(admin_http_set_api_tokens(s, toks + 1, 1), 0);
+    int fd = raw_connect(AF_INET, admin_http_port(s));
+    step_exchange(&loop, fd, POST_WITH("pgp_enqueuer"), 1, &out);
+    tl_assert_contains(out.data, "HTTP/1.1 401 ");
+    close(fd);
+#undef POST_WITH
+#undef STATUS_WITH
+    assert_int_equal(calls, 2); /* the two 201s */
+    strbuf_free(&out);
+    run_until_closed(&loop, s);
+}
+
 static void enqueue_answer_mapping(void **state)
 {
     strbuf j = {0};
@@ -1814,6 +1894,7 @@ int main(void)
         cmocka_unit_test(listen_options),
         cmocka_unit_test(ipv6_listen),
         cmocka_unit_test(token_reload),
+        cmocka_unit_test(api_tokens_and_scopes),
         cmocka_unit_test(enqueue_answer_mapping),
     };
     return TL_RUN(tests, group_setup, group_teardown);
