@@ -84,6 +84,7 @@
 #define CHANNEL_CARRIER  "pgpace_carrier"
 #define CHANNEL_EVENT    "pgpace_event"
 #define CHANNEL_HOST     "pgpace_host"
+#define CHANNEL_TOKEN    "pgpace_token"
 /* Operator events already logged, remembered so a webhook retry does not log them again. */
 #define EVENTS_SEEN 256
 /* Spaced customers are claimed this much before their slot and sent from a timer exactly at
@@ -1218,6 +1219,8 @@ void status_lead_begin(dispatcher *d);
 
 /* housekeeping.c */
 /* On becoming leader: partitions ahead, then retention; hourly afterwards. */
+/* Reads the admin API's tokens into this instance's admin listener (tokens.c). */
+void tokens_load(dispatcher *d);
 void housekeeping_begin(dispatcher *d);
 /* Starts (or restarts, after a reload) the backstop and queue-gauge timers; scan_now also runs
  * the backstop scan at once. */

@@ -149,6 +149,7 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
             LOG_WARN("sd_notify_failed", LOG_S("state", "READY=1"));
     }
     load_carriers(d);
+    tokens_load(d);
     d->customers_loaded = 0;
     load_customers(d, INT64_MIN);
 }
@@ -658,6 +659,10 @@ void leader_on_notify(pgconn *conn, const char *channel, const char *payload, vo
     }
     if (strcmp(channel, CHANNEL_HOST) == 0) {
         limits_hosts_load(d, payload);
+        return;
+    }
+    if (strcmp(channel, CHANNEL_TOKEN) == 0) {
+        tokens_load(d);
         return;
     }
     if (strcmp(channel, CHANNEL_EVENT) == 0) {

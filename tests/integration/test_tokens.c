@@ -2,11 +2,15 @@
  * from a hash with the scopes given (repeats dropped), each bad argument refused naming its
  * field, names never reused, revoked once (its row kept), listed without hashes, every change
  * NOTIFYing pgpace_token, and none of it open to the producer role. */
+#include "fixture.h"
+#include "status_client.h"
 #include "testlib.h"
 
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int setup(void **state)
 {
@@ -154,6 +158,120 @@ static void cli_create_list_revoke(void **state)
                      1);
 }
 
+/* ---- a running service: tokens reach its admin listener on NOTIFY ---------------------------- */
+
+static size_t discard(char *p, size_t size, size_t n, void *arg)
+{
+    (void)p;
+    (void)arg;
+    return size * n;
+}
+
+/* POST /v1/items {"customer":"acme","payload":{}} with `token` (NULL: none); the status. */
+static long post_item(int port, const char *token)
+{
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    char url[96], auth[160];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/items", port);
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"customer\":\"acme\",\"payload\":{}}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+    long status = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return status;
+}
+
+/* Polls post_item until it answers `want` (a change reaches the listener on NOTIFY). */
+static void wait_post(int port, const char *token, long want, const char *what)
+{
+    long got = 0;
+    for (long long end = tl_now_ms() + 15000; tl_now_ms() < end;) {
+        if ((got = post_item(port, token)) == want)
+            return;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("%s: POST /v1/items answered %ld, want %ld", what, got, want);
+}
+
+static char *token_create(fx *f, const char *name, const char *scope)
+{
+    tl_proc p = tl_pgpace(
+        TL_ARGV("--db", f->db->conninfo, "token", "create", name, "--scope", scope), NULL, NULL);
+    if (p.status != 0)
+        fail_msg("token create %s: %s", name, p.err);
+    char *tok = calloc(1, 80);
+    assert_non_null(tok);
+    assert_int_equal(sscanf(p.out, "%79s", tok), 1);
+    tl_proc_free(&p);
+    return tok;
+}
+
+static void service_takes_tokens_on_notify(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "acme", TL_ARGV("--rate", "60"));
+    fx_run(f, NULL);
+    int port = fx_admin_port(f);
+    /* No enqueue_token configured and no API token: the endpoint is off. */
+    assert_int_equal(post_item(port, "anything"), 503);
+    char *bot = token_create(f, "bot", "enqueue");
+    char *bot2 = token_create(f, "bot2", "enqueue");
+    char *reader = token_create(f, "reader", "read");
+    wait_post(port, bot, 201, "a new enqueue token");
+    assert_int_equal(post_item(port, bot2), 201);
+    wait_post(port, reader, 403, "a token without the enqueue scope");
+    assert_int_equal(post_item(port, "pgp_unknown"), 401);
+    assert_int_equal(post_item(port, NULL), 401);
+    /* Revoked: refused from the next reload on; the other token still enqueues. */
+    tl_proc p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "token", "revoke", "bot"), NULL, NULL);
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
+    wait_post(port, bot, 401, "a revoked token");
+    assert_int_equal(post_item(port, bot2), 201);
+    /* Only the accepted requests enqueued: bot's first, bot2's two, and the polls that were
+     * answered 201 before the revocation reached the listener. */
+    long long items = tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.item");
+    assert_true(items >= 3);
+    sc_answer a = sc_http_get(port, "/v1/status", NULL, NULL);
+    assert_int_equal(a.status, 200); /* no status scope anywhere: open as before */
+    sc_answer_free(&a);
+    char *viewer = token_create(f, "viewer", "status");
+    char bearer[128];
+    snprintf(bearer, sizeof bearer, "Bearer %s", viewer);
+    long got = 0;
+    for (long long end = tl_now_ms() + 15000; tl_now_ms() < end && got != 401;) {
+        a = sc_http_get(port, "/v1/status", NULL, NULL);
+        got = a.status;
+        sc_answer_free(&a);
+    }
+    assert_int_equal(got, 401);
+    a = sc_http_get(port, "/v1/status", bearer, NULL);
+    assert_int_equal(a.status, 200);
+    sc_answer_free(&a);
+    char *log = fx_log(f);
+    /* Tokens never reach the log. */
+    assert_null(strstr(log, bot + 4));
+    assert_null(strstr(log, viewer + 4));
+    free(log);
+    free(bot);
+    free(bot2);
+    free(reader);
+    free(viewer);
+    fx_stop_service(f, 15000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +279,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_arguments_name_their_field, setup, teardown),
         cmocka_unit_test_setup_teardown(producers_cannot_manage_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(cli_create_list_revoke, setup, teardown),
+        cmocka_unit_test_setup_teardown(service_takes_tokens_on_notify, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
