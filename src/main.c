@@ -25,6 +25,8 @@ static const char usage[] =
     "  host set|get|list|delete\n"
     "                          a receiver host's own limit, over all of its customers\n"
     "  carrier set|list        manage per-carrier caps\n"
+    "  token create|list|revoke\n"
+    "                          tokens for the admin API, with scopes\n"
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
     "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
