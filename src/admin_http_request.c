@@ -160,11 +160,11 @@ static token_right token_access(const conn *c, const char *configured, size_t co
     ssize_t n = presented_token(c, basic_too, tok, sizeof tok);
     if (n < 0)
         return ACCESS_UNAUTHORIZED;
-    if (configured_len > 0 && token_equal(tok, (size_t)n, configured, configured_len))
-        return ACCESS_OK;
-    unsigned scopes = api_token_scopes(c->srv, tok, (size_t)n);
-    OPENSSL_cleanse(tok, sizeof tok);
-    if (scopes & scope)
+    bool configured_ok =
+        configured_len > 0 && token_equal(tok, (size_t)n, configured, configured_len);
+    unsigned scopes = configured_ok ? 0 : api_token_scopes(c->srv, tok, (size_t)n);
+    OPENSSL_cleanse(tok, sizeof tok); /* on every path: the copy is the client's secret */
+    if (configured_ok || (scopes & scope))
         return ACCESS_OK;
     return scopes & TOKEN_KNOWN ? ACCESS_FORBIDDEN : ACCESS_UNAUTHORIZED;
 }

@@ -114,8 +114,12 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         free(d);
         return rc;
     }
-    static const char *const channels[] = {CHANNEL_ENQUEUE, CHANNEL_CUSTOMER, CHANNEL_CARRIER,
-                                           CHANNEL_EVENT,   CHANNEL_HOST,     CHANNEL_TOKEN,
+    static const char *const channels[] = {CHANNEL_ENQUEUE,
+                                           CHANNEL_CUSTOMER,
+                                           CHANNEL_CARRIER,
+                                           CHANNEL_EVENT,
+                                           CHANNEL_HOST,
+                                           CHANNEL_TOKEN,
                                            NULL};
     pgconn_options po = {.conninfo = cfg->conninfo,
                          .application_name = d->app_name,
