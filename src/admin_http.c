@@ -8,6 +8,8 @@
 
 #include "list.h"
 #include "log.h"
+#include "portal_page_html.h"
+#include "status_page.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,20 +33,32 @@ static const char *reason_phrase(int status)
         return "OK";
     case 201:
         return "Created";
+    case 204:
+        return "No Content";
     case 400:
         return "Bad Request";
     case 401:
         return "Unauthorized";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
         return "Method Not Allowed";
     case 408:
         return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 412:
+        return "Precondition Failed";
     case 413:
         return "Content Too Large";
     case 415:
         return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 428:
+        return "Precondition Required";
     case 431:
         return "Request Header Fields Too Large";
     case 500:
@@ -99,6 +113,7 @@ static void maybe_finish_close(admin_http *s)
     free(s->token);
     free(s->status_token);
     free(s->api_tokens);
+    free(s->portal_headers);
     free(s);
     if (cb)
         cb(arg);
@@ -206,6 +221,9 @@ void ahttp_request_reset(conn *c)
     c->in_value = false;
     c->current = HDR_OTHER;
     c->auth_len = c->ctype_len = c->expect_len = 0;
+    c->if_match_len = c->idem_key_len = 0;
+    c->bad_api_header = false;
+    c->problem = false;
     c->bad_header = false;
     c->bad_expect = false;
     c->accepting_body = false;
@@ -256,14 +274,17 @@ void ahttp_respond(conn *c, int status, const char *content_type, const char *ex
     if (!http_should_keep_alive(&c->parser) || c->parser.upgrade)
         c->close_after_write = true;
     strbuf_reset(&c->out);
+    strbuf_printf(&c->out, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
+    /* 204 has neither (RFC 9110 8.6: no Content-Length in a 204). */
+    if (status == 204)
+        body_len = 0;
+    else
+        strbuf_printf(&c->out, "Content-Type: %s\r\nContent-Length: %zu\r\n", content_type,
+                      body_len);
     strbuf_printf(&c->out,
-                  "HTTP/1.1 %d %s\r\n"
-                  "Content-Type: %s\r\n"
-                  "Content-Length: %zu\r\n"
                   "Cache-Control: no-store\r\n"
                   "X-Content-Type-Options: nosniff\r\n"
                   "%s%s\r\n",
-                  status, reason_phrase(status), content_type, body_len,
                   c->close_after_write ? "Connection: close\r\n" : "",
                   extra_headers ? extra_headers : "");
     if (!head)
@@ -287,7 +308,8 @@ void ahttp_respond(conn *c, int status, const char *content_type, const char *ex
 
 void ahttp_respond_json(conn *c, int status, const char *extra_headers, const char *json)
 {
-    ahttp_respond(c, status, "application/json", extra_headers, json, strlen(json));
+    ahttp_respond(c, status, c->problem && status >= 400 ? "application/problem+json" : "application/json",
+                  extra_headers, json, strlen(json));
 }
 
 void admin_http_reply_send(admin_http_reply *reply, int status, const char *json)
@@ -418,11 +440,18 @@ int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
         return pgp_error_set(err, -ENOMEM, "out of memory");
     s->token = strdup(token);
     s->status_token = strdup(status_token);
-    if (!s->token || !s->status_token) {
+    int hrc = page_headers((const char *)portal_page_html, opts->portal_frame_ancestors,
+                           &s->portal_headers);
+    if (!s->token || !s->status_token || hrc != 0) {
         free(s->token);
         free(s->status_token);
+        free(s->portal_headers);
         free(s);
-        return pgp_error_set(err, -ENOMEM, "out of memory");
+        return hrc == -EINVAL ? pgp_error_set(err, -EINVAL,
+                                              "[http] portal_frame_ancestors: expected origins "
+                                              "such as https://dashboard.example.com, space "
+                                              "separated")
+                              : pgp_error_set(err, -ENOMEM, "out of memory");
     }
     s->status_token_len = strlen(status_token);
     s->loop = loop;
@@ -442,6 +471,7 @@ int admin_http_new(uv_loop_t *loop, const admin_http_options *opts,
     if (rc != 0) {
         free(s->token);
         free(s->status_token);
+        free(s->portal_headers);
         free(s);
         return pgp_error_set(err, rc, "[http] listen: %s", uv_strerror(rc));
     }

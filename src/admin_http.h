@@ -1,5 +1,7 @@
 /* admin_http.h - the admin HTTP endpoint on the libuv loop: GET /metrics, /healthz, /readyz,
- * the live status page (GET / and GET /v1/status) and POST /v1/items (HTTP enqueue).
+ * the live status page (GET / and GET /v1/status), POST /v1/items (HTTP enqueue), the management
+ * API under /v1 with its OpenAPI document (GET /v1/openapi.json), and the tenant page (GET
+ * /portal and its API under /v1/portal).
  *
  * Contract:
  * - One listening TCP socket on opts->listen ("127.0.0.1:9187", "[::1]:9187"; numeric
@@ -63,6 +65,29 @@ typedef struct admin_http_readiness {
     const char *reason; /* when not ready, e.g. "database unreachable" */
 } admin_http_readiness;
 
+/* One request of the management API: GET, POST, PATCH or DELETE of a path under /v1/ other
+ * than /v1/items, /v1/status and /v1/openapi.json (see admin_api.c for the checks made before
+ * it is handed on). Valid during the callback only. */
+typedef struct admin_http_api_request {
+    const char *method;   /* "GET" (also for HEAD), "POST", "PATCH" or "DELETE" */
+    const char *segments; /* the path after /v1/ as a JSON array of its percent-decoded segments */
+    const char *query;    /* the query string as a JSON object of (decoded) strings */
+    const char *body;     /* NUL-terminated text of body_len bytes, or NULL for none */
+    size_t body_len;
+    const char *actor;           /* "token:NAME" (an API token), or "portal" (a tenant page) */
+    const char *if_match;        /* the If-Match header, or NULL */
+    const char *idempotency_key; /* the Idempotency-Key header, or NULL */
+    const char *portal_token;    /* a tenant page's bearer token (unchecked), or NULL */
+} admin_http_api_request;
+
+/* The answer to one: a status, optional ETag, Location and Allow values, and a JSON body (NULL:
+ * none, as for 204). Bodies of statuses from 400 on go out as application/problem+json. */
+typedef struct admin_http_api_answer {
+    int status;
+    const char *etag, *location, *allow;
+    const char *body;
+} admin_http_api_answer;
+
 typedef struct admin_http_callbacks {
     /* GET /metrics: appends the exposition text to out; 0, or -errno for a 500. */
     int (*render_metrics)(void *arg, strbuf *out);
@@ -77,6 +102,10 @@ typedef struct admin_http_callbacks {
      * none), valid during the call only. The callee calls admin_http_reply_send() exactly once,
      * as for enqueue. NULL: 503. */
     void (*status)(void *arg, const char *query, admin_http_reply *reply);
+    /* A management API or tenant page request, after the token, scope, content-type, size,
+     * NUL-byte and duplicate-member checks. The callee calls admin_http_reply_api() exactly
+     * once, as for enqueue. NULL: 503. */
+    void (*api)(void *arg, const admin_http_api_request *req, admin_http_reply *reply);
     /* After each answer is queued, for metrics: route is "/metrics", "/healthz", "/readyz",
      * "/v1/items", "/", "/v1/status" or "other"; seconds from the request's first byte. */
     void (*request_done)(void *arg, const char *route, int status, double seconds);
@@ -90,6 +119,9 @@ typedef struct admin_http_options {
     size_t max_body_bytes;     /* 0 = ADMIN_HTTP_DEFAULT_MAX_BODY */
     int idle_timeout_ms;       /* 0 = ADMIN_HTTP_DEFAULT_IDLE_MS */
     int max_connections;       /* 0 = ADMIN_HTTP_DEFAULT_MAX_CONNS */
+    /* Origins that may frame the tenant page ("https://a.example https://b.example"); NULL or
+     * "" = none (frame-ancestors 'none'). */
+    const char *portal_frame_ancestors;
 } admin_http_options;
 
 /* Checks the options and creates the server (not yet listening). Errors name the option:
@@ -121,6 +153,7 @@ enum {
 typedef struct admin_http_token {
     unsigned char hash[32];
     unsigned scopes; /* ADMIN_SCOPE_* */
+    char name[129];  /* who, for the audit of API writes */
 } admin_http_token;
 
 /* Replaces the API tokens (a copy of n entries; n 0: none). 0 or -ENOMEM (the old set stays). */
@@ -142,6 +175,9 @@ void admin_http_close(admin_http *s, void (*closed_cb)(void *arg), void *arg);
 
 /* Answers a pending POST with status and a JSON body (copied). Frees the reply. */
 void admin_http_reply_send(admin_http_reply *reply, int status, const char *json);
+
+/* Answers a pending API request (admin_http_api_answer's strings are copied). Frees the reply. */
+void admin_http_reply_api(admin_http_reply *reply, const admin_http_api_answer *answer);
 
 /* The same with the reply as a void pointer: an admin_http_enqueue_cb. */
 void admin_http_reply_done(void *reply, int status, const char *json);

@@ -9,6 +9,9 @@
  * - admin_http_request.c  one request: http-parser callbacks and header limits, early answers,
  *                         routing, and the answers of /metrics, /healthz, /readyz, /v1/items.
  * - admin_enqueue.c       POST /v1/items over pgconn: the enqueue statement and its answer.
+ * - admin_api.c           the management API's and the tenant page's requests: their routes,
+ *                         token and scope checks, the path and query as JSON for the callback,
+ *                         and their answers; GET /v1/openapi.json and GET /portal.
  *
  * Contract between them:
  * - Everything runs on the loop thread. A conn belongs to admin_http.c: created on accept,
@@ -45,7 +48,14 @@ typedef enum conn_state {
 } conn_state;
 
 /* The headers the server looks at. */
-typedef enum hdr { HDR_OTHER, HDR_AUTHORIZATION, HDR_CONTENT_TYPE, HDR_EXPECT } hdr;
+typedef enum hdr {
+    HDR_OTHER,
+    HDR_AUTHORIZATION,
+    HDR_CONTENT_TYPE,
+    HDR_EXPECT,
+    HDR_IF_MATCH,
+    HDR_IDEMPOTENCY_KEY
+} hdr;
 
 typedef struct conn {
     uv_tcp_t tcp;     /* data = this */
@@ -74,6 +84,10 @@ typedef struct conn {
     size_t auth_len, ctype_len, expect_len;
     bool bad_header; /* a repeated or overlong Authorization / Content-Type */
     bool bad_expect; /* an overlong Expect (ignored) */
+    char if_match[1024], idem_key[256];
+    size_t if_match_len, idem_key_len;
+    bool bad_api_header; /* a repeated or overlong If-Match / Idempotency-Key */
+    bool problem;        /* answers are application/problem+json (the management API's) */
     bool accepting_body;
     strbuf body;
     int early_status; /* answer decided before the request was complete (closes after) */
@@ -112,6 +126,7 @@ struct admin_http {
     admin_http_token *api_tokens; /* admin_http_set_api_tokens */
     size_t n_api_tokens;
     unsigned api_scopes; /* the union of their scopes */
+    char *portal_headers; /* the tenant page's CSP and framing headers, or NULL */
     size_t max_body;
     uint64_t idle_ms;
     size_t max_conns;
@@ -150,5 +165,40 @@ void ahttp_parse_input(conn *c, const char *data, size_t len);
 
 /* The connection's libuv read callback. */
 void ahttp_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* The Bearer token the request presents, copied into buf (NUL-terminated): its length, or -1. */
+ssize_t ahttp_bearer(const conn *c, char *buf, size_t cap);
+
+/* The API token (admin_http_set_api_tokens) a presented token is, compared with every entry in
+ * constant time: its index, or -1. */
+ssize_t ahttp_api_token_find(const admin_http *s, const char *tok, size_t n);
+
+/* Whether the presented token is the configured enqueue or status token (constant time). */
+bool ahttp_is_configured_token(const admin_http *s, const char *tok, size_t n);
+
+/* ---- admin_api.c -------------------------------------------------------------------------- */
+
+typedef enum api_route { API_NONE, API_CALL, API_OPENAPI, API_PORTAL_PAGE } api_route;
+
+/* Which of the API's routes the path (n bytes of url, up to '?' or '#') is; sets c->route to
+ * its metrics label ("/v1/customers", ...). */
+api_route ahttp_api_route(conn *c, const char *url, size_t n);
+
+/* The checks of an API route's request line and headers: 0 to go on, else the status, with
+ * *json a problem document and *extra header lines. */
+int ahttp_api_precheck(conn *c, api_route r, const char **json, const char **extra);
+
+/* Whether the request may carry a body (POST and PATCH of the API). */
+bool ahttp_api_takes_body(const conn *c, api_route r);
+
+/* Answers a complete request of an API route. */
+void ahttp_api_answer(conn *c, api_route r);
+
+/* The path after /v1/ (n bytes) as a JSON array of its percent-decoded segments, and a query
+ * string (n bytes) as a JSON object of percent-decoded strings ('+' a space), appended to out.
+ * -EINVAL for an empty segment or name, a malformed escape, or a decoded NUL or control
+ * character; -EEXIST for a query parameter given twice; -ENOMEM. Exposed for tests. */
+int admin_api_path_json(const char *path, size_t n, strbuf *out);
+int admin_api_query_json(const char *query, size_t n, strbuf *out);
 
 #endif

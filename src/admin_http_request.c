@@ -2,7 +2,8 @@
  * callbacks with the header and body limits, early answers (before the body is read), routing,
  * the token and content-type checks, and the answers of GET /metrics, /healthz, /readyz, the
  * status page (GET /, and GET /v1/status handed to callbacks.status) and POST /v1/items (handed
- * to callbacks.enqueue). Connections and writing answers are admin_http.c's.
+ * to callbacks.enqueue). The API's routes are admin_api.c's; connections and writing answers
+ * are admin_http.c's.
  */
 #include "admin_http_internal.h"
 
@@ -42,10 +43,11 @@ typedef enum route {
     ROUTE_ITEMS,
     ROUTE_PAGE,
     ROUTE_STATUS,
+    ROUTE_API, /* the management API, its document, the tenant page (admin_api.c) */
     ROUTE_NONE
 } route;
 
-static route find_route(conn *c)
+static route find_route(conn *c, api_route *api)
 {
     /* url is never empty for a parsed request line; "" when its buffer failed. */
     const char *url = c->url.len && !c->url.failed ? c->url.data : "";
@@ -62,6 +64,11 @@ static route find_route(conn *c)
             return routes[i].r;
         }
     }
+    api_route a = ahttp_api_route(c, url, n);
+    if (api)
+        *api = a;
+    if (a != API_NONE)
+        return ROUTE_API;
     c->route = "other";
     return ROUTE_NONE;
 }
@@ -132,21 +139,42 @@ static ssize_t presented_token(const conn *c, bool basic_too, char *buf, size_t 
     return (ssize_t)pass_len;
 }
 
-/* What the API tokens (admin_http_set_api_tokens) say of a presented token: its scopes with
- * TOKEN_KNOWN, or 0 for none of them. Every entry is compared, in constant time. */
-#define TOKEN_KNOWN 0x80000000u
-static unsigned api_token_scopes(const admin_http *s, const char *tok, size_t n)
+ssize_t ahttp_bearer(const conn *c, char *buf, size_t cap)
+{
+    ssize_t n = presented_token(c, false, buf, cap > 0 ? cap - 1 : 0);
+    if (n >= 0)
+        buf[n] = '\0';
+    return n;
+}
+
+ssize_t ahttp_api_token_find(const admin_http *s, const char *tok, size_t n)
 {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     if (s->n_api_tokens == 0 || EVP_Digest(tok, n, digest, &len, EVP_sha256(), NULL) != 1 ||
         len != 32)
-        return 0;
-    unsigned found = 0;
+        return -1;
+    ssize_t found = -1;
     for (size_t i = 0; i < s->n_api_tokens; i++)
         if (CRYPTO_memcmp(digest, s->api_tokens[i].hash, 32) == 0)
-            found = s->api_tokens[i].scopes | TOKEN_KNOWN;
+            found = (ssize_t)i;
     return found;
+}
+
+bool ahttp_is_configured_token(const admin_http *s, const char *tok, size_t n)
+{
+    bool enqueue = s->token_len > 0 && token_equal(tok, n, s->token, s->token_len);
+    bool status = s->status_token_len > 0 && token_equal(tok, n, s->status_token, s->status_token_len);
+    return enqueue || status;
+}
+
+/* What the API tokens (admin_http_set_api_tokens) say of a presented token: its scopes with
+ * TOKEN_KNOWN, or 0 for none of them. */
+#define TOKEN_KNOWN 0x80000000u
+static unsigned api_token_scopes(const admin_http *s, const char *tok, size_t n)
+{
+    ssize_t i = ahttp_api_token_find(s, tok, n);
+    return i < 0 ? 0 : s->api_tokens[i].scopes | TOKEN_KNOWN;
 }
 
 typedef enum token_right { ACCESS_OK, ACCESS_UNAUTHORIZED, ACCESS_FORBIDDEN } token_right;
@@ -174,10 +202,13 @@ static token_right token_access(const conn *c, const char *configured, size_t co
 static int precheck(conn *c, const char **json, const char **extra)
 {
     admin_http *s = c->srv;
-    route r = find_route(c);
+    api_route api = API_NONE;
+    route r = find_route(c, &api);
     bool get = c->parser.method == HTTP_GET || c->parser.method == HTTP_HEAD;
     *extra = NULL;
     switch (r) {
+    case ROUTE_API:
+        return ahttp_api_precheck(c, api, json, extra);
     case ROUTE_NONE:
         *json = "{\"error\":\"not found\"}";
         return 404;
@@ -384,7 +415,11 @@ static void handle_request(conn *c)
         ahttp_respond_json(c, status, extra, json);
         return;
     }
-    switch (find_route(c)) {
+    api_route api = API_NONE;
+    switch (find_route(c, &api)) {
+    case ROUTE_API:
+        ahttp_api_answer(c, api);
+        break;
     case ROUTE_METRICS:
         answer_metrics(c);
         break;
@@ -495,7 +530,9 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
             hdr h;
         } known[] = {{"authorization", HDR_AUTHORIZATION},
                      {"content-type", HDR_CONTENT_TYPE},
-                     {"expect", HDR_EXPECT}};
+                     {"expect", HDR_EXPECT},
+                     {"if-match", HDR_IF_MATCH},
+                     {"idempotency-key", HDR_IDEMPOTENCY_KEY}};
         for (size_t i = 0; i < PGP_ARRAY_LEN(known); i++) {
             if (fl == strlen(known[i].name) && strncasecmp(c->field, known[i].name, fl) == 0)
                 c->current = known[i].h;
@@ -504,6 +541,9 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
         if ((c->current == HDR_AUTHORIZATION && c->auth_len) ||
             (c->current == HDR_CONTENT_TYPE && c->ctype_len))
             c->bad_header = true;
+        if ((c->current == HDR_IF_MATCH && c->if_match_len) ||
+            (c->current == HDR_IDEMPOTENCY_KEY && c->idem_key_len))
+            c->bad_api_header = true;
     }
     switch (c->current) {
     case HDR_AUTHORIZATION:
@@ -514,6 +554,14 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
         break;
     case HDR_EXPECT:
         header_append(c->expect, sizeof c->expect, &c->expect_len, &c->bad_expect, at, n);
+        break;
+    case HDR_IF_MATCH:
+        header_append(c->if_match, sizeof c->if_match, &c->if_match_len, &c->bad_api_header, at,
+                      n);
+        break;
+    case HDR_IDEMPOTENCY_KEY:
+        header_append(c->idem_key, sizeof c->idem_key, &c->idem_key_len, &c->bad_api_header, at,
+                      n);
         break;
     case HDR_OTHER:
         break;
@@ -537,10 +585,14 @@ static int on_headers_complete(http_parser *p)
         return 0; /* decided when the message is complete, right after this */
     const char *json, *extra;
     int status = precheck(c, &json, &extra);
-    if (status == 0 && find_route(c) != ROUTE_ITEMS) {
+    api_route api = API_NONE;
+    route r = find_route(c, &api);
+    if (status == 0 && r != ROUTE_ITEMS && !(r == ROUTE_API && ahttp_api_takes_body(c, api))) {
         /* A GET with a body: answer it, but do not read the body. */
         status = 400;
-        json = "{\"error\":\"unexpected request body\"}";
+        json = c->problem ? "{\"type\":\"urn:pgpace:problem:invalid-request\",\"title\":\"Bad "
+                            "Request\",\"status\":400,\"detail\":\"unexpected request body\"}"
+                          : "{\"error\":\"unexpected request body\"}";
     }
     if (status != 0)
         return fail_early(c, status, json, extra);

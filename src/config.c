@@ -1,5 +1,7 @@
 /* config.c - the key table, INI loading over defaults with file:line errors, and the dump. */
 #include "config.h"
+
+#include "status_page.h"
 #include "netcheck.h"
 #include "proxy.h"
 #include "secret.h"
@@ -158,6 +160,8 @@ static const config_key keys[] = {
     STR("http", enqueue_token, "", "bearer token for POST /v1/items; empty: disabled"),
     STR("http", status_token, "", "token for the status page and /v1/status; empty: open"),
     INT("http", max_body_bytes, 1048576, 1024, 67108864, "largest POST /v1/items body"),
+    STR("http", portal_frame_ancestors, "",
+        "origins that may frame the tenant page (space separated); empty: none"),
     INT("http", metrics_customers, 100, 0, 100000, "customers with their own metric series"),
 };
 
@@ -695,6 +699,10 @@ int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *e
         check_operator_webhook(st);
     if (st->err_code == 0)
         check_ca_file(st);
+    if (st->err_code == 0 && !page_origins_valid(st->cfg.portal_frame_ancestors))
+        fail(st, st->seen[key_index("http", "portal_frame_ancestors")], -EINVAL,
+             "[http] portal_frame_ancestors: expected origins such as "
+             "https://dashboard.example.com, space separated (at most 8)");
 
     int rc = st->err_code;
     if (rc == 0) {

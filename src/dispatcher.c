@@ -147,14 +147,28 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         goto fail;
     }
     if (cfg->http_listen[0]) {
+        /* Its own session, without LISTEN: API load never queues behind (or ahead of) claims. */
+        snprintf(d->api_app_name, sizeof d->api_app_name, "%.150s-api", d->app_name);
+        pgconn_options apo = {.conninfo = cfg->conninfo,
+                              .application_name = d->api_app_name,
+                              .keepalive_idle_s = cfg->keepalive_idle_s,
+                              .reconnect_min_ms = 100,
+                              .reconnect_max_ms = cfg->reconnect_max_ms};
+        rc = pgconn_new(loop, &apo, &d->api_db);
+        if (rc != 0) {
+            pgp_error_set(err, rc, "cannot create the API's database connection");
+            goto fail;
+        }
         admin_http_options ao = {.listen = cfg->http_listen,
                                  .enqueue_token = cfg->enqueue_token,
                                  .status_token = cfg->status_token,
-                                 .max_body_bytes = (size_t)cfg->max_body_bytes};
+                                 .max_body_bytes = (size_t)cfg->max_body_bytes,
+                                 .portal_frame_ancestors = cfg->portal_frame_ancestors};
         admin_http_callbacks cb = {.render_metrics = admin_render_metrics,
                                    .readiness = admin_readiness,
                                    .enqueue = admin_enqueue,
                                    .status = admin_status,
+                                   .api = admin_api,
                                    .request_done = admin_request_done,
                                    .arg = d};
         rc = admin_http_new(loop, &ao, &cb, &d->admin, err);
@@ -182,6 +196,8 @@ fail:
         http_sender_close(d->http, NULL, NULL);
     if (d->db)
         pgconn_close(d->db, NULL, NULL);
+    if (d->api_db)
+        pgconn_close(d->api_db, NULL, NULL);
     if (d->open_handles == 0) {
         dispatcher_free(d);
     } else {
@@ -216,6 +232,8 @@ void dispatcher_start(dispatcher *d)
     }
     uv_timer_start(&d->timers[TIMER_WATCHDOG], leader_on_watchdog, 1000, 1000);
     pgconn_start(d->db);
+    if (d->api_db)
+        pgconn_start(d->api_db);
 }
 
 int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
@@ -328,6 +346,11 @@ static void close_all(dispatcher *d)
     }
     /* Before the connection it sends on goes (the check frees itself). */
     leader_close(d);
+    if (d->api_db) {
+        d->open_handles++;
+        pgconn_close(d->api_db, on_db_closed, d);
+        d->api_db = NULL;
+    }
     d->open_handles++;
     pgconn_close(d->db, on_db_closed, d);
 }

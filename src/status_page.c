@@ -4,6 +4,8 @@
 #include "status_page_html.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,28 +36,68 @@ static int element_hash(const char *html, const char *tag, char b64[45])
     return 0;
 }
 
+bool page_origins_valid(const char *list)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        size_t n = strcspn(p, " ");
+        size_t scheme = strncmp(p, "https://", 8) == 0 ? 8 : strncmp(p, "http://", 7) == 0 ? 7 : 0;
+        if (scheme == 0 || n == scheme || n > 300 || ++count > 8)
+            return false;
+        for (size_t i = scheme; i < n; i++) {
+            char ch = p[i];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']'))
+                return false;
+        }
+        p += n;
+    }
+    return true;
+}
+
+int page_headers(const char *html, const char *frame_ancestors, char **out)
+{
+    char script[45], style[45];
+    int rc = element_hash(html, "script", script);
+    if (rc == 0)
+        rc = element_hash(html, "style", style);
+    if (rc != 0)
+        return rc;
+    bool framed = frame_ancestors && *frame_ancestors;
+    if (framed && !page_origins_valid(frame_ancestors))
+        return -EINVAL;
+    size_t cap = 1024 + (framed ? strlen(frame_ancestors) : 0);
+    char *h = malloc(cap);
+    if (!h)
+        return -ENOMEM;
+    int n = snprintf(h, cap,
+                     "Content-Security-Policy: default-src 'none'; "
+                     "script-src 'sha256-%s'; style-src 'sha256-%s'; "
+                     "connect-src 'self'; img-src data:; base-uri 'none'; "
+                     "form-action 'none'; frame-ancestors %s\r\n"
+                     "Referrer-Policy: no-referrer\r\n"
+                     "%s",
+                     script, style, framed ? frame_ancestors : "'none'",
+                     framed ? "" : "X-Frame-Options: DENY\r\n");
+    if (n < 0 || (size_t)n >= cap) {
+        free(h);
+        return -ENOMEM;
+    }
+    *out = h;
+    return 0;
+}
+
 int status_page_load(status_page *out)
 {
-    static char headers[1024];
+    static char *headers;
     static int loaded; /* 0 not yet, 1 done, negative errno */
     if (loaded == 0) {
-        const char *html = (const char *)status_page_html;
-        char script[45], style[45];
-        int rc = element_hash(html, "script", script);
-        if (rc == 0)
-            rc = element_hash(html, "style", style);
-        if (rc == 0) {
-            int n = snprintf(headers, sizeof headers,
-                             "Content-Security-Policy: default-src 'none'; "
-                             "script-src 'sha256-%s'; style-src 'sha256-%s'; "
-                             "connect-src 'self'; img-src data:; base-uri 'none'; "
-                             "form-action 'none'; frame-ancestors 'none'\r\n"
-                             "Referrer-Policy: no-referrer\r\n"
-                             "X-Frame-Options: DENY\r\n",
-                             script, style);
-            if (n < 0 || (size_t)n >= sizeof headers)
-                rc = -ENOMEM;
-        }
+        int rc = page_headers((const char *)status_page_html, NULL, &headers);
         loaded = rc == 0 ? 1 : rc;
     }
     if (loaded < 0)

@@ -849,9 +849,11 @@ struct dispatcher {
     pgp_config cfg;
     char instance[128];
     char app_name[160];
+    char api_app_name[170];
     netcheck_allow allow;
     proxy_bypass *no_proxy; /* [delivery] no_proxy, parsed (big: on the heap) */
     pgconn *db;
+    pgconn *api_db;    /* the management API's and tenant pages' statements (api.c), or NULL */
     http_sender *http; /* NULL once closed (drain timeout or shutdown) */
     admin_http *admin; /* NULL when [http] listen is empty */
     obs obs;
@@ -1199,6 +1201,8 @@ void admin_request_done(void *arg, const char *route, int status, double seconds
 
 /* status.c: GET /v1/status (the live status page's data) */
 void admin_status(void *arg, const char *query, admin_http_reply *reply);
+/* api.c: a management API or tenant page request (admin_http.h callbacks.api). */
+void admin_api(void *arg, const admin_http_api_request *req, admin_http_reply *reply);
 /* A request of the customer went on the wire (its gaps, ticks and rate on the page). */
 void status_note_request(dispatcher *d, customer *c);
 /* An attempt of the customer failed (not a release): its class and status on the page. */

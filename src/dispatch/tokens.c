@@ -7,6 +7,7 @@
 
 #include "log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,10 @@ static int hex_nibble(char c)
 }
 
 /* One row into *t; false when its hash or scopes are not what the table allows. */
-static bool token_parse(const char *hex, const char *scopes, admin_http_token *t)
+static bool token_parse(const char *hex, const char *scopes, const char *name,
+                        admin_http_token *t)
 {
+    snprintf(t->name, sizeof t->name, "%s", name);
     if (strlen(hex) != 64)
         return false;
     for (int i = 0; i < 32; i++) {
@@ -68,7 +71,8 @@ static void on_tokens(pgconn *conn, PGresult *res, void *arg)
     size_t kept = 0;
     for (int r = 0; r < n; r++)
         if (token_parse(PQgetvalue(res, r, SQL_RUN_TOKENS_C_TOKEN_HASH),
-                        PQgetvalue(res, r, SQL_RUN_TOKENS_C_SCOPES), &t[kept]))
+                        PQgetvalue(res, r, SQL_RUN_TOKENS_C_SCOPES),
+                        PQgetvalue(res, r, SQL_RUN_TOKENS_C_NAME), &t[kept]))
             kept++;
     if (admin_http_set_api_tokens(d->admin, t, kept) != 0)
         LOG_ERROR("out_of_memory", LOG_S("where", "api tokens"));
