@@ -68,6 +68,7 @@ int cli_endpoint(cli_ctx *ctx, int argc, char **argv);
 int cli_carrier(cli_ctx *ctx, int argc, char **argv);
 int cli_host(cli_ctx *ctx, int argc, char **argv);
 int cli_token(cli_ctx *ctx, int argc, char **argv);
+int cli_portal(cli_ctx *ctx, int argc, char **argv);
 int cli_enqueue(cli_ctx *ctx, int argc, char **argv);
 int cli_stats(cli_ctx *ctx, int argc, char **argv);
 int cli_setting(cli_ctx *ctx, int argc, char **argv);

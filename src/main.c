@@ -27,6 +27,7 @@ static const char usage[] =
     "  carrier set|list        manage per-carrier caps\n"
     "  token create|list|revoke\n"
     "                          tokens for the admin API, with scopes\n"
+    "  portal-link             a signed, expiring link to a customer's tenant page\n"
     "  enqueue                 enqueue one item, or many from a JSON-lines file\n"
     "  stats                   per-customer queue statistics\n"
     "  dlq list|replay|purge   dead letters: look, retry at a trickle, or drop\n"
@@ -63,6 +64,7 @@ static const struct {
     {"status", cli_status},   {"dlq", cli_dlq},           {"events", cli_events},
     {"recover", cli_recover}, {"shard", cli_shard},       {"host", cli_host},
     {"token", cli_token},
+    {"portal-link", cli_portal},
 };
 
 int main(int argc, char **argv)
