@@ -37,7 +37,7 @@
     "{\"type\":\"urn:pgpace:problem:" slug "\",\"title\":\"" title "\",\"status\":" #status        \
     ",\"detail\":\"" detail "\"}"
 
-/* The first segments the API knows, as metrics labels (anything else is "/v1/other"). */
+/* The first segments of the API's paths, and their metrics labels. */
 static const char *const api_roots[] = {"customers",    "carriers", "hosts",  "events",
                                         "deliveries",   "dead-letters", "stats", "portal"};
 static const char *const api_labels[] = {"/v1/customers",    "/v1/carriers", "/v1/hosts",
@@ -62,14 +62,16 @@ api_route ahttp_api_route(conn *c, const char *url, size_t n)
     }
     if (n <= 4 || strncmp(url, "/v1/", 4) != 0)
         return API_NONE;
-    c->route = "/v1/other";
     size_t root = strcspn(url + 4, "/?#");
     if (4 + root > n)
         root = n - 4;
-    for (size_t i = 0; i < PGP_ARRAY_LEN(api_roots); i++)
-        if (strlen(api_roots[i]) == root && strncmp(url + 4, api_roots[i], root) == 0)
+    for (size_t i = 0; i < PGP_ARRAY_LEN(api_roots); i++) {
+        if (strlen(api_roots[i]) == root && strncmp(url + 4, api_roots[i], root) == 0) {
             c->route = api_labels[i];
-    return API_CALL;
+            return API_CALL;
+        }
+    }
+    return API_NONE; /* another path under /v1: 404 */
 }
 
 static bool method_is(const conn *c, enum http_method m)

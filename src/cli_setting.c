@@ -13,7 +13,9 @@ static const char setting_usage[] =
     "Settings stored in the database, so every enqueue path (SQL, CLI, HTTP) agrees:\n"
     "  max_payload_bytes           largest accepted payload, in bytes of its JSON text\n"
     "                              (default 262144)\n"
-    "  max_endpoints_per_customer  most endpoints one customer may have (default 100)\n";
+    "  max_endpoints_per_customer  most endpoints one customer may have (default 100)\n"
+    "  portal_show_payloads        on: tenant pages show their own events' payloads (default\n"
+    "                              off)\n";
 
 int cli_setting(cli_ctx *ctx, int argc, char **argv)
 {

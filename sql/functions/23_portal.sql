@@ -291,6 +291,8 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
+    pgpace.hmac_sha256(bytea, bytea), pgpace.base64url(bytea), pgpace.base64url_decode(text),
     pgpace.portal_token(text, interval, boolean), pgpace.portal_revoke(text),
-    pgpace.portal_check(text), pgpace.api_portal(text, text[], jsonb, jsonb, text, text)
+    pgpace.portal_check(text), pgpace.portal_show_payloads(),
+    pgpace.api_portal(text, text[], jsonb, jsonb, text, text)
     FROM PUBLIC;

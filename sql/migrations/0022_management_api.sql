@@ -51,3 +51,4 @@ ALTER TABLE pgpace.setting ADD CONSTRAINT setting_value_valid CHECK (
         WHEN 'portal_show_payloads' THEN value IN ('on', 'off')
         ELSE false
     END);
+INSERT INTO pgpace.setting (name, value) VALUES ('portal_show_payloads', 'off');

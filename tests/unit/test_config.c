@@ -158,7 +158,7 @@ static void test_dump(void **state)
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
     assert_contains(out, "delivery.ca_file = \n");
-    assert_int_equal(lines, 51); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 52); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -614,6 +614,10 @@ static void test_cross_field(void **state)
     expect_error("[delivery]\nbreaker_cooldown_max_ms = 1000\n\nbreaker_cooldown_ms = 2000\n",
                  "t.ini:4: [delivery] breaker_cooldown_ms (2000) must not be greater than "
                  "breaker_cooldown_max_ms (1000)");
+    /* The tenant page's framing origins: the key's line is named. */
+    expect_error("[http]\n\nportal_frame_ancestors = https://ok.example javascript:alert(1)\n",
+                 "t.ini:3: [http] portal_frame_ancestors: expected origins such as "
+                 "https://dashboard.example.com, space separated (at most 8)");
 }
 
 static void test_nul_byte(void **state)
