@@ -22,7 +22,8 @@ static const char events_usage[] =
     "  --endpoint E   (with --customer) one of its endpoints' events; 'default': its own\n"
     "                 receiver's\n"
     "  --since T      --until T: event time range (e.g. 2026-01-31T12:00:00Z, or 'today')\n"
-    "  --kind K       one kind of event\n"
+    "  --kind K       one kind of event (api_write: a change made through the management\n"
+    "                 API, with the token's name, the method and the path)\n"
     "  --limit N      the latest N events (default 100, 1-1000000)\n"
     "\n"
     "Kept for [delivery] attempt_retention_days, like the attempt log.\n";
@@ -30,7 +31,7 @@ static const char events_usage[] =
 enum { OPT_CUSTOMER = 1, OPT_ENDPOINT, OPT_SINCE, OPT_UNTIL, OPT_KIND, OPT_LIMIT };
 
 static const char *const kinds[] = {"failing", "recovered", "breaker_open", "disabled",
-                                    "enabled", "paused",    "resumed"};
+                                    "enabled", "paused",    "resumed",      "api_write"};
 
 static bool kind_known(const char *k)
 {
@@ -83,7 +84,8 @@ int cli_events(cli_ctx *ctx, int argc, char **argv)
             if (!kind_known(optarg))
                 return cli_usage_error(ctx,
                                        "--kind: expected failing, recovered, breaker_open, "
-                                       "disabled, enabled, paused or resumed, got '%s'",
+                                       "disabled, enabled, paused, resumed or api_write, "
+                                       "got '%s'",
                                        optarg);
             kind = optarg;
             break;

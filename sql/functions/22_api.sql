@@ -1498,6 +1498,11 @@ RETURN coalesce(
                     WHERE jsonb_typeof(body) = 'object'
                     UNION ALL SELECT jsonb_object_keys(coalesce(query, '{}'))) keys
       WHERE starts_with(msg, k || ':') OR starts_with(msg, k || '[') LIMIT 1),
+    -- The CLI's names for what the API calls otherwise.
+    CASE substring(msg FROM '^([a-z_]+)[:\[ ]')
+         WHEN 'events' THEN 'event_types' WHEN 'filter' THEN 'payload_filter'
+         WHEN 'rate' THEN 'rate_per_minute' WHEN 'url' THEN 'webhook_url'
+         WHEN 'headers' THEN 'headers' WHEN 'limits' THEN 'limits' END,
     CASE WHEN msg ~* '\murl\M' THEN 'webhook_url'
          WHEN msg ~* '\mrate\M' THEN 'rate_per_minute' END,
     (SELECT k FROM (SELECT jsonb_object_keys(coalesce(body, '{}')) AS k

@@ -18,7 +18,10 @@ pkgs=(build-essential meson ninja-build pkg-config
       scdoc groff-base man-db
       # dispatch_pgbouncer starts its own pgbouncer per test (session, transaction and statement
       # pooling); Debian's service on 6432, if the package starts it, is never used.
-      pgbouncer)
+      pgbouncer
+      # api checks every answer of the management API against src/api/openapi.json (JSON
+      # Schema 2020-12, tests/api/openapi_check.py).
+      python3-jsonschema)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
