@@ -204,37 +204,64 @@ static int hex_value(char ch)
     return -1;
 }
 
+/* Whether s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+ * U+10FFFF). */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                                       : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
+            return false;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+        if ((len == 3 && c == 0xE0 && s[i + 1] < 0xA0) || (len == 3 && c == 0xED && s[i + 1] > 0x9F) ||
+            (len == 4 && c == 0xF0 && s[i + 1] < 0x90) || (len == 4 && c == 0xF4 && s[i + 1] > 0x8F))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
 /* Percent-decodes s[0..n) ('+' as a space when plus) as a JSON string onto out. -EINVAL for a
- * malformed escape or a decoded NUL or control character. */
+ * malformed escape, a decoded NUL or control character, or bytes that are not UTF-8. */
 static int put_decoded(strbuf *out, const char *s, size_t n, bool plus)
 {
-    char buf[256];
-    size_t used = 0;
-    strbuf_puts(out, "\"");
-    for (size_t i = 0; i < n; i++) {
+    strbuf plain = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch == '%') {
-            if (i + 2 >= n)
-                return -EINVAL;
-            int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -EINVAL;
+            int hi = i + 2 < n ? hex_value(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hex_value(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                rc = -EINVAL;
+                break;
+            }
             ch = (unsigned char)(hi * 16 + lo);
             i += 2;
         } else if (ch == '+' && plus) {
             ch = ' ';
         }
         if (ch < 0x20 || ch == 0x7f)
-            return -EINVAL;
-        buf[used++] = (char)ch;
-        if (used == sizeof buf) {
-            strbuf_json_escape(out, buf, used);
-            used = 0;
-        }
+            rc = -EINVAL;
+        else
+            strbuf_append(&plain, (const char *)&ch, 1);
     }
-    strbuf_json_escape(out, buf, used);
-    strbuf_puts(out, "\"");
-    return 0;
+    if (rc == 0 && plain.failed)
+        rc = -ENOMEM;
+    if (rc == 0 && !utf8_valid((const unsigned char *)plain.data, plain.len))
+        rc = -EINVAL;
+    if (rc == 0) {
+        strbuf_puts(out, "\"");
+        strbuf_json_escape(out, plain.len ? plain.data : "", plain.len);
+        strbuf_puts(out, "\"");
+    }
+    strbuf_free(&plain);
+    return rc;
 }
 
 int admin_api_path_json(const char *path, size_t n, strbuf *out)

@@ -409,7 +409,10 @@ static void handle_request(conn *c)
     int status = precheck(c, &json, &extra);
     if (status == 0 && c->body.len > c->srv->max_body) {
         status = 413;
-        json = "{\"error\":\"body is too large\"}";
+        json = c->problem ? "{\"type\":\"urn:pgpace:problem:invalid-request\",\"title\":"
+                            "\"Content Too Large\",\"status\":413,\"detail\":\"body is too "
+                            "large\"}"
+                          : "{\"error\":\"body is too large\"}";
     }
     if (status != 0) {
         ahttp_respond_json(c, status, extra, json);
@@ -614,7 +617,12 @@ static int on_body(http_parser *p, const char *at, size_t n)
     if (!c->accepting_body)
         return 0;
     if (c->body.len + n > c->srv->max_body)
-        return fail_early(c, 413, "{\"error\":\"body is too large\"}", NULL);
+        return fail_early(c, 413,
+                          c->problem ? "{\"type\":\"urn:pgpace:problem:invalid-request\","
+                                       "\"title\":\"Content Too Large\",\"status\":413,"
+                                       "\"detail\":\"body is too large\"}"
+                                     : "{\"error\":\"body is too large\"}",
+                          NULL);
     strbuf_append(&c->body, at, n);
     return 0;
 }

@@ -1,7 +1,6 @@
 /* config.c - the key table, INI loading over defaults with file:line errors, and the dump. */
 #include "config.h"
 
-#include "status_page.h"
 #include "netcheck.h"
 #include "proxy.h"
 #include "secret.h"
@@ -699,7 +698,7 @@ int config_load_stream(pgp_config *cfg, FILE *in, const char *name, pgp_error *e
         check_operator_webhook(st);
     if (st->err_code == 0)
         check_ca_file(st);
-    if (st->err_code == 0 && !page_origins_valid(st->cfg.portal_frame_ancestors))
+    if (st->err_code == 0 && !validate_origins(st->cfg.portal_frame_ancestors))
         fail(st, st->seen[key_index("http", "portal_frame_ancestors")], -EINVAL,
              "[http] portal_frame_ancestors: expected origins such as "
              "https://dashboard.example.com, space separated (at most 8)");

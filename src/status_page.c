@@ -2,6 +2,7 @@
 #include "status_page.h"
 
 #include "status_page_html.h"
+#include "validate.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -36,30 +37,6 @@ static int element_hash(const char *html, const char *tag, char b64[45])
     return 0;
 }
 
-bool page_origins_valid(const char *list)
-{
-    int count = 0;
-    const char *p = list;
-    while (*p) {
-        while (*p == ' ')
-            p++;
-        if (!*p)
-            break;
-        size_t n = strcspn(p, " ");
-        size_t scheme = strncmp(p, "https://", 8) == 0 ? 8 : strncmp(p, "http://", 7) == 0 ? 7 : 0;
-        if (scheme == 0 || n == scheme || n > 300 || ++count > 8)
-            return false;
-        for (size_t i = scheme; i < n; i++) {
-            char ch = p[i];
-            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']'))
-                return false;
-        }
-        p += n;
-    }
-    return true;
-}
-
 int page_headers(const char *html, const char *frame_ancestors, char **out)
 {
     char script[45], style[45];
@@ -69,7 +46,7 @@ int page_headers(const char *html, const char *frame_ancestors, char **out)
     if (rc != 0)
         return rc;
     bool framed = frame_ancestors && *frame_ancestors;
-    if (framed && !page_origins_valid(frame_ancestors))
+    if (framed && !validate_origins(frame_ancestors))
         return -EINVAL;
     size_t cap = 1024 + (framed ? strlen(frame_ancestors) : 0);
     char *h = malloc(cap);

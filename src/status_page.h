@@ -15,7 +15,6 @@
 #ifndef PGPACE_STATUS_PAGE_H
 #define PGPACE_STATUS_PAGE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct status_page {
@@ -32,10 +31,5 @@ int status_page_load(status_page *out);
  * NULL or "" = none, and then X-Frame-Options: DENY too. -EINVAL for a page without exactly one
  * <script> and one <style>, or a malformed origin; -ENOMEM. */
 int page_headers(const char *html, const char *frame_ancestors, char **out);
-
-/* Whether a frame_ancestors list is well formed: space-separated origins, each http:// or
- * https:// and a host (letters, digits, '.', '-', or a bracketed IPv6 address) with an optional
- * port, at most 8 of them. */
-bool page_origins_valid(const char *list);
 
 #endif

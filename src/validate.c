@@ -535,3 +535,27 @@ int validate_auth(const char *what, const char *s, validate_auth_parts *out, pgp
     return pgp_error_set(err, -EINVAL, "%s: expected basic:USER:PASSWORD, bearer:TOKEN or none",
                          what);
 }
+
+bool validate_origins(const char *list)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        size_t n = strcspn(p, " ");
+        size_t scheme = strncmp(p, "https://", 8) == 0 ? 8 : strncmp(p, "http://", 7) == 0 ? 7 : 0;
+        if (scheme == 0 || n == scheme || n > 300 || ++count > 8)
+            return false;
+        for (size_t i = scheme; i < n; i++) {
+            char ch = p[i];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']'))
+                return false;
+        }
+        p += n;
+    }
+    return true;
+}

@@ -76,4 +76,9 @@ typedef struct validate_auth_parts {
 int validate_auth(const char *what, const char *s, validate_auth_parts *out,
                   pgp_error *err) PGP_MUST_CHECK;
 
+/* A list of web origins (a frame-ancestors list, [http] portal_frame_ancestors): "" or
+ * space-separated origins, each http:// or https:// and a host (letters, digits, '.', '-', or a
+ * bracketed IPv6 address) with an optional port, at most 8 of them. */
+bool validate_origins(const char *list);
+
 #endif

@@ -5,7 +5,12 @@
  *   - whatever comes back starts with "HTTP/1.1 " and a three-digit status of the API's set;
  *   - the server keeps accepting connections (the next input is served).
  * The enqueue and status callbacks answer at once (no database): the handling in front of them
- * is fuzzed, the status token's Bearer and Basic parsing included (the token is set).
+ * is fuzzed, the status token's Bearer and Basic parsing included (the token is set). So does the
+ * management API's callback, behind an API token ("fuzz-api", read and write) and a tenant
+ * page's bearer: what it is handed must be well formed (the path's segments a JSON array of
+ * strings, the query an object of strings without a repeated name, the body as long as said
+ * and without a NUL, the actor "token:fuzz" or "portal"), and it answers with an ETag, a
+ * Location and an Allow made of the request's own bytes (dropped unless printable).
  */
 #include "fuzz_util.h"
 #include "fuzz_net.h"
@@ -16,6 +21,7 @@
 #include <netinet/in.h>
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -53,6 +59,35 @@ static void fake_status(void *arg, const char *query, admin_http_reply *reply)
     admin_http_reply_send(reply, 200, "{}");
 }
 
+static void fake_api(void *arg, const admin_http_api_request *req, admin_http_reply *reply)
+{
+    (void)arg;
+    json_error_t e;
+    json_t *segs = json_loads(req->segments, 0, &e);
+    FUZZ_CHECK(segs && json_is_array(segs) && json_array_size(segs) > 0, "segments %s",
+               req->segments);
+    for (size_t i = 0; i < json_array_size(segs); i++)
+        FUZZ_CHECK(json_is_string(json_array_get(segs, i)), "segment %zu of %s", i,
+                   req->segments);
+    json_t *query = json_loads(req->query, JSON_REJECT_DUPLICATES, &e);
+    FUZZ_CHECK(query && json_is_object(query), "query %s", req->query);
+    const char *k;
+    json_t *v;
+    json_object_foreach(query, k, v) FUZZ_CHECK(json_is_string(v), "query value of %s", k);
+    FUZZ_CHECK(!req->body || strlen(req->body) == req->body_len, "body length");
+    FUZZ_CHECK(strcmp(req->actor, "token:fuzz") == 0 || strcmp(req->actor, "portal") == 0,
+               "actor %s", req->actor);
+    FUZZ_CHECK((strcmp(req->actor, "portal") == 0) == (req->portal_token != NULL), "portal");
+    admin_http_api_answer a = {.status = 200,
+                               .etag = req->if_match,
+                               .location = req->idempotency_key,
+                               .allow = req->portal_token,
+                               .body = req->segments};
+    admin_http_reply_api(reply, &a);
+    json_decref(segs);
+    json_decref(query);
+}
+
 static int server_port;
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
@@ -70,13 +105,21 @@ static void *server_thread(void *arg)
     admin_http_callbacks cb = {.render_metrics = fake_metrics,
                                .readiness = fake_ready,
                                .enqueue = fake_enqueue,
-                               .status = fake_status};
+                               .status = fake_status,
+                               .api = fake_api};
     admin_http *s = NULL;
     pgp_error err;
     if (admin_http_new(&loop, &o, &cb, &s, &err) != 0 || admin_http_start(s, &err) != 0) {
         fprintf(stderr, "fuzz_admin_http: cannot start the server: %s\n", err.msg);
         abort();
     }
+    /* SHA-256 of "fuzz-api". */
+    admin_http_token api = {.scopes = ADMIN_SCOPE_READ | ADMIN_SCOPE_WRITE, .name = "fuzz"};
+    static const char hash[] = "344922e13b25e842f856d7a4be7e0f253ba41125e484138330e2ce4e378c212a";
+    for (int i = 0; i < 32; i++)
+        sscanf(hash + 2 * i, "%2hhx", &api.hash[i]);
+    if (admin_http_set_api_tokens(s, &api, 1) != 0)
+        abort();
     pthread_mutex_lock(&ready_lock);
     server_port = admin_http_port(s);
     pthread_cond_signal(&ready_cond);
@@ -100,7 +143,7 @@ static int open_fds(void)
 
 static bool status_ok(int status)
 {
-    static const int allowed[] = {100, 200, 201, 400, 401, 404, 405, 408,
+    static const int allowed[] = {100, 200, 201, 400, 401, 403, 404, 405, 408,
                                   411, 413, 415, 431, 500, 501, 503, 505};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         if (status == allowed[i])

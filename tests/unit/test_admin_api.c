@@ -47,7 +47,7 @@ static void path_segments_are_decoded(void **state)
     expect_path("hosts/%5B%3A%3A1%5D%3A8080", 0, "[\"hosts\",\"[::1]:8080\"]");
     /* '+' is a plus in a path; a quote and a backslash are escaped for JSON. */
     expect_path("customers/a+b%22%5C", 0, "[\"customers\",\"a+b\\\"\\\\\"]");
-    /* UTF-8 passes through as it is (the database checks it). */
+    /* UTF-8 passes through as it is. */
     expect_path("customers/%C3%A9", 0, "[\"customers\",\"\xc3\xa9\"]");
 }
 
@@ -60,6 +60,10 @@ static void bad_paths_are_refused(void **state)
     expect_path("customers/%4", -EINVAL, "");    /* cut short */
     expect_path("customers/a%00b", -EINVAL, ""); /* NUL */
     expect_path("customers/a%0Ab", -EINVAL, ""); /* a control character */
+    expect_path("customers/%FF", -EINVAL, "");   /* not UTF-8 */
+    expect_path("customers/%C0%AF", -EINVAL, ""); /* an overlong '/' */
+    expect_path("customers/%ED%A0%80", -EINVAL, ""); /* a surrogate */
+    expect_path("customers/\xff", -EINVAL, "");  /* raw, not escaped */
 }
 
 static void queries_become_objects(void **state)
@@ -77,6 +81,8 @@ static void queries_become_objects(void **state)
     expect_query("=1", -EINVAL, "");                            /* no name */
     expect_query("a=%G0", -EINVAL, "");
     expect_query("a=%01", -EINVAL, "");
+    expect_query("c\xff\xffursor=abc", -EINVAL, ""); /* a name that is not UTF-8 */
+    expect_query("a=%F4%90%80%80", -EINVAL, "");      /* past U+10FFFF */
 }
 
 int main(void)
