@@ -34,8 +34,16 @@
  *   the page's polls too; for /v1/status with a Bearer challenge, which no browser prompts for
  *   (a poll answered with a Basic one would wait for a prompt). Without a token they are open
  *   like /metrics (the listener's address is the protection: loopback by default).
- * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics and /.
- * - The tokens and bodies never reach the log.
+ * - The management API (GET, POST, PATCH, DELETE of /v1/customers, /v1/carriers, /v1/hosts,
+ *   /v1/events, /v1/deliveries, /v1/dead-letters, /v1/stats and below) and the tenant page's API
+ *   (/v1/portal...): checked as admin_api.c says (tokens and scopes, content type, size, NUL,
+ *   duplicate members, path and query decoding), then handed to callbacks.api, whose
+ *   admin_http_reply_api() gives the answer; errors are application/problem+json. GET
+ *   /v1/openapi.json (the API's document) and GET /portal (the tenant page, with its CSP) are
+ *   open: they hold no data.
+ * - Wrong method: 405 with Allow; unknown path: 404. Every answer is JSON except /metrics, / and
+ *   /portal.
+ * - The tokens, tenant links and bodies never reach the log.
  */
 #ifndef PGPACE_ADMIN_HTTP_H
 #define PGPACE_ADMIN_HTTP_H
