@@ -464,6 +464,12 @@ void admin_http_reply_api(admin_http_reply *reply, const admin_http_api_answer *
     put_header(&extra, "ETag", a->etag);
     put_header(&extra, "Location", a->location);
     put_header(&extra, "Allow", a->allow);
+    if (a->status == 401) {
+        const char *url = request_url(c);
+        put_header(&extra, "WWW-Authenticate",
+                   is_portal(url, strcspn(url, "?#")) ? "Bearer realm=\"pgpace portal\""
+                                                      : "Bearer realm=\"pgpace\"");
+    }
     const char *headers = strbuf_str(&extra);
     if (!headers) {
         strbuf_free(&extra);

@@ -294,6 +294,15 @@ END
 $$;
 
 -- ---- representations -------------------------------------------------------------------------
+-- An object without its members that are null (its top level only: jsonb_strip_nulls would
+-- reach into a payload or an attempt too).
+CREATE OR REPLACE FUNCTION pgpace.api_drop_nulls(doc jsonb)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}')
+          FROM jsonb_each(doc) e WHERE jsonb_typeof(e.value) <> 'null');
+
 CREATE OR REPLACE FUNCTION pgpace.api_etag(id bigint, version xid)
 RETURNS text
 LANGUAGE sql IMMUTABLE
@@ -417,7 +426,7 @@ BEGIN
           INTO status
           FROM (SELECT x ->> 'status' AS s FROM jsonb_array_elements(dels) x) y;
     END IF;
-    RETURN jsonb_strip_nulls(jsonb_build_object(
+    RETURN pgpace.api_drop_nulls(jsonb_build_object(
         'id', i.id,
         'customer', CASE WHEN owner.parent_id IS NULL THEN owner.name
                          ELSE split_part(owner.name, '/', 1) END,
@@ -435,11 +444,12 @@ CREATE OR REPLACE FUNCTION pgpace.api_delivery_doc(d pgpace.item, with_attempts 
 RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT jsonb_strip_nulls(jsonb_build_object(
+RETURN (SELECT pgpace.api_drop_nulls(jsonb_build_object(
             'id', d.id, 'event_id', coalesce(d.event_id, d.id),
             'customer', CASE WHEN c.parent_id IS NULL THEN c.name
                              ELSE split_part(c.name, '/', 1) END,
-            'endpoint', coalesce(c.endpoint_name, 'default'),
+            'endpoint', CASE WHEN c.parent_id IS NOT NULL THEN c.endpoint_name
+                             WHEN c.webhook_url IS NULL THEN '(deleted)' ELSE 'default' END,
             'kind', coalesce(d.kind, (SELECT e.kind FROM pgpace.item e WHERE e.id = d.event_id)),
             'order_key', d.order_key,
             'created_at', pgpace.api_time(d.created_at),
@@ -800,7 +810,7 @@ BEGIN
     END IF;
     WITH picked AS (
         SELECT d.item_id, d.failed_at,
-               jsonb_strip_nulls(jsonb_build_object(
+               pgpace.api_drop_nulls(jsonb_build_object(
                    'item_id', d.item_id,
                    'customer', CASE WHEN c.parent_id IS NULL THEN c.name
                                     ELSE split_part(c.name, '/', 1) END,
@@ -1355,6 +1365,9 @@ BEGIN
         PERFORM pgpace.api_members(body, ARRAY['customer', 'endpoint', 'carrier', 'error', 'since',
                                                'until', 'rate_per_minute', 'all']);
         f := body;
+        IF pgpace.api_text(f, 'endpoint') IS NOT NULL AND pgpace.api_text(f, 'customer') IS NULL THEN
+            PERFORM pgpace.api_fail(400, 'endpoint: give the customer too', 'endpoint');
+        END IF;
         IF NOT coalesce(pgpace.api_bool(f, 'all'), false)
            AND NOT (f ?| ARRAY['customer', 'carrier', 'error', 'since', 'until']) THEN
             PERFORM pgpace.api_fail(400, 'all: give a filter (customer, carrier, error, since, '
@@ -1448,7 +1461,7 @@ BEGIN
         END IF;
         SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'customer', coalesce(s.parent_customer, s.customer),
-                   'endpoint', CASE WHEN s.parent_customer IS NULL THEN 'default' ELSE s.endpoint END,
+                   'endpoint', s.endpoint,
                    'mode', s.mode, 'rate_per_minute', s.rate_per_minute,
                    'limits', to_jsonb(s.limits), 'paused', s.paused, 'disabled', s.disabled,
                    'due', s.due, 'in_flight', s.in_flight, 'delayed', s.delayed, 'dead', s.dead,
@@ -1591,11 +1604,6 @@ BEGIN
                            OR untranslatable_character OR character_not_in_repertoire THEN
                 PERFORM pgpace.api_fail(400, 'the body is not valid JSON');
             END;
-        ELSIF method IN ('POST', 'PATCH') AND segs[1] <> 'dead-letters'
-              AND segs[cardinality(segs)] NOT IN ('pause', 'resume', 'enable', 'disable',
-                                                  'rotate-secret', 'replay', 'purge',
-                                                  'test-event') THEN
-            PERFORM pgpace.api_fail(400, 'a JSON body is required');
         END IF;
         answer := CASE segs[1]
             WHEN 'customers' THEN pgpace.api_customers(method, segs, query, doc, if_match)
@@ -1612,11 +1620,12 @@ BEGIN
         END IF;
     EXCEPTION WHEN SQLSTATE 'PA400' OR SQLSTATE 'PA401' OR SQLSTATE 'PA403' OR SQLSTATE 'PA404'
                    OR SQLSTATE 'PA409' OR SQLSTATE 'PA412' OR SQLSTATE 'PA428' OR data_exception OR integrity_constraint_violation
-                   OR raise_exception OR no_data_found OR program_limit_exceeded THEN
+                   OR raise_exception OR no_data_found OR program_limit_exceeded
+                   OR dependent_objects_still_exist OR object_not_in_prerequisite_state THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, col = COLUMN_NAME,
                                 cons = CONSTRAINT_NAME;
         status := CASE WHEN st LIKE 'PA%' THEN substr(st, 3)::integer
-                       WHEN st = '23505' THEN 409
+                       WHEN st IN ('23505', '2BP01', '55000') THEN 409
                        WHEN st = 'P0002' THEN 404
                        ELSE 400 END;
         -- P0002 from a create is about what is missing in the body, not the URL.

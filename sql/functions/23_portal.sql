@@ -188,7 +188,7 @@ BEGIN
             RETURN pgpace.api_not_allowed('GET');
         END IF;
         PERFORM pgpace.api_params(query, '{}');
-        SELECT coalesce(jsonb_agg(pgpace.api_endpoint_doc(e) - 'header_names' - 'auth_scheme'
+        SELECT coalesce(jsonb_agg(pgpace.api_endpoint_doc(e)
                                   || jsonb_build_object('etag', pgpace.api_etag(e.id, e.xmin),
                                                         'throttle', (
                                       SELECT jsonb_build_object('in_flight', s.in_flight,
@@ -230,6 +230,14 @@ BEGIN
         RETURN pgpace.api_answer(200, pgpace.api_event_doc(i, true, pgpace.portal_show_payloads()));
     END IF;
     IF segs[2] = 'endpoints' THEN
+        IF n = 4 AND segs[4] NOT IN ('rotate-secret', 'pause', 'resume') OR n > 4 THEN
+            PERFORM pgpace.api_fail(404, 'no such resource');
+        END IF;
+        IF n = 2 AND method <> 'POST' OR n = 3 AND method NOT IN ('GET', 'PATCH')
+           OR n = 4 AND method <> 'POST' THEN
+            RETURN pgpace.api_not_allowed(CASE n WHEN 2 THEN 'POST' WHEN 3 THEN 'GET, PATCH'
+                                                 ELSE 'POST' END);
+        END IF;
         IF method IN ('POST', 'PATCH') AND n <= 3 THEN
             PERFORM pgpace.api_members(body, CASE WHEN n = 2 THEN ARRAY['name'] ELSE '{}' END || writes);
         END IF;
@@ -237,12 +245,6 @@ BEGIN
            AND (body ? 'event_types' OR body ? 'payload_filter') THEN
             PERFORM pgpace.api_fail(400, 'event_types: the default endpoint gets every event',
                                     'event_types');
-        END IF;
-        IF n = 2 AND method = 'GET' OR n = 3 AND method = 'DELETE' THEN
-            RETURN pgpace.api_not_allowed(CASE WHEN n = 2 THEN 'POST' ELSE 'GET, PATCH' END);
-        END IF;
-        IF n = 4 AND segs[4] NOT IN ('rotate-secret', 'pause', 'resume') OR n > 4 THEN
-            PERFORM pgpace.api_fail(404, 'no such resource');
         END IF;
         answer := pgpace.api_endpoints(method, ARRAY['customers', cust.name] || segs[2:], query,
                                        body, if_match);
@@ -283,7 +285,8 @@ BEGIN
         IF r.refused > 0 THEN
             PERFORM pgpace.api_fail(409, 'its endpoint is gone: it cannot be sent again');
         END IF;
-        RETURN pgpace.api_answer(200, jsonb_build_object('replayed', r.replayed), NULL, NULL, cust.id);
+        RETURN pgpace.api_answer(200, jsonb_build_object('replayed', r.replayed, 'refused', 0),
+                                 NULL, NULL, cust.id);
     END IF;
     PERFORM pgpace.api_fail(404, 'no such resource');
     RETURN NULL;
