@@ -720,6 +720,7 @@ DECLARE
     since  timestamptz := pgpace.api_query_time(query, 'since');
     until  timestamptz := pgpace.api_query_time(query, 'until');
     want   text := query ->> 'status';
+    kind   text := query ->> 'kind';
     pos    text := pgpace.api_cursor_pos(query, 'delivery');
     rows   jsonb;
     last   bigint;
@@ -744,6 +745,8 @@ BEGIN
            AND (after IS NULL OR d.id < after)
            AND (since IS NULL OR d.created_at >= since)
            AND (until IS NULL OR d.created_at < until)
+           AND (kind IS NULL OR coalesce(d.kind, (SELECT e.kind FROM pgpace.item e
+                                                   WHERE e.id = d.event_id)) = kind)
            AND (want IS NULL OR pgpace.api_delivery_status(d.id) = want)
          ORDER BY d.id DESC
          LIMIT lim + 1
@@ -1017,7 +1020,7 @@ BEGIN
                                                    'cursor']);
             RETURN pgpace.api_answer(200, pgpace.api_event_list(cust.id, query));
         ELSIF segs[3] = 'deliveries' THEN
-            PERFORM pgpace.api_params(query, ARRAY['endpoint', 'status', 'since', 'until',
+            PERFORM pgpace.api_params(query, ARRAY['endpoint', 'status', 'kind', 'since', 'until',
                                                    'limit', 'cursor']);
             RETURN pgpace.api_answer(200, pgpace.api_delivery_list(
                 pgpace.api_rows_of(name, query ->> 'endpoint'), query));
@@ -1439,8 +1442,8 @@ BEGIN
         PERFORM pgpace.api_params(query, '{}');
         RETURN pgpace.api_answer(200, pgpace.api_event_doc(i, true, true));
     ELSIF segs[1] = 'deliveries' AND n = 1 THEN
-        PERFORM pgpace.api_params(query, ARRAY['customer', 'endpoint', 'status', 'since', 'until',
-                                               'limit', 'cursor']);
+        PERFORM pgpace.api_params(query, ARRAY['customer', 'endpoint', 'status', 'kind', 'since',
+                                               'until', 'limit', 'cursor']);
         RETURN pgpace.api_answer(200, pgpace.api_delivery_list(
             pgpace.api_rows_of(query ->> 'customer', query ->> 'endpoint'), query));
     ELSIF segs[1] = 'deliveries' AND n = 2 THEN

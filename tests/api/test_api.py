@@ -438,6 +438,11 @@ def tests(tap, w):
     s, _, b = w.call("GET", "/v1/deliveries?customer=shop&endpoint=ledger&status=dead", reader)
     tap.ok(s == 200 and [x["id"] for x in b["items"]] == [d["ledger"]["id"]],
            "deliveries filtered by endpoint and status", b)
+    s, _, b = w.call("GET", "/v1/deliveries?customer=shop&kind=order.created", reader)
+    s2, _, b2 = w.call("GET", "/v1/deliveries?customer=shop&kind=refund.created", reader)
+    tap.ok(s == 200 and sorted(x["id"] for x in b["items"]) == sorted(
+        [d["crm"]["id"], d["ledger"]["id"]]) and b2["items"] == [],
+           "deliveries filtered by their event's kind", (b, b2))
     s, _, b = w.call("GET", "/v1/events/12345", reader)
     tap.ok(problem(s, b, 404), "an unknown event: 404", (s, b))
 
