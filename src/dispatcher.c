@@ -147,8 +147,9 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         goto fail;
     }
     if (cfg->http_listen[0]) {
-        /* Its own session, without LISTEN: API load never queues behind (or ahead of) claims. */
-        snprintf(d->api_app_name, sizeof d->api_app_name, "%.150s-api", d->app_name);
+        /* Its own session, without LISTEN: API load never queues behind (or ahead of) claims.
+         * Not named "pgpace:..." like the instance's own session: pgpace.instance lists those. */
+        snprintf(d->api_app_name, sizeof d->api_app_name, "pgpace-api:%.55s", d->instance);
         pgconn_options apo = {.conninfo = cfg->conninfo,
                               .application_name = d->api_app_name,
                               .keepalive_idle_s = cfg->keepalive_idle_s,

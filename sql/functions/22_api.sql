@@ -648,32 +648,35 @@ END
 $$;
 
 -- ---- lists -----------------------------------------------------------------------------------
--- Events (what producers enqueued: a customer's items and the events that fan out to its
--- endpoints), newest first. cust NULL: every customer's.
-CREATE OR REPLACE FUNCTION pgpace.api_event_list(cust bigint, query jsonb)
+-- A list of items, newest first: 'event' (what producers enqueued: a customer's own items and
+-- the events that fan out to its endpoints) or 'delivery' (what is sent: items of a receiver),
+-- of the receivers' rows rows_of (NULL: every customer's), with the query's status, kind (a
+-- delivery's is its event's), since/until, limit and cursor.
+CREATE OR REPLACE FUNCTION pgpace.api_item_list(list text, rows_of bigint[], query jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    lim    integer := pgpace.api_query_int(query, 'limit', 1, 500, 50);
-    after  bigint;
-    since  timestamptz := pgpace.api_query_time(query, 'since');
-    until  timestamptz := pgpace.api_query_time(query, 'until');
-    want   text := query ->> 'status';
-    kind   text := query ->> 'kind';
-    pos    text := pgpace.api_cursor_pos(query, 'event');
-    rows   jsonb;
-    last   bigint;
-    n      integer;
+    lim      integer := pgpace.api_query_int(query, 'limit', 1, 500, 50);
+    after    bigint;
+    since    timestamptz := pgpace.api_query_time(query, 'since');
+    until    timestamptz := pgpace.api_query_time(query, 'until');
+    want     text := query ->> 'status';
+    kind     text := query ->> 'kind';
+    pos      text := pgpace.api_cursor_pos(query, list);
+    statuses text[] := ARRAY['queued', 'retrying', 'in_flight', 'dead', 'delivered', 'expired',
+                             'dropped']
+                       || CASE WHEN list = 'event'
+                               THEN ARRAY['pending', 'failed', 'unmatched', 'done'] END;
+    rows     jsonb;
+    last     bigint;
+    n        integer;
 BEGIN
-    IF want IS NOT NULL AND want NOT IN ('pending', 'delivered', 'failed', 'unmatched', 'done',
-                                          'queued', 'retrying', 'in_flight', 'dead', 'expired',
-                                          'dropped') THEN
-        PERFORM pgpace.api_fail(400, 'status: expected one of pending, delivered, failed, '
-                                     'unmatched, done, queued, retrying, in_flight, dead, '
-                                     'expired, dropped', 'status');
+    IF want IS NOT NULL AND want <> ALL (statuses) THEN
+        PERFORM pgpace.api_fail(400, 'status: expected one of ' || array_to_string(statuses, ', '),
+                                'status');
     END IF;
     IF pos IS NOT NULL THEN
         IF pos !~ '^[0-9]{1,19}$' THEN
@@ -682,15 +685,16 @@ BEGIN
         after := pos::bigint;
     END IF;
     WITH found AS (
-        SELECT i.id, pgpace.api_event_doc(i, false, false) AS doc
+        SELECT i.id, CASE WHEN list = 'event' THEN pgpace.api_event_doc(i, false, false)
+                          ELSE pgpace.api_delivery_doc(i, false) END AS doc
           FROM pgpace.item i
-         WHERE i.event_id IS NULL
+         WHERE CASE WHEN list = 'event' THEN i.event_id IS NULL ELSE i.fanout IS NULL END
+           AND (rows_of IS NULL OR i.customer_id = ANY (rows_of))
            AND (after IS NULL OR i.id < after)
-           AND (cust IS NULL OR i.customer_id = cust
-                OR i.customer_id IN (SELECT e.id FROM pgpace.customer e WHERE e.parent_id = cust))
            AND (since IS NULL OR i.created_at >= since)
            AND (until IS NULL OR i.created_at < until)
-           AND (kind IS NULL OR i.kind = kind)
+           AND (kind IS NULL OR coalesce(i.kind, (SELECT e.kind FROM pgpace.item e
+                                                   WHERE e.id = i.event_id)) = kind)
          ORDER BY i.id DESC
     ), picked AS (
         SELECT f.id, f.doc FROM found f
@@ -703,61 +707,7 @@ BEGIN
       FROM (SELECT picked.*, row_number() OVER (ORDER BY picked.id DESC) AS rn FROM picked) p;
     RETURN jsonb_build_object('items', coalesce(rows, '[]'),
                               'next_cursor', CASE WHEN n > lim
-                                                  THEN pgpace.api_cursor('event', last::text) END);
-END
-$$;
-
--- Deliveries (what is sent: items of a receiver), newest first; rows: the receivers' rows.
-CREATE OR REPLACE FUNCTION pgpace.api_delivery_list(rows_of bigint[], query jsonb)
-RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    lim    integer := pgpace.api_query_int(query, 'limit', 1, 500, 50);
-    after  bigint;
-    since  timestamptz := pgpace.api_query_time(query, 'since');
-    until  timestamptz := pgpace.api_query_time(query, 'until');
-    want   text := query ->> 'status';
-    kind   text := query ->> 'kind';
-    pos    text := pgpace.api_cursor_pos(query, 'delivery');
-    rows   jsonb;
-    last   bigint;
-    n      integer;
-BEGIN
-    IF want IS NOT NULL AND want NOT IN ('queued', 'retrying', 'in_flight', 'dead', 'delivered',
-                                          'expired', 'dropped') THEN
-        PERFORM pgpace.api_fail(400, 'status: expected one of queued, retrying, in_flight, dead, '
-                                     'delivered, expired, dropped', 'status');
-    END IF;
-    IF pos IS NOT NULL THEN
-        IF pos !~ '^[0-9]{1,19}$' THEN
-            PERFORM pgpace.api_fail(400, 'cursor: not a cursor of this list', 'cursor');
-        END IF;
-        after := pos::bigint;
-    END IF;
-    WITH picked AS (
-        SELECT d.id, pgpace.api_delivery_doc(d, false) AS doc
-          FROM pgpace.item d
-         WHERE d.fanout IS NULL
-           AND (rows_of IS NULL OR d.customer_id = ANY (rows_of))
-           AND (after IS NULL OR d.id < after)
-           AND (since IS NULL OR d.created_at >= since)
-           AND (until IS NULL OR d.created_at < until)
-           AND (kind IS NULL OR coalesce(d.kind, (SELECT e.kind FROM pgpace.item e
-                                                   WHERE e.id = d.event_id)) = kind)
-           AND (want IS NULL OR pgpace.api_delivery_status(d.id) = want)
-         ORDER BY d.id DESC
-         LIMIT lim + 1
-    )
-    SELECT jsonb_agg(p.doc ORDER BY p.id DESC) FILTER (WHERE rn <= lim),
-           min(p.id) FILTER (WHERE rn <= lim), count(*)
-      INTO rows, last, n
-      FROM (SELECT picked.*, row_number() OVER (ORDER BY picked.id DESC) AS rn FROM picked) p;
-    RETURN jsonb_build_object('items', coalesce(rows, '[]'),
-                              'next_cursor', CASE WHEN n > lim
-                                                  THEN pgpace.api_cursor('delivery', last::text) END);
+                                                  THEN pgpace.api_cursor(list, last::text) END);
 END
 $$;
 
@@ -1018,12 +968,13 @@ BEGIN
         IF segs[3] = 'events' THEN
             PERFORM pgpace.api_params(query, ARRAY['status', 'kind', 'since', 'until', 'limit',
                                                    'cursor']);
-            RETURN pgpace.api_answer(200, pgpace.api_event_list(cust.id, query));
+            RETURN pgpace.api_answer(200, pgpace.api_item_list(
+                'event', pgpace.api_rows_of(name, NULL), query));
         ELSIF segs[3] = 'deliveries' THEN
             PERFORM pgpace.api_params(query, ARRAY['endpoint', 'status', 'kind', 'since', 'until',
                                                    'limit', 'cursor']);
-            RETURN pgpace.api_answer(200, pgpace.api_delivery_list(
-                pgpace.api_rows_of(name, query ->> 'endpoint'), query));
+            RETURN pgpace.api_answer(200, pgpace.api_item_list(
+                'delivery', pgpace.api_rows_of(name, query ->> 'endpoint'), query));
         END IF;
         PERFORM pgpace.api_params(query, ARRAY['endpoint', 'carrier', 'error', 'since', 'until',
                                                'limit', 'cursor']);
@@ -1435,17 +1386,16 @@ BEGIN
     IF segs[1] = 'events' AND n = 1 THEN
         PERFORM pgpace.api_params(query, ARRAY['customer', 'status', 'kind', 'since', 'until',
                                                'limit', 'cursor']);
-        RETURN pgpace.api_answer(200, pgpace.api_event_list(
-            CASE WHEN query ? 'customer' THEN (pgpace.api_customer_row(query ->> 'customer')).id END,
-            query));
+        RETURN pgpace.api_answer(200, pgpace.api_item_list(
+            'event', pgpace.api_rows_of(query ->> 'customer', NULL), query));
     ELSIF segs[1] = 'events' AND n = 2 THEN
         PERFORM pgpace.api_params(query, '{}');
         RETURN pgpace.api_answer(200, pgpace.api_event_doc(i, true, true));
     ELSIF segs[1] = 'deliveries' AND n = 1 THEN
         PERFORM pgpace.api_params(query, ARRAY['customer', 'endpoint', 'status', 'kind', 'since',
                                                'until', 'limit', 'cursor']);
-        RETURN pgpace.api_answer(200, pgpace.api_delivery_list(
-            pgpace.api_rows_of(query ->> 'customer', query ->> 'endpoint'), query));
+        RETURN pgpace.api_answer(200, pgpace.api_item_list(
+            'delivery', pgpace.api_rows_of(query ->> 'customer', query ->> 'endpoint'), query));
     ELSIF segs[1] = 'deliveries' AND n = 2 THEN
         PERFORM pgpace.api_params(query, '{}');
         RETURN pgpace.api_answer(200, pgpace.api_delivery_doc(i, true));
@@ -1469,7 +1419,7 @@ BEGIN
                    'limits', to_jsonb(s.limits), 'paused', s.paused, 'disabled', s.disabled,
                    'due', s.due, 'in_flight', s.in_flight, 'delayed', s.delayed, 'dead', s.dead,
                    'oldest_due_age_seconds', extract(epoch FROM s.oldest_due_age)::double precision,
-                   'effective_rate_per_minute', s.effective_rate_per_minute,
+                   'effective_rate_per_minute', round(s.effective_rate_per_minute::numeric, 6)::float8,
                    'backlog_seconds', s.backlog_seconds, 'breaker', s.breaker,
                    'breaker_open_until', pgpace.api_time(s.breaker_open_until))
                    ORDER BY s.customer), '[]')

@@ -194,7 +194,7 @@ BEGIN
                                       SELECT jsonb_build_object('in_flight', s.in_flight,
                                                                 'due', s.due, 'dead', s.dead,
                                                                 'effective_rate_per_minute',
-                                                                s.effective_rate_per_minute)
+                                                                round(s.effective_rate_per_minute::numeric, 6)::float8)
                                         FROM pgpace.customer_stats s WHERE s.customer = e.name))
                                   ORDER BY e.parent_id NULLS FIRST, e.endpoint_name), '[]')
           INTO rows FROM pgpace.customer e
@@ -211,7 +211,9 @@ BEGIN
             RETURN pgpace.api_not_allowed('GET');
         END IF;
         PERFORM pgpace.api_params(query, ARRAY['status', 'kind', 'since', 'until', 'limit', 'cursor']);
-        RETURN pgpace.api_answer(200, pgpace.api_event_list(cust.id, query));
+        RETURN pgpace.api_answer(200, pgpace.api_item_list(
+            'event', ARRAY(SELECT c.id FROM pgpace.customer c
+                            WHERE c.id = cust.id OR c.parent_id = cust.id), query));
     END IF;
     IF segs[2] = 'events' AND n = 3 THEN
         IF method <> 'GET' THEN
