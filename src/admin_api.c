@@ -84,17 +84,6 @@ bool ahttp_api_takes_body(const conn *c, api_route r)
     return r == API_CALL && (method_is(c, HTTP_POST) || method_is(c, HTTP_PATCH));
 }
 
-/* The media type of Content-Type, without parameters, is application/json. */
-static bool json_type(const conn *c)
-{
-    if (c->bad_header || c->ctype_len == 0)
-        return false;
-    size_t n = strcspn(c->ctype, ";");
-    while (n > 0 && (c->ctype[n - 1] == ' ' || c->ctype[n - 1] == '\t'))
-        n--;
-    return n == strlen("application/json") && strncasecmp(c->ctype, "application/json", n) == 0;
-}
-
 static const char *request_url(const conn *c)
 {
     return c->url.len && !c->url.failed ? c->url.data : "";
@@ -179,7 +168,7 @@ int ahttp_api_precheck(conn *c, api_route r, const char **json, const char **ext
     }
     bool has_body = (c->parser.flags & F_CHUNKED) ||
                     ((c->parser.flags & F_CONTENTLENGTH) && c->parser.content_length > 0);
-    if (has_body && ahttp_api_takes_body(c, r) && !json_type(c)) {
+    if (has_body && ahttp_api_takes_body(c, r) && !ahttp_is_json_type(c)) {
         *json = PROBLEM(415, "Unsupported Media Type", "invalid-request",
                         "content-type must be application/json");
         return 415;

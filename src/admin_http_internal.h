@@ -173,6 +173,9 @@ ssize_t ahttp_bearer(const conn *c, char *buf, size_t cap);
  * constant time: its index, or -1. */
 ssize_t ahttp_api_token_find(const admin_http *s, const char *tok, size_t n);
 
+/* Whether the media type of Content-Type, without parameters, is application/json. */
+bool ahttp_is_json_type(const conn *c);
+
 /* Whether the presented token is the configured enqueue or status token (constant time). */
 bool ahttp_is_configured_token(const admin_http *s, const char *tok, size_t n);
 

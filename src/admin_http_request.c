@@ -73,8 +73,7 @@ static route find_route(conn *c, api_route *api)
     return ROUTE_NONE;
 }
 
-/* The media type of Content-Type, without parameters, is application/json. */
-static bool is_json_type(const conn *c)
+bool ahttp_is_json_type(const conn *c)
 {
     if (c->bad_header || c->ctype_len == 0)
         return false;
@@ -271,7 +270,7 @@ static int precheck(conn *c, const char **json, const char **extra)
         *extra = "WWW-Authenticate: Bearer realm=\"pgpace\"\r\n";
         return 401;
     }
-    if (!is_json_type(c)) {
+    if (!ahttp_is_json_type(c)) {
         *json = "{\"error\":\"content-type must be application/json\"}";
         return 415;
     }

@@ -5,6 +5,21 @@
 -- Repeatable: `pgpace migrate` re-applies this file whenever it changes (README,
 -- "Migrations, functions and views"), so it must stay safe to run any number of times.
 
+-- The receivers' rows a dead-letter filter names: customer `customer`'s own and its endpoints',
+-- or with `endpoint` one of them ('default': the customer's own). Unknown names: none.
+CREATE OR REPLACE FUNCTION pgpace.dlq_rows(customer text, endpoint text)
+RETURNS bigint[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(x.id), '{}')
+      FROM pgpace.customer x
+     WHERE x.name = CASE WHEN $2 IS NULL OR $2 = 'default' THEN $1 ELSE $1 || '/' || $2 END
+        OR ($2 IS NULL
+            AND x.parent_id = (SELECT y.id FROM pgpace.customer y
+                                WHERE y.name = $1 AND y.parent_id IS NULL));
+$$;
+
 -- Moves matching dead letters back into the queue (attempts reset), oldest first, made due
 -- one every 60/$6 seconds so that a replay trickles in instead of flooding the customer (on
 -- top of the customer's own rate). Same filters as dlq_list.sql ($7 the endpoint). An endpoint's
@@ -23,12 +38,7 @@ LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
     WITH rows AS MATERIALIZED (
-        SELECT x.id FROM pgpace.customer x
-         WHERE x.name = CASE WHEN $7::text IS NULL OR $7::text = 'default' THEN $1::text
-                             ELSE $1::text || '/' || $7::text END
-            OR ($7::text IS NULL
-                AND x.parent_id = (SELECT y.id FROM pgpace.customer y
-                                    WHERE y.name = $1::text AND y.parent_id IS NULL))
+        SELECT unnest(pgpace.dlq_rows($1::text, $7::text)) AS id
     ), locked AS (
         SELECT d.item_id, d.customer_id, coalesce(d.carrier, '') AS carrier, d.failed_at,
                c.parent_id IS NULL
@@ -87,12 +97,7 @@ LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
     WITH rows AS MATERIALIZED (
-        SELECT x.id FROM pgpace.customer x
-         WHERE x.name = CASE WHEN $6::text IS NULL OR $6::text = 'default' THEN $1::text
-                             ELSE $1::text || '/' || $6::text END
-            OR ($6::text IS NULL
-                AND x.parent_id = (SELECT y.id FROM pgpace.customer y
-                                    WHERE y.name = $1::text AND y.parent_id IS NULL))
+        SELECT unnest(pgpace.dlq_rows($1::text, $6::text)) AS id
     ), removed AS (
         DELETE FROM pgpace.dead_letter d
          USING pgpace.customer c
@@ -160,6 +165,7 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
+    pgpace.dlq_rows(text, text),
     pgpace.carrier_set(text, integer, integer, boolean, boolean),
     pgpace.dlq_replay(text, text, text, timestamptz, timestamptz, double precision, text, bigint),
     pgpace.dlq_purge(text, text, text, timestamptz, timestamptz, text, bigint)

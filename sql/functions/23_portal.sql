@@ -46,6 +46,26 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN decode(translate(t, '-_', '+/') || repeat('=', (4 - length(t) % 4) % 4), 'base64');
 
+-- The id of customer `customer` (not an endpoint); unknown: P0002.
+CREATE OR REPLACE FUNCTION pgpace.portal_customer_id(customer text)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    cust_id bigint;
+BEGIN
+    SELECT c.id INTO cust_id FROM pgpace.customer c
+     WHERE c.name = customer AND c.parent_id IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown customer %', coalesce(quote_literal(left(customer, 140)), 'NULL')
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN cust_id;
+END
+$$;
+
 -- A signed link's token for customer `customer`, valid for `ttl` (1 minute to 30 days).
 CREATE OR REPLACE FUNCTION pgpace.portal_token(customer text, ttl interval, read_only boolean)
 RETURNS TABLE (token text, expires_at timestamptz)
@@ -59,12 +79,7 @@ DECLARE
     expires timestamptz;
     payload text;
 BEGIN
-    SELECT c.id INTO cust_id FROM pgpace.customer c
-     WHERE c.name = customer AND c.parent_id IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown customer %', coalesce(quote_literal(left(customer, 140)), 'NULL')
-            USING ERRCODE = 'no_data_found';
-    END IF;
+    cust_id := pgpace.portal_customer_id(customer);
     IF ttl IS NULL OR ttl < interval '1 minute' OR ttl > interval '30 days' THEN
         RAISE EXCEPTION 'ttl: must be from 1 minute to 30 days'
             USING ERRCODE = 'invalid_parameter_value';
@@ -95,12 +110,7 @@ DECLARE
     cust_id bigint;
     gen     integer;
 BEGIN
-    SELECT c.id INTO cust_id FROM pgpace.customer c
-     WHERE c.name = customer AND c.parent_id IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown customer %', coalesce(quote_literal(left(customer, 140)), 'NULL')
-            USING ERRCODE = 'no_data_found';
-    END IF;
+    cust_id := pgpace.portal_customer_id(customer);
     INSERT INTO pgpace.portal_generation AS g (customer_id, generation) VALUES (cust_id, 1)
     ON CONFLICT ON CONSTRAINT portal_generation_pkey
     DO UPDATE SET generation = g.generation + 1
@@ -297,7 +307,8 @@ $$;
 
 REVOKE EXECUTE ON FUNCTION
     pgpace.hmac_sha256(bytea, bytea), pgpace.base64url(bytea), pgpace.base64url_decode(text),
-    pgpace.portal_token(text, interval, boolean), pgpace.portal_revoke(text),
+    pgpace.portal_customer_id(text), pgpace.portal_token(text, interval, boolean),
+    pgpace.portal_revoke(text),
     pgpace.portal_check(text), pgpace.portal_show_payloads(),
     pgpace.api_portal(text, text[], jsonb, jsonb, text, text)
     FROM PUBLIC;

@@ -11,13 +11,7 @@
 -- @params: customer carrier error since until limit endpoint
 -- @columns: item customer endpoint carrier attempts status failed_at error order
 WITH rows AS MATERIALIZED (
-    -- The rows of $1 (and $7): the customer's own and its endpoints', by name and parent.
-    SELECT x.id FROM pgpace.customer x
-     WHERE x.name = CASE WHEN $7::text IS NULL OR $7::text = 'default' THEN $1::text
-                         ELSE $1::text || '/' || $7::text END
-        OR ($7::text IS NULL
-            AND x.parent_id = (SELECT y.id FROM pgpace.customer y
-                                WHERE y.name = $1::text AND y.parent_id IS NULL))
+    SELECT unnest(pgpace.dlq_rows($1::text, $7::text)) AS id
 )
 SELECT y.item_id AS item, y.customer,
        CASE WHEN y.parent_id IS NOT NULL THEN y.endpoint_name

@@ -842,8 +842,17 @@ static void setting_get_set_list(void **state)
     tl_proc_free(&p);
     /* Nothing added by the refused set: the settings pgpace has, and no other. */
     assert_int_equal(tl_query_int(db->conn, "SELECT count(*) FROM pgpace.setting WHERE name NOT IN "
-                                            "('max_payload_bytes', 'max_endpoints_per_customer')"),
+                                            "('max_payload_bytes', 'max_endpoints_per_customer', "
+                                            "'portal_show_payloads')"),
                      0);
+    /* The tenant page's payload switch takes on and off only. */
+    p = RUN(db, "setting", "set", "portal_show_payloads", "yes");
+    assert_int_equal(p.status, 1);
+    tl_assert_contains(p.err, "setting_value_valid");
+    tl_proc_free(&p);
+    p = RUN(db, "setting", "set", "portal_show_payloads", "on");
+    assert_int_equal(p.status, 0);
+    tl_proc_free(&p);
     p = RUN(db, "setting", "set", "max_payload_bytes");
     assert_int_equal(p.status, 2);
     tl_proc_free(&p);

@@ -396,7 +396,7 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
         functions += strncmp(want.lines[i], "function pgpace.", 16) == 0;
         views += strncmp(want.lines[i], "view ", 5) == 0;
     }
-    assert_int_equal(functions, 152); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
+    assert_int_equal(functions, 154); /* +1 check_signing_secrets (ed25519), customer_set_client_cert
                                         (mtls), customer_set_proxy, customer_set_oauth2, shard_of,
                                         recovery_lane_busy; +12 endpoints (16_endpoints.sql,
                                         new_signing_secret, estimate_receiver and the
@@ -417,11 +417,11 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
                                         queue_order_unpark, order_recheck_run); +1 order_blocked
                                         (19_order); +4 tokens (0021: notify_token_change;
                                         token_create, token_revoke, token_list in 20_tokens);
-                                        +3 dlq_replay, dlq_purge, carrier_set (21_admin); +47
-                                        the management API's api_* (22_api); +7 hmac_sha256,
-                                        base64url, base64url_decode, portal_token,
-                                        portal_revoke, portal_check, portal_show_payloads
-                                        (23_portal) */
+                                        +4 dlq_rows, dlq_replay, dlq_purge, carrier_set
+                                        (21_admin); +47 the management API's api_* (22_api);
+                                        +8 hmac_sha256, base64url, base64url_decode,
+                                        portal_customer_id, portal_token, portal_revoke,
+                                        portal_check, portal_show_payloads (23_portal) */
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {
