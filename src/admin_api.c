@@ -38,11 +38,11 @@
     ",\"detail\":\"" detail "\"}"
 
 /* The first segments of the API's paths, and their metrics labels. */
-static const char *const api_roots[] = {"customers",    "carriers", "hosts",  "events",
-                                        "deliveries",   "dead-letters", "stats", "portal"};
-static const char *const api_labels[] = {"/v1/customers",    "/v1/carriers", "/v1/hosts",
-                                         "/v1/events",       "/v1/deliveries",
-                                         "/v1/dead-letters", "/v1/stats",    "/v1/portal"};
+static const char *const api_roots[] = {"customers",  "carriers",     "hosts", "events",
+                                        "deliveries", "dead-letters", "stats", "portal"};
+static const char *const api_labels[] = {"/v1/customers", "/v1/carriers",   "/v1/hosts",
+                                         "/v1/events",    "/v1/deliveries", "/v1/dead-letters",
+                                         "/v1/stats",     "/v1/portal"};
 
 static bool is_portal(const char *url, size_t n)
 {
@@ -135,8 +135,8 @@ int ahttp_api_precheck(conn *c, api_route r, const char **json, const char **ext
         ssize_t n = ahttp_bearer(c, tok, sizeof tok);
         OPENSSL_cleanse(tok, sizeof tok);
         if (n <= 0) {
-            *json = PROBLEM(401, "Unauthorized", "unauthorized",
-                            "open the tenant page from its link");
+            *json =
+                PROBLEM(401, "Unauthorized", "unauthorized", "open the tenant page from its link");
             *extra = "WWW-Authenticate: Bearer realm=\"pgpace portal\"\r\n";
             return 401;
         }
@@ -155,9 +155,9 @@ int ahttp_api_precheck(conn *c, api_route r, const char **json, const char **ext
         }
         unsigned need = get ? ADMIN_SCOPE_READ : ADMIN_SCOPE_WRITE;
         if (!(s->api_tokens[i].scopes & need)) {
-            *json = get ? PROBLEM(403, "Forbidden", "forbidden", "this token lacks the read scope")
-                        : PROBLEM(403, "Forbidden", "forbidden",
-                                  "this token lacks the write scope");
+            *json =
+                get ? PROBLEM(403, "Forbidden", "forbidden", "this token lacks the read scope")
+                    : PROBLEM(403, "Forbidden", "forbidden", "this token lacks the write scope");
             return 403;
         }
     }
@@ -200,15 +200,20 @@ static bool utf8_valid(const unsigned char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         unsigned char c = s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                                       : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
         if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
             return false;
         for (size_t k = 1; k < len; k++)
             if ((s[i + k] & 0xC0) != 0x80)
                 return false;
-        if ((len == 3 && c == 0xE0 && s[i + 1] < 0xA0) || (len == 3 && c == 0xED && s[i + 1] > 0x9F) ||
-            (len == 4 && c == 0xF0 && s[i + 1] < 0x90) || (len == 4 && c == 0xF4 && s[i + 1] > 0x8F))
+        if ((len == 3 && c == 0xE0 && s[i + 1] < 0xA0) ||
+            (len == 3 && c == 0xED && s[i + 1] > 0x9F) ||
+            (len == 4 && c == 0xF0 && s[i + 1] < 0x90) ||
+            (len == 4 && c == 0xF4 && s[i + 1] > 0x8F))
             return false;
         i += len;
     }
@@ -309,8 +314,8 @@ int admin_api_query_json(const char *query, size_t n, strbuf *out)
             strbuf_append(&names, out->data + name_at, elen);
             strbuf_append(&names, "", 1);
             strbuf_puts(out, ":");
-            if (rc == 0 && put_decoded(out, eq ? eq + 1 : pair + len,
-                                       eq ? len - name_len - 1 : 0, true) != 0)
+            if (rc == 0 &&
+                put_decoded(out, eq ? eq + 1 : pair + len, eq ? len - name_len - 1 : 0, true) != 0)
                 rc = -EINVAL;
         }
         i += len + 1;
@@ -327,8 +332,9 @@ int admin_api_query_json(const char *query, size_t n, strbuf *out)
 static void answer_problem(conn *c, int status, const char *detail, const char *field)
 {
     strbuf j = {0};
-    strbuf_printf(&j, "{\"type\":\"urn:pgpace:problem:%s\",\"status\":%d,\"title\":\"%s\","
-                      "\"detail\":\"",
+    strbuf_printf(&j,
+                  "{\"type\":\"urn:pgpace:problem:%s\",\"status\":%d,\"title\":\"%s\","
+                  "\"detail\":\"",
                   status == 400 ? "invalid-request" : "error", status,
                   status == 400 ? "Bad Request" : "Internal Server Error");
     strbuf_json_escape(&j, detail, strlen(detail));
@@ -360,8 +366,10 @@ static void answer_call(conn *c)
         if (rc == -ENOMEM)
             answer_problem(c, 500, "out of memory", NULL);
         else
-            answer_problem(c, 400, "the path has an empty segment, a malformed %-escape or a "
-                                   "control character", NULL);
+            answer_problem(c, 400,
+                           "the path has an empty segment, a malformed %-escape or a "
+                           "control character",
+                           NULL);
         return;
     }
     rc = admin_api_query_json(q ? q : "", q ? strcspn(q, "#") : 0, &query);
@@ -369,7 +377,7 @@ static void answer_call(conn *c)
         strbuf_free(&segs);
         strbuf_free(&query);
         answer_problem(c, rc == -ENOMEM ? 500 : 400,
-                       rc == -ENOMEM  ? "out of memory"
+                       rc == -ENOMEM   ? "out of memory"
                        : rc == -EEXIST ? "a query parameter is given twice"
                                        : "the query string has an empty name, a malformed "
                                          "%-escape or a control character",

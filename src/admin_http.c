@@ -308,7 +308,8 @@ void ahttp_respond(conn *c, int status, const char *content_type, const char *ex
 
 void ahttp_respond_json(conn *c, int status, const char *extra_headers, const char *json)
 {
-    ahttp_respond(c, status, c->problem && status >= 400 ? "application/problem+json" : "application/json",
+    ahttp_respond(c, status,
+                  c->problem && status >= 400 ? "application/problem+json" : "application/json",
                   extra_headers, json, strlen(json));
 }
 

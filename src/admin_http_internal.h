@@ -125,7 +125,7 @@ struct admin_http {
     size_t status_token_len;
     admin_http_token *api_tokens; /* admin_http_set_api_tokens */
     size_t n_api_tokens;
-    unsigned api_scopes; /* the union of their scopes */
+    unsigned api_scopes;  /* the union of their scopes */
     char *portal_headers; /* the tenant page's CSP and framing headers, or NULL */
     size_t max_body;
     uint64_t idle_ms;

@@ -163,7 +163,8 @@ ssize_t ahttp_api_token_find(const admin_http *s, const char *tok, size_t n)
 bool ahttp_is_configured_token(const admin_http *s, const char *tok, size_t n)
 {
     bool enqueue = s->token_len > 0 && token_equal(tok, n, s->token, s->token_len);
-    bool status = s->status_token_len > 0 && token_equal(tok, n, s->status_token, s->status_token_len);
+    bool status =
+        s->status_token_len > 0 && token_equal(tok, n, s->status_token, s->status_token_len);
     return enqueue || status;
 }
 
@@ -558,12 +559,10 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
         header_append(c->expect, sizeof c->expect, &c->expect_len, &c->bad_expect, at, n);
         break;
     case HDR_IF_MATCH:
-        header_append(c->if_match, sizeof c->if_match, &c->if_match_len, &c->bad_api_header, at,
-                      n);
+        header_append(c->if_match, sizeof c->if_match, &c->if_match_len, &c->bad_api_header, at, n);
         break;
     case HDR_IDEMPOTENCY_KEY:
-        header_append(c->idem_key, sizeof c->idem_key, &c->idem_key_len, &c->bad_api_header, at,
-                      n);
+        header_append(c->idem_key, sizeof c->idem_key, &c->idem_key_len, &c->bad_api_header, at, n);
         break;
     case HDR_OTHER:
         break;

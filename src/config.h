@@ -104,7 +104,7 @@ typedef struct pgp_config {
     char status_token[256];  /* protects the status page and /v1/status; empty: open */
     int max_body_bytes;      /* largest enqueue body */
     char portal_frame_ancestors[1024]; /* origins that may frame the tenant page; empty: none */
-    int metrics_customers;   /* customers with their own metric series; the rest: "_other" */
+    int metrics_customers; /* customers with their own metric series; the rest: "_other" */
 
     /* [log] */
     log_level log_level;

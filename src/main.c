@@ -58,11 +58,21 @@ static const struct {
     const char *name;
     int (*run)(cli_ctx *, int, char **);
 } commands[] = {
-    {"migrate", cli_migrate}, {"customer", cli_customer}, {"endpoint", cli_endpoint},
-    {"carrier", cli_carrier}, {"enqueue", cli_enqueue},   {"stats", cli_stats},
-    {"setting", cli_setting}, {"version", cli_version},   {"run", cli_run},
-    {"status", cli_status},   {"dlq", cli_dlq},           {"events", cli_events},
-    {"recover", cli_recover}, {"shard", cli_shard},       {"host", cli_host},
+    {"migrate", cli_migrate},
+    {"customer", cli_customer},
+    {"endpoint", cli_endpoint},
+    {"carrier", cli_carrier},
+    {"enqueue", cli_enqueue},
+    {"stats", cli_stats},
+    {"setting", cli_setting},
+    {"version", cli_version},
+    {"run", cli_run},
+    {"status", cli_status},
+    {"dlq", cli_dlq},
+    {"events", cli_events},
+    {"recover", cli_recover},
+    {"shard", cli_shard},
+    {"host", cli_host},
     {"token", cli_token},
     {"portal-link", cli_portal},
 };

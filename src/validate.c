@@ -551,8 +551,9 @@ bool validate_origins(const char *list)
             return false;
         for (size_t i = scheme; i < n; i++) {
             char ch = p[i];
-            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']'))
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == ':' || ch == '[' ||
+                  ch == ']'))
                 return false;
         }
         p += n;

@@ -96,9 +96,8 @@ static int check_destination(dispatcher *d, const admin_http_api_request *req,
         return 0;
     json_error_t jerr;
     json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
-    const char *url = doc && json_is_object(doc)
-                          ? json_string_value(json_object_get(doc, "webhook_url"))
-                          : NULL;
+    const char *url =
+        doc && json_is_object(doc) ? json_string_value(json_object_get(doc, "webhook_url")) : NULL;
     const char *reason = NULL;
     bool refused = url && !netcheck_url_allowed(url, &d->allow, &reason);
     if (refused) {
@@ -135,8 +134,7 @@ void admin_api(void *arg, const admin_http_api_request *req, admin_http_reply *r
         [SQL_API_CALL_P_IDEMPOTENCY_KEY] = req->idempotency_key,
         [SQL_API_CALL_P_PORTAL_TOKEN] = req->portal_token,
     };
-    if (!d->api_db ||
-        pgconn_query_prepared(d->api_db, sql_q_api_call, SQL_API_CALL_NPARAMS, params,
-                              on_api_result, reply) != 0)
+    if (!d->api_db || pgconn_query_prepared(d->api_db, sql_q_api_call, SQL_API_CALL_NPARAMS, params,
+                                            on_api_result, reply) != 0)
         answer(reply, 503, DB_TROUBLE);
 }

@@ -21,8 +21,7 @@ static int hex_nibble(char c)
 }
 
 /* One row into *t; false when its hash or scopes are not what the table allows. */
-static bool token_parse(const char *hex, const char *scopes, const char *name,
-                        admin_http_token *t)
+static bool token_parse(const char *hex, const char *scopes, const char *name, admin_http_token *t)
 {
     snprintf(t->name, sizeof t->name, "%s", name);
     if (strlen(hex) != 64)

@@ -67,8 +67,7 @@ static void fake_api(void *arg, const admin_http_api_request *req, admin_http_re
     FUZZ_CHECK(segs && json_is_array(segs) && json_array_size(segs) > 0, "segments %s",
                req->segments);
     for (size_t i = 0; i < json_array_size(segs); i++)
-        FUZZ_CHECK(json_is_string(json_array_get(segs, i)), "segment %zu of %s", i,
-                   req->segments);
+        FUZZ_CHECK(json_is_string(json_array_get(segs, i)), "segment %zu of %s", i, req->segments);
     json_t *query = json_loads(req->query, JSON_REJECT_DUPLICATES, &e);
     FUZZ_CHECK(query && json_is_object(query), "query %s", req->query);
     const char *k;

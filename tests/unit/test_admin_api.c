@@ -54,16 +54,16 @@ static void path_segments_are_decoded(void **state)
 static void bad_paths_are_refused(void **state)
 {
     (void)state;
-    expect_path("customers/", -EINVAL, "");      /* an empty segment at the end */
-    expect_path("customers//acme", -EINVAL, ""); /* and inside */
-    expect_path("customers/%zz", -EINVAL, "");   /* not an escape */
-    expect_path("customers/%4", -EINVAL, "");    /* cut short */
-    expect_path("customers/a%00b", -EINVAL, ""); /* NUL */
-    expect_path("customers/a%0Ab", -EINVAL, ""); /* a control character */
-    expect_path("customers/%FF", -EINVAL, "");   /* not UTF-8 */
-    expect_path("customers/%C0%AF", -EINVAL, ""); /* an overlong '/' */
+    expect_path("customers/", -EINVAL, "");          /* an empty segment at the end */
+    expect_path("customers//acme", -EINVAL, "");     /* and inside */
+    expect_path("customers/%zz", -EINVAL, "");       /* not an escape */
+    expect_path("customers/%4", -EINVAL, "");        /* cut short */
+    expect_path("customers/a%00b", -EINVAL, "");     /* NUL */
+    expect_path("customers/a%0Ab", -EINVAL, "");     /* a control character */
+    expect_path("customers/%FF", -EINVAL, "");       /* not UTF-8 */
+    expect_path("customers/%C0%AF", -EINVAL, "");    /* an overlong '/' */
     expect_path("customers/%ED%A0%80", -EINVAL, ""); /* a surrogate */
-    expect_path("customers/\xff", -EINVAL, "");  /* raw, not escaped */
+    expect_path("customers/\xff", -EINVAL, "");      /* raw, not escaped */
 }
 
 static void queries_become_objects(void **state)
@@ -73,16 +73,16 @@ static void queries_become_objects(void **state)
     expect_query("limit=5", 0, "{\"limit\":\"5\"}");
     expect_query("customer=a+b&since=2026-01-01T00%3A00%3A00Z", 0,
                  "{\"customer\":\"a b\",\"since\":\"2026-01-01T00:00:00Z\"}");
-    expect_query("flag", 0, "{\"flag\":\"\"}");                 /* no '=': an empty value */
-    expect_query("a=1&&b=2", 0, "{\"a\":\"1\",\"b\":\"2\"}");   /* an empty pair is skipped */
+    expect_query("flag", 0, "{\"flag\":\"\"}");               /* no '=': an empty value */
+    expect_query("a=1&&b=2", 0, "{\"a\":\"1\",\"b\":\"2\"}"); /* an empty pair is skipped */
     expect_query("a=%3D%26", 0, "{\"a\":\"=&\"}");
-    expect_query("a=1&a=2", -EEXIST, "");                       /* given twice */
-    expect_query("a=1&%61=2", -EEXIST, "");                     /* the same decoded name */
-    expect_query("=1", -EINVAL, "");                            /* no name */
+    expect_query("a=1&a=2", -EEXIST, "");   /* given twice */
+    expect_query("a=1&%61=2", -EEXIST, ""); /* the same decoded name */
+    expect_query("=1", -EINVAL, "");        /* no name */
     expect_query("a=%G0", -EINVAL, "");
     expect_query("a=%01", -EINVAL, "");
     expect_query("c\xff\xffursor=abc", -EINVAL, ""); /* a name that is not UTF-8 */
-    expect_query("a=%F4%90%80%80", -EINVAL, "");      /* past U+10FFFF */
+    expect_query("a=%F4%90%80%80", -EINVAL, "");     /* past U+10FFFF */
 }
 
 int main(void)
