@@ -358,7 +358,13 @@ RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    st record;
 BEGIN
+    -- Its queue and pace as pgpace.customer_stats has them, read once: counting a backlog is
+    -- the costly part (about 0.3 ms per 1,000 queued items).
+    SELECT s.due, s.in_flight, s.delayed, s.dead, s.effective_rate_per_minute INTO st
+      FROM pgpace.customer_stats s WHERE s.customer = e.name;
     RETURN jsonb_build_object(
         'customer', CASE WHEN e.parent_id IS NULL THEN e.name ELSE split_part(e.name, '/', 1) END,
         'name', coalesce(e.endpoint_name, 'default'),
@@ -366,7 +372,11 @@ BEGIN
         'payload_filter', e.payload_filter,
         'state', CASE WHEN e.disabled_at IS NOT NULL THEN 'disabled'
                       WHEN e.paused THEN 'paused' ELSE 'active' END,
-        'queued', (SELECT count(*) FROM pgpace.queue q WHERE q.customer_id = e.id),
+        'queued', coalesce(st.due + st.in_flight + st.delayed, 0),
+        'throttle', jsonb_build_object(
+            'in_flight', coalesce(st.in_flight, 0), 'due', coalesce(st.due, 0),
+            'dead', coalesce(st.dead, 0),
+            'effective_rate_per_minute', round(st.effective_rate_per_minute::numeric, 6)::float8),
         'health', coalesce((SELECT jsonb_build_object(
                                 'breaker', b.state, 'failures', b.consecutive_failures,
                                 'open_until', pgpace.api_time(b.open_until))

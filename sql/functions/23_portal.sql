@@ -199,13 +199,7 @@ BEGIN
         END IF;
         PERFORM pgpace.api_params(query, '{}');
         SELECT coalesce(jsonb_agg(pgpace.api_endpoint_doc(e)
-                                  || jsonb_build_object('etag', pgpace.api_etag(e.id, e.xmin),
-                                                        'throttle', (
-                                      SELECT jsonb_build_object('in_flight', s.in_flight,
-                                                                'due', s.due, 'dead', s.dead,
-                                                                'effective_rate_per_minute',
-                                                                round(s.effective_rate_per_minute::numeric, 6)::float8)
-                                        FROM pgpace.customer_stats s WHERE s.customer = e.name))
+                                  || jsonb_build_object('etag', pgpace.api_etag(e.id, e.xmin))
                                   ORDER BY e.parent_id NULLS FIRST, e.endpoint_name), '[]')
           INTO rows FROM pgpace.customer e
          WHERE e.parent_id = cust.id OR (e.id = cust.id AND e.webhook_url IS NOT NULL);

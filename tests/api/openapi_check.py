@@ -452,6 +452,7 @@ def _customer(**over):
 def _endpoint(**over):
     e = dict(_receiver(), customer="tenant", name="crm", event_types=["a", "b.*"],
              payload_filter=None, state="active", queued=0,
+             throttle={"in_flight": 0, "due": 0, "dead": 0, "effective_rate_per_minute": 60},
              health={"breaker": "closed", "failures": 0, "open_until": None,
                      "failing_since": None})
     e.update(over)
