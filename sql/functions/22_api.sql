@@ -439,25 +439,33 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    owner   pgpace.customer;
-    dels    jsonb;
-    status  text;
+    owner    pgpace.customer;
+    dels     jsonb;
+    statuses text[];
+    status   text;
 BEGIN
     SELECT c.* INTO owner FROM pgpace.customer c WHERE c.id = i.customer_id;
+    -- A list needs only the deliveries' statuses; the detail their representations.
     IF i.fanout IS NULL THEN
-        status := pgpace.api_delivery_status(i.id);
-        dels := jsonb_build_array(pgpace.api_delivery_doc(i, with_detail));
-    ELSE
-        SELECT coalesce(jsonb_agg(pgpace.api_delivery_doc(d, with_detail) ORDER BY d.id), '[]')
+        statuses := ARRAY[pgpace.api_delivery_status(i.id)];
+        IF with_detail THEN
+            dels := jsonb_build_array(pgpace.api_delivery_doc(i, true));
+        END IF;
+    ELSIF with_detail THEN
+        SELECT coalesce(jsonb_agg(pgpace.api_delivery_doc(d, true) ORDER BY d.id), '[]')
           INTO dels FROM pgpace.item d WHERE d.event_id = i.id;
-        SELECT CASE WHEN i.fanout = 0 THEN 'unmatched'
-                    WHEN bool_or(s IN ('queued', 'retrying', 'in_flight')) THEN 'pending'
-                    WHEN bool_or(s = 'dead') THEN 'failed'
-                    WHEN bool_and(s = 'delivered') THEN 'delivered'
-                    ELSE 'done' END
-          INTO status
-          FROM (SELECT x ->> 'status' AS s FROM jsonb_array_elements(dels) x) y;
+        SELECT coalesce(array_agg(x ->> 'status'), '{}') INTO statuses
+          FROM jsonb_array_elements(dels) x;
+    ELSE
+        SELECT coalesce(array_agg(pgpace.api_delivery_status(d.id)), '{}') INTO statuses
+          FROM pgpace.item d WHERE d.event_id = i.id;
     END IF;
+    status := CASE WHEN i.fanout IS NULL THEN statuses[1]
+                   WHEN i.fanout = 0 THEN 'unmatched'
+                   WHEN statuses && ARRAY['queued', 'retrying', 'in_flight'] THEN 'pending'
+                   WHEN 'dead' = ANY (statuses) THEN 'failed'
+                   WHEN statuses <@ ARRAY['delivered'] THEN 'delivered'
+                   ELSE 'done' END;
     RETURN pgpace.api_drop_nulls(jsonb_build_object(
         'id', i.id,
         'customer', CASE WHEN owner.parent_id IS NULL THEN owner.name
@@ -465,8 +473,8 @@ BEGIN
         'kind', i.kind, 'status', status, 'order_key', i.order_key, 'carrier', i.carrier,
         'priority', i.priority, 'created_at', pgpace.api_time(i.created_at),
         'run_at', pgpace.api_time(i.run_at), 'expires_at', pgpace.api_time(i.expires_at),
-        'deliveries', CASE WHEN with_detail THEN dels END,
-        'delivery_count', jsonb_array_length(dels),
+        'deliveries', dels,
+        'delivery_count', cardinality(statuses),
         'payload', CASE WHEN with_payload THEN i.payload END))
         || jsonb_build_object('status', status);
 END
@@ -684,10 +692,36 @@ END
 $$;
 
 -- ---- lists -----------------------------------------------------------------------------------
--- A list of items, newest first: 'event' (what producers enqueued: a customer's own items and
--- the events that fan out to its endpoints) or 'delivery' (what is sent: items of a receiver),
--- of the receivers' rows rows_of (NULL: every customer's), with the query's status, kind (a
--- delivery's is its event's), since/until, limit and cursor.
+-- Whether item i belongs in a list ('event': what producers enqueued, a customer's own items and
+-- the events that fan out to its endpoints; 'delivery': what is sent, items of a receiver) with
+-- these filters (NULL: any): below the cursor's id, created in [since, until) (an id carries its
+-- UTC day, so only those days' partitions are read), of this kind (a delivery's is its event's).
+CREATE OR REPLACE FUNCTION pgpace.api_item_wanted(i pgpace.item, list text, after bigint,
+                                                  since timestamptz, until timestamptz, kind text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN list = 'event' THEN i.event_id IS NULL ELSE i.fanout IS NULL END
+   AND (after IS NULL OR i.id < after)
+   AND (since IS NULL OR i.created_at >= since)
+   AND (until IS NULL OR i.created_at < until)
+   AND (since IS NULL OR i.id >= pgpace.item_day_first_id((since AT TIME ZONE 'UTC')::date))
+   AND (until IS NULL OR i.id < pgpace.item_day_first_id((until AT TIME ZONE 'UTC')::date + 1))
+   AND (kind IS NULL OR coalesce(i.kind, (SELECT e.kind FROM pgpace.item e
+                                           WHERE e.id = i.event_id)) = kind);
+
+CREATE OR REPLACE FUNCTION pgpace.api_item_doc(i pgpace.item, list text)
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN list = 'event' THEN pgpace.api_event_doc(i, false, false)
+            ELSE pgpace.api_delivery_doc(i, false) END;
+
+-- A list of items (api_item_wanted), newest first, of the receivers' rows rows_of (NULL: every
+-- customer's), with the query's status, kind, since/until, limit and cursor. Every customer's
+-- are read by the primary key; a customer's by item_customer, each of its rows cut at the page's
+-- size and then merged: a page reads about a page of items, however many others have. Custom
+-- plans throughout, so that the filters left NULL drop out of them.
 CREATE OR REPLACE FUNCTION pgpace.api_item_list(list text, rows_of bigint[], query jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -706,8 +740,7 @@ DECLARE
                              'dropped']
                        || CASE WHEN list = 'event'
                                THEN ARRAY['pending', 'failed', 'unmatched', 'done'] END;
-    rows     jsonb;
-    last     bigint;
+    got      jsonb;
     n        integer;
 BEGIN
     IF want IS NOT NULL AND want <> ALL (statuses) THEN
@@ -720,35 +753,36 @@ BEGIN
         END IF;
         after := pos::bigint;
     END IF;
-    WITH found AS (
-        SELECT i.id, CASE WHEN list = 'event' THEN pgpace.api_event_doc(i, false, false)
-                          ELSE pgpace.api_delivery_doc(i, false) END AS doc
-          FROM pgpace.item i
-         WHERE CASE WHEN list = 'event' THEN i.event_id IS NULL ELSE i.fanout IS NULL END
-           AND (rows_of IS NULL OR i.customer_id = ANY (rows_of))
-           AND (after IS NULL OR i.id < after)
-           AND (since IS NULL OR i.created_at >= since)
-           AND (until IS NULL OR i.created_at < until)
-           -- An id carries its UTC day: only the days' partitions are read.
-           AND (since IS NULL
-                OR i.id >= pgpace.item_day_first_id((since AT TIME ZONE 'UTC')::date))
-           AND (until IS NULL
-                OR i.id < pgpace.item_day_first_id((until AT TIME ZONE 'UTC')::date + 1))
-           AND (kind IS NULL OR coalesce(i.kind, (SELECT e.kind FROM pgpace.item e
-                                                   WHERE e.id = i.event_id)) = kind)
-         ORDER BY i.id DESC
-    ), picked AS (
-        SELECT f.id, f.doc FROM found f
-         WHERE want IS NULL OR f.doc ->> 'status' = want
-         LIMIT lim + 1
-    )
-    SELECT jsonb_agg(p.doc ORDER BY p.id DESC) FILTER (WHERE rn <= lim),
-           min(p.id) FILTER (WHERE rn <= lim), count(*)
-      INTO rows, last, n
-      FROM (SELECT picked.*, row_number() OVER (ORDER BY picked.id DESC) AS rn FROM picked) p;
-    RETURN jsonb_build_object('items', coalesce(rows, '[]'),
-                              'next_cursor', CASE WHEN n > lim
-                                                  THEN pgpace.api_cursor(list, last::text) END);
+    IF rows_of IS NULL THEN
+        SELECT jsonb_agg(jsonb_build_object('id', x.id, 'doc', x.doc) ORDER BY x.id DESC) INTO got
+          FROM (SELECT y.id, y.doc
+                  FROM (SELECT i.id, pgpace.api_item_doc(i, list) AS doc FROM pgpace.item i
+                         WHERE pgpace.api_item_wanted(i, list, after, since, until, kind)
+                         ORDER BY i.id DESC) y
+                 WHERE want IS NULL OR y.doc ->> 'status' = want
+                 LIMIT lim + 1) x;
+    ELSE
+        SELECT jsonb_agg(jsonb_build_object('id', x.id, 'doc', x.doc) ORDER BY x.id DESC) INTO got
+          FROM (SELECT f.id, f.doc
+                  FROM unnest(rows_of) r(cid)
+                  CROSS JOIN LATERAL (
+                      SELECT y.id, y.doc
+                        FROM (SELECT i.id, pgpace.api_item_doc(i, list) AS doc FROM pgpace.item i
+                               WHERE i.customer_id = r.cid
+                                 AND pgpace.api_item_wanted(i, list, after, since, until, kind)
+                               ORDER BY i.id DESC) y
+                       WHERE want IS NULL OR y.doc ->> 'status' = want
+                       LIMIT lim + 1) f
+                 ORDER BY f.id DESC
+                 LIMIT lim + 1) x;
+    END IF;
+    n := coalesce(jsonb_array_length(got), 0);
+    RETURN jsonb_build_object(
+        'items', coalesce((SELECT jsonb_agg(e -> 'doc' ORDER BY o)
+                             FROM jsonb_array_elements(got) WITH ORDINALITY a(e, o)
+                            WHERE o <= lim), '[]'),
+        'next_cursor', CASE WHEN n > lim
+                            THEN pgpace.api_cursor(list, got -> (lim - 1) ->> 'id') END);
 END
 $$;
 
@@ -983,16 +1017,21 @@ BEGIN
         IF pgpace.api_text(body, 'since') IS NULL THEN
             PERFORM pgpace.api_fail(400, 'since: required (the start of the range, RFC 3339)', 'since');
         END IF;
-        SELECT coalesce(jsonb_agg(jsonb_build_object('category', r.category, 'day', r.day::text,
-                                                     'items', r.items)
-                                  ORDER BY r.day, r.category), '[]')
-          INTO rows
-          FROM pgpace.recover(name,
-                              pgpace.api_query_time(body, 'since'),
-                              pgpace.api_query_time(body, 'until'),
-                              coalesce(pgpace.api_bool(body, 'failed_only'), true),
-                              pgpace.api_number(body, 'rate_per_minute'),
-                              coalesce(pgpace.api_bool(body, 'dry_run'), false)) r;
+        BEGIN
+            SELECT coalesce(jsonb_agg(jsonb_build_object('category', r.category,
+                                                         'day', r.day::text, 'items', r.items)
+                                      ORDER BY r.day, r.category), '[]')
+              INTO rows
+              FROM pgpace.recover(name,
+                                  pgpace.api_query_time(body, 'since'),
+                                  pgpace.api_query_time(body, 'until'),
+                                  coalesce(pgpace.api_bool(body, 'failed_only'), true),
+                                  pgpace.api_number(body, 'rate_per_minute'),
+                                  coalesce(pgpace.api_bool(body, 'dry_run'), false)) r;
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            -- recover's refusal for a customer without a receiver of its own.
+            PERFORM pgpace.api_fail(409, SQLERRM);
+        END;
         RETURN pgpace.api_answer(200, jsonb_build_object(
             'dry_run', coalesce(pgpace.api_bool(body, 'dry_run'), false), 'counts', rows),
             NULL, NULL, CASE WHEN coalesce(pgpace.api_bool(body, 'dry_run'), false) THEN NULL
@@ -1465,9 +1504,12 @@ BEGIN
                    'breaker_open_until', pgpace.api_time(s.breaker_open_until))
                    ORDER BY s.customer), '[]')
           INTO rows
-          FROM pgpace.customer_stats s
-         WHERE NOT query ? 'customer' OR s.customer = query ->> 'customer'
-            OR s.parent_customer = query ->> 'customer';
+          FROM (SELECT c.name FROM pgpace.customer c
+                 WHERE NOT query ? 'customer'
+                    OR c.id = ANY (pgpace.api_rows_of(query ->> 'customer', NULL))) cr
+          -- One customer's rows by name: the view computes only those.
+          CROSS JOIN LATERAL (SELECT v.* FROM pgpace.customer_stats v
+                               WHERE v.customer = cr.name) s;
         RETURN pgpace.api_answer(200, jsonb_build_object('items', rows));
     END IF;
     PERFORM pgpace.api_fail(404, 'no such resource');
@@ -1615,11 +1657,11 @@ BEGIN
     EXCEPTION WHEN SQLSTATE 'PA400' OR SQLSTATE 'PA401' OR SQLSTATE 'PA403' OR SQLSTATE 'PA404'
                    OR SQLSTATE 'PA409' OR SQLSTATE 'PA412' OR SQLSTATE 'PA428' OR data_exception OR integrity_constraint_violation
                    OR raise_exception OR no_data_found OR program_limit_exceeded
-                   OR dependent_objects_still_exist OR object_not_in_prerequisite_state THEN
+                   OR dependent_objects_still_exist THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, col = COLUMN_NAME,
                                 cons = CONSTRAINT_NAME;
         status := CASE WHEN st LIKE 'PA%' THEN substr(st, 3)::integer
-                       WHEN st IN ('23505', '2BP01', '55000') THEN 409
+                       WHEN st IN ('23505', '2BP01') THEN 409
                        WHEN st = 'P0002' THEN 404
                        ELSE 400 END;
         -- P0002 from a create is about what is missing in the body, not the URL.

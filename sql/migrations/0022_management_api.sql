@@ -40,9 +40,13 @@ CREATE TABLE pgpace.portal_generation (
 );
 
 -- Whether the tenant page shows payloads (off by default: a payload may hold what the tenant's
--- own users sent, and the page is one link away from anyone it is forwarded to). An index
--- finds an event's deliveries (the API's GET /v1/events/{id} and the tenant page).
+-- own users sent, and the page is one link away from anyone it is forwarded to). Two indexes
+-- serve the API and the tenant page: an event's deliveries (GET /v1/events/{id}), and a
+-- customer's or an endpoint's items newest first (GET /v1/events?customer=..., its deliveries):
+-- without it a list of one customer among many reads every item (the cost to an enqueue is in
+-- bench/API_LOAD.md).
 CREATE INDEX item_event ON pgpace.item (event_id) WHERE event_id IS NOT NULL;
+CREATE INDEX item_customer ON pgpace.item (customer_id, id);
 ALTER TABLE pgpace.setting DROP CONSTRAINT setting_value_valid;
 ALTER TABLE pgpace.setting ADD CONSTRAINT setting_value_valid CHECK (
     CASE name
