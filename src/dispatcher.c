@@ -154,7 +154,9 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
                               .application_name = d->api_app_name,
                               .keepalive_idle_s = cfg->keepalive_idle_s,
                               .reconnect_min_ms = 100,
-                              .reconnect_max_ms = cfg->reconnect_max_ms};
+                              .reconnect_max_ms = cfg->reconnect_max_ms,
+                              .on_state = api_on_db_state,
+                              .arg = d};
         rc = pgconn_new(loop, &apo, &d->api_db);
         if (rc != 0) {
             pgp_error_set(err, rc, "cannot create the API's database connection");

@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The API session's statement_timeout. */
+#define API_STATEMENT_TIMEOUT "10s"
+
 #define DB_TROUBLE                                                                                 \
     "{\"type\":\"urn:pgpace:problem:unavailable\",\"title\":\"Service Unavailable\","              \
     "\"status\":503,\"detail\":\"the database is unavailable, retry\"}"
@@ -42,6 +45,18 @@ static bool db_trouble(const char *state)
            strncmp(state, "40", 2) == 0 || strcmp(state, "55P03") == 0;
 }
 
+void api_on_db_state(pgconn *conn, pgconn_state state, void *arg)
+{
+    (void)arg;
+    if (state != PGCONN_READY)
+        return;
+    /* A request that reads too much (a filter nothing matches, over every customer's items)
+     * must not hold the API's one connection: cut it, and say so (57014 below). */
+    if (pgconn_query(conn, "SET statement_timeout = '" API_STATEMENT_TIMEOUT "'", 0, NULL,
+                     dsp_on_ignored, NULL) != 0)
+        LOG_WARN("api_statement_timeout_not_set", LOG_S("meaning", "long requests are not cut"));
+}
+
 static void on_api_result(pgconn *conn, PGresult *res, void *arg)
 {
     (void)conn;
@@ -54,6 +69,13 @@ static void on_api_result(pgconn *conn, PGresult *res, void *arg)
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
         const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
         state = state ? state : "";
+        if (strcmp(state, "57014") == 0) {
+            answer(reply, 503,
+                   "{\"type\":\"urn:pgpace:problem:unavailable\",\"title\":\"Service "
+                   "Unavailable\",\"status\":503,\"detail\":\"the request took longer "
+                   "than " API_STATEMENT_TIMEOUT ": narrow it (customer, since, until, limit)\"}");
+            return;
+        }
         if (db_trouble(state)) {
             answer(reply, 503, DB_TROUBLE);
             return;

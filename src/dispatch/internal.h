@@ -1201,8 +1201,10 @@ void admin_request_done(void *arg, const char *route, int status, double seconds
 
 /* status.c: GET /v1/status (the live status page's data) */
 void admin_status(void *arg, const char *query, admin_http_reply *reply);
-/* api.c: a management API or tenant page request (admin_http.h callbacks.api). */
+/* api.c: a management API or tenant page request (admin_http.h callbacks.api), and the API
+ * connection's state callback (sets its statement_timeout on every connect). */
 void admin_api(void *arg, const admin_http_api_request *req, admin_http_reply *reply);
+void api_on_db_state(pgconn *conn, pgconn_state state, void *arg);
 /* A request of the customer went on the wire (its gaps, ticks and rate on the page). */
 void status_note_request(dispatcher *d, customer *c);
 /* An attempt of the customer failed (not a release): its class and status on the page. */
