@@ -1376,6 +1376,8 @@ DECLARE
     rows jsonb;
     r    record;
     f    jsonb;
+    ids  bigint[];
+    names text[];
 BEGIN
     IF n >= 2 AND segs[1] IN ('events', 'deliveries') THEN
         IF segs[2] !~ '^[0-9]{1,19}$' THEN
@@ -1489,9 +1491,10 @@ BEGIN
             pgpace.api_rows_of(query ->> 'customer', query ->> 'endpoint'), query));
     ELSIF segs[1] = 'stats' AND n = 1 THEN
         PERFORM pgpace.api_params(query, ARRAY['customer']);
-        IF query ? 'customer' THEN
-            PERFORM pgpace.api_customer_row(query ->> 'customer');
-        END IF;
+        -- Its rows first, once (404 for an unknown customer): not a call per customer row.
+        ids := pgpace.api_rows_of(query ->> 'customer', NULL);
+        names := CASE WHEN ids IS NOT NULL
+                      THEN ARRAY(SELECT c.name FROM pgpace.customer c WHERE c.id = ANY (ids)) END;
         SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'customer', coalesce(s.parent_customer, s.customer),
                    'endpoint', s.endpoint,
@@ -1504,12 +1507,10 @@ BEGIN
                    'breaker_open_until', pgpace.api_time(s.breaker_open_until))
                    ORDER BY s.customer), '[]')
           INTO rows
-          FROM (SELECT c.name FROM pgpace.customer c
-                 WHERE NOT query ? 'customer'
-                    OR c.id = ANY (pgpace.api_rows_of(query ->> 'customer', NULL))) cr
-          -- One customer's rows by name: the view computes only those.
-          CROSS JOIN LATERAL (SELECT v.* FROM pgpace.customer_stats v
-                               WHERE v.customer = cr.name) s;
+          FROM pgpace.customer_stats s
+         -- By the rows' names, known when the statement is planned: the view then computes
+         -- only those (joined to the customers instead, it computed every customer's).
+         WHERE names IS NULL OR s.customer = ANY (names);
         RETURN pgpace.api_answer(200, jsonb_build_object('items', rows));
     END IF;
     PERFORM pgpace.api_fail(404, 'no such resource');
