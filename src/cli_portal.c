@@ -84,7 +84,7 @@ int cli_portal(cli_ctx *ctx, int argc, char **argv)
         if (!ctx->cfg.http_listen[0])
             return cli_fail(ctx, CLI_FAILED,
                             "no [http] listen in the configuration: give --base-url");
-        snprintf(listen_base, sizeof listen_base, "http://%s", ctx->cfg.http_listen);
+        snprintf(listen_base, sizeof listen_base, "%s%s", "http://", ctx->cfg.http_listen);
         base = listen_base;
     }
     const char *params[SQL_PORTAL_LINK_NPARAMS] = {[SQL_PORTAL_LINK_P_CUSTOMER] = customer,

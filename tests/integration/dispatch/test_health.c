@@ -379,7 +379,7 @@ static void health_check_rules_and_cli_errors(void **state)
         tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--kind", "exploded"), NULL, NULL);
     assert_int_equal(p.status, 2);
     tl_assert_contains(p.err, "pgpace events: --kind: expected failing, recovered, breaker_open, "
-                              "disabled, enabled, paused or resumed, got 'exploded'");
+                              "disabled, enabled, paused, resumed or api_write, got 'exploded'");
     tl_proc_free(&p);
     p = tl_pgpace(TL_ARGV("--db", f->db->conninfo, "events", "--limit", "0"), NULL, NULL);
     assert_int_equal(p.status, 2);
