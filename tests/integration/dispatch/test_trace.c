@@ -62,17 +62,22 @@ static void bad_trace_context_refused_on_every_path(void **state)
                  bad[i].tp, bad[i].ts);
         tl_expect_sql_error(c, sql, "22023", bad[i].msg, NULL);
     }
-    /* The CHECK constraints hold behind the functions. */
+    /* The table's CHECK holds behind the functions (one constraint, the functions' own rule:
+     * 0023_enqueue_checks.sql), for a direct INSERT too. */
     tl_expect_sql_error(
         c,
         "INSERT INTO pgpace.item (id, customer_id, payload, priority, run_at, traceparent) "
         "VALUES (1, 1, '{}', 0, now(), 'ff-x')",
-        "23514", "item_traceparent_valid", NULL);
+        "23514", "item_trace_context_valid", NULL);
     tl_expect_sql_error(
         c,
         "INSERT INTO pgpace.item (id, customer_id, payload, priority, run_at, traceparent, "
         "tracestate) VALUES (1, 1, '{}', 0, now(), '" TP "', 'a=b' || chr(10))",
-        "23514", "item_tracestate_valid", NULL);
+        "23514", "item_trace_context_valid", NULL);
+    tl_expect_sql_error(c,
+                        "INSERT INTO pgpace.item (id, customer_id, payload, priority, run_at, "
+                        "tracestate) VALUES (1, 1, '{}', 0, now(), 'a=b')",
+                        "23514", "item_trace_context_valid", NULL);
 
     /* JSON (the HTTP path's function): "field traceparent: ...", also for a non-string. */
     tl_expect_sql_error(c,
