@@ -100,6 +100,8 @@ static const config_key keys[] = {
     INT("dispatcher", standby_retry_ms, 1000, 50, 600000, "standby leader-lock retry, ms"),
     INT("dispatcher", batch_tick_ms, 60000, 100, 3600000, "batch-mode tick, ms"),
     INT("dispatcher", backstop_scan_ms, 5000, 100, 3600000, "scan for missed due customers, ms"),
+    INT("dispatcher", wake_hot_per_s, 500, 0, 1000000,
+        "wake-ups/s from which producers stop notifying and the leader polls; 0: never"),
     INT("dispatcher", claim_batch_max, 1000, 1, 100000, "most items claimed per statement"),
     INT("dispatcher", max_in_flight, 2000, 1, 1000000, "most deliveries outstanding at once"),
     INT("dispatcher", claim_ahead, 1000, 0, 100000,

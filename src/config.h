@@ -48,6 +48,7 @@ typedef struct pgp_config {
     int standby_retry_ms;      /* how often a standby tries to take the leader lock */
     int batch_tick_ms;         /* batch-mode tick length */
     int backstop_scan_ms;      /* scan for due customers missed by NOTIFY */
+    int wake_hot_per_s;        /* wake-ups/s that turn the leader hot (wake.c); 0: never */
     int claim_batch_max;       /* most items claimed in one statement */
     int max_in_flight;         /* most deliveries outstanding at once, all customers */
     int claim_ahead;           /* items claimed per host beyond its free connections (0: none) */

@@ -47,6 +47,7 @@ static void dispatcher_free(dispatcher *d)
     status_free(d);
     delivery_pool_free(d);
     claim_scratch_free(d);
+    wake_free(d);
     final_list_free(&d->pending);
     final_list_free(&d->sending);
     obs_free(&d->obs);

@@ -40,6 +40,8 @@ typedef struct obs {
     int ratelimit_ignored; /* counter {customer, reason}: RateLimit headers not followed */
     int oauth_requests;    /* counter {customer, result}: OAuth2 token requests */
     int leader;            /* gauge */
+    int wake_hot;          /* gauge: 1 while producers leave wake-ups for polls (wake.c) */
+    int wakeups;           /* counter {via}: wake-ups the leader read, notify or poll */
     int reconnects;        /* counter */
     int clock_offset;      /* gauge, seconds: database server's clock - this host's wall clock */
     int in_flight;         /* gauge: deliveries outstanding in this instance */

@@ -427,7 +427,7 @@ BEGIN
                         old.attempt, old.max_attempts, old.last_error, deadline, old.supersede_key,
                         old.order_key);
                 -- The round that skipped the row may have taken its pair for drained.
-                PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || old.carrier);
+                PERFORM pgpace.wake_leader(cust_id, old.carrier);
             END IF;
             IF enqueue_item.idempotency_key IS NOT NULL THEN
                 UPDATE pgpace.item_key k SET item_id = old.item_id
@@ -483,8 +483,9 @@ BEGIN
         id := new_id;
     END IF;
 
-    -- Payload "<customer id> <carrier>": the dispatcher wakes that (customer, carrier) pair.
-    PERFORM pg_notify('pgpace_enqueue', cust_id::text || ' ' || coalesce(enqueue_item.carrier, ''));
+    -- The dispatcher wakes that (customer, carrier) pair: by NOTIFY, or by a row it polls for
+    -- while it is hot (24_wake.sql).
+    PERFORM pgpace.wake_leader(cust_id, coalesce(enqueue_item.carrier, ''));
 END
 $$;
 

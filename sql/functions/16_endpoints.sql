@@ -205,7 +205,7 @@ BEGIN
                 RETURNING customer_id
             )
             SELECT (SELECT count(*) FROM d),
-                   (SELECT count(pg_notify('pgpace_enqueue', q.customer_id::text || ' ' || coalesce(carrier, '')))
+                   (SELECT count(pgpace.wake_leader(q.customer_id, coalesce(carrier, '')))
                       FROM q),
                    ARRAY(SELECT d.id FROM d WHERE d.deadline <= now() ORDER BY d.id),
                    ARRAY(SELECT d.ep_id FROM d WHERE d.deadline <= now() ORDER BY d.id)
@@ -319,7 +319,7 @@ BEGIN
                     VALUES (mv_id, ep.id, old.carrier, old.priority, due, old.attempt,
                             old.max_attempts, old.last_error, deadline, old.supersede_key,
                             old.order_key);
-                    PERFORM pg_notify('pgpace_enqueue', ep.id::text || ' ' || old.carrier);
+                    PERFORM pgpace.wake_leader(ep.id, old.carrier);
                 END IF;
                 moved := true;
                 result := 'superseded';
@@ -361,7 +361,7 @@ BEGIN
             VALUES (d_id, ep.id, coalesce(carrier, ''), priority::smallint, coalesce(run_at, now()),
                     ep.max_attempts, deadline, order_key);
         END IF;
-        PERFORM pg_notify('pgpace_enqueue', ep.id::text || ' ' || coalesce(carrier, ''));
+        PERFORM pgpace.wake_leader(ep.id, coalesce(carrier, ''));
     END LOOP;
     -- The event itself: the payload, once.
     INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key, priority,

@@ -523,3 +523,9 @@ void housekeeping_restart_timers(dispatcher *d, bool scan_now)
     uv_timer_start(&d->timers[TIMER_BACKSTOP], on_backstop_timer, (uint64_t)d->cfg.backstop_scan_ms,
                    (uint64_t)d->cfg.backstop_scan_ms);
 }
+
+void housekeeping_scan_soon(dispatcher *d)
+{
+    if (is_leading(d))
+        backstop_scan(d, false);
+}

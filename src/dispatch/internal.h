@@ -107,6 +107,30 @@
     dsp_query((d), sql_q_##name, (int)sizeof(char[sql_q_##name##_nparams == 0 ? 1 : -1]) - 1,      \
               NULL, (cb), (arg), (what))
 
+/* ---- wake.c (types) ------------------------------------------------------------------------ */
+
+/* How producers wake the leader (wake.c, 24_wake.sql): NOTIFY while cold, rows it polls while
+ * hot; cooling: turning cold, its barrier and last poll out. */
+typedef enum wake_mode { WAKE_COLD, WAKE_HOT, WAKE_COOLING } wake_mode;
+
+/* What the leader has read of one producing backend's row of pgpace.wake. */
+typedef struct wake_seen {
+    int backend;
+    int64_t seq;
+} wake_seen;
+
+typedef struct wake_state {
+    wake_mode mode;
+    bool poll_running, hot_running;
+    bool final_poll;    /* the poll out is the one behind a cold barrier that held */
+    unsigned in_window; /* wake-ups (notified or polled) in this window */
+    int64_t window_us;  /* when this window began */
+    int64_t renewed_us; /* the lease was last written */
+    char xmin[24];      /* the last poll's snapshot xmin, "" before the first */
+    wake_seen *seen;    /* per backend, unordered */
+    size_t n_seen, cap_seen;
+} wake_state;
+
 /* ---- state.c ------------------------------------------------------------------------------- */
 
 typedef enum customer_mode { MODE_SPACED, MODE_BATCH, MODE_UNLIMITED } customer_mode;
@@ -822,6 +846,7 @@ enum dispatcher_timer {
     TIMER_SCAN,     /* the backstop scan's next slice (housekeeping.c) */
     TIMER_HOSTS,    /* next division of the host limits' rates (limits.c) */
     TIMER_ORDER,    /* ordered keys to unpark (housekeeping.c) */
+    TIMER_WAKE,     /* the next poll of pgpace.wake, or the window's end (wake.c) */
     TIMER_COUNT
 };
 
@@ -887,6 +912,7 @@ struct dispatcher {
     enum key_purge_state key_purge;
     bool expire_running;        /* an expiry sweep statement is out */
     bool order_recheck_running; /* an ordered keys' recheck statement is out */
+    wake_state wake;            /* wake.c */
 
     final_list pending;     /* outcomes waiting for a finalisation statement */
     final_list sending;     /* outcomes of the statement in flight */
@@ -1231,5 +1257,19 @@ void housekeeping_begin(dispatcher *d);
 /* Starts (or restarts, after a reload) the backstop and queue-gauge timers; scan_now also runs
  * the backstop scan at once. */
 void housekeeping_restart_timers(dispatcher *d, bool scan_now);
+/* Starts a backstop pass now unless one is under way (wake-ups were lost: wake.c). */
+void housekeeping_scan_soon(dispatcher *d);
+
+/* wake.c */
+/* On leading: reads what a predecessor left and turns cold. */
+void wake_begin(dispatcher *d);
+/* On leadership's end: the timer stops; the lease runs out by itself. */
+void wake_end(dispatcher *d);
+/* A NOTIFY on the enqueue channel came (counted towards turning hot). */
+void wake_on_notify(dispatcher *d);
+void wake_free(dispatcher *d);
+/* leader.c: what a wake-up of (customer id, carrier) does, notified or polled; arm_claim
+ * arms the claim timer (a caller waking many pairs arms it once). */
+void leader_wake_pair(dispatcher *d, int64_t id, const char *carrier, int64_t now, bool arm_claim);
 
 #endif

@@ -478,6 +478,7 @@ static void leadership_end(dispatcher *d)
      * own (backstop scan, notifications). */
     waiters_clear_all(d);
     pairs_clear_all(d);
+    wake_end(d);
 }
 
 void leader_enter(dispatcher *d, leader_state to)
@@ -525,6 +526,7 @@ void leader_enter(dispatcher *d, leader_state to)
         health_restart_timer(d, true);
         tick_arm(d, batch_tick_at(&d->cfg, now_us()));
         limits_arm(d);
+        wake_begin(d);
         claim_arm(d);
         break;
     }
@@ -674,14 +676,21 @@ void leader_on_notify(pgconn *conn, const char *channel, const char *payload, vo
     char *end = NULL;
     int64_t id = strtoll(payload, &end, 10);
     const char *carrier = end && *end == ' ' ? end + 1 : "";
+    wake_on_notify(d);
+    leader_wake_pair(d, id, carrier, now_us(), true);
+}
+
+void leader_wake_pair(dispatcher *d, int64_t id, const char *carrier, int64_t now, bool arm_claim)
+{
     customer *c = customer_get(d, id);
     if (!c) {
         leader_reload_customer(d, id); /* its backstop scan entry will follow */
         return;
     }
-    pair_note(c, carrier, now_us());
+    pair_note(c, carrier, now);
     customer_schedule(d, c);
-    claim_arm(d);
+    if (arm_claim)
+        claim_arm(d);
 }
 
 /* A statement unanswered for long means a stalled path that TCP keepalives cannot see (the far

@@ -412,8 +412,8 @@ static void upgrade_from_every_version_matches_a_fresh_install(void **state)
      * token_revoke, token_list in 20_tokens); +4 dlq_rows, dlq_replay, dlq_purge, carrier_set
      * (21_admin); +49 the management API's api_* (22_api); +8 hmac_sha256, base64url,
      * base64url_decode, portal_customer_id, portal_token, portal_revoke, portal_check,
-     * portal_show_payloads (23_portal) */
-    assert_int_equal(functions, 156);
+     * portal_show_payloads (23_portal); +2 wake_leader, wake_cold (24_wake) */
+    assert_int_equal(functions, 158);
     assert_int_equal(views, 3);
 
     for (int k = 0; k <= migrate_latest_version(); k++) {

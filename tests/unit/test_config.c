@@ -100,6 +100,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.standby_retry_ms, 1000);
     assert_int_equal(c.batch_tick_ms, 60000);
     assert_int_equal(c.backstop_scan_ms, 5000);
+    assert_int_equal(c.wake_hot_per_s, 500);
     assert_int_equal(c.claim_batch_max, 1000);
     assert_int_equal(c.claim_ahead, 1000);
     assert_int_equal(c.claim_ahead_ms, 1000);
@@ -158,7 +159,7 @@ static void test_dump(void **state)
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
     assert_contains(out, "delivery.ca_file = \n");
-    assert_int_equal(lines, 52); /* one per field of pgp_config except path */
+    assert_int_equal(lines, 53); /* one per field of pgp_config except path */
     free(out);
 
     c.log_level = LOG_LEVEL_ERROR;
@@ -334,7 +335,7 @@ static void test_unknown_key(void **state)
     expect_error("[dispatcher]\nlease = 5\n",
                  "t.ini:2: [dispatcher] unknown key 'lease' (known keys: instance_name, "
                  "lease_seconds, standby_retry_ms, batch_tick_ms, backstop_scan_ms, "
-                 "claim_batch_max, max_in_flight, claim_ahead, claim_ahead_ms, "
+                 "wake_hot_per_s, claim_batch_max, max_in_flight, claim_ahead, claim_ahead_ms, "
                  "carrier_max_per_round, carrier_max_in_flight, drain_timeout_ms, retry_base_ms, "
                  "retry_cap_ms, reconnect_max_ms, "
                  "keepalive_idle_s)");
