@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# enqueue.sh - what an enqueue costs a producer, each beside its baseline on the same cluster
+# (issue 34), medians of --runs runs with min-max, conditions alternating run by run:
+#
+# - single: `SELECT pgpace.enqueue(...)` in its own transaction from --clients pgbench clients
+#   for --seconds, against a plain INSERT of the same payload into a one-table queue (bigserial
+#   key, jsonb payload, created_at). pgpace runs twice: with a leader running (the customer
+#   paused, so the leader does nothing but read wake-ups, hot or cold as it decides) and with
+#   the same leader at `wake_hot_per_s = 0` (every enqueue notifies, as before issue 34).
+#   BASELINE_BUILD (a build of an earlier commit: DIR/src/pgpace) adds that version, its schema
+#   in a database of its own, with its leader running too.
+# - bulk: --items items into one customer: `pgpace enqueue --file` against graphile-worker's
+#   `addJobs` (its JavaScript client from npm, version GRAPHILE_VERSION) of the same payloads,
+#   each into a fresh database.
+#
+#   bash bench/enqueue.sh [--runs N] [--seconds S] [--clients C] [--items N]
+#
+# Needs root on Debian 12 (installs postgresql-contrib for pgbench's server side, nodejs, npm),
+# a build (BUILD, default ./build: src/pgpace). Prints Markdown (bench/ENQUEUE.md's tables) and
+# writes the raw figures to bench/results/enqueue.csv. Everything it starts is stopped on exit.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+BUILD=${BUILD:-$root/build}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+GRAPHILE_VERSION=${GRAPHILE_VERSION:-0.18.0}
+runs=3 seconds=10 clients=8 items=100000
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --runs) runs=${2:?}; shift ;;
+    --seconds) seconds=${2:?}; shift ;;
+    --clients) clients=${2:?}; shift ;;
+    --items) items=${2:?}; shift ;;
+    -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "enqueue.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+pgpace=$BUILD/src/pgpace
+[ -x "$pgpace" ] || { echo "enqueue.sh: no $pgpace (meson setup build && ninja -C build)" >&2; exit 1; }
+if [ -n "${BASELINE_BUILD:-}" ] && [ ! -x "$BASELINE_BUILD/src/pgpace" ]; then
+    echo "enqueue.sh: BASELINE_BUILD has no src/pgpace" >&2
+    exit 1
+fi
+if ! command -v node >/dev/null || ! command -v npm >/dev/null || [ ! -x "$PGBIN/pgbench" ]; then
+    apt-get update -qq && apt-get install -y -qq nodejs npm postgresql-15 >/dev/null
+fi
+
+work=$(mktemp -d /tmp/pgpace-enqueue.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    bash tests/tools/pgcluster.sh stop "$work/pg" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+port=${BENCH_PORT:-$((20000 + RANDOM % 12000))}
+eval "$(bash tests/tools/pgcluster.sh start "$work/pg" "$port")"
+export PGHOST PGPORT PGUSER
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+csv=bench/results/enqueue.csv
+mkdir -p bench/results
+echo "workload,condition,run,value" >"$csv"
+q() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At "$@"; }
+
+# ---- single enqueue -----------------------------------------------------------------------------
+payload='{"order": 12345, "status": "paid", "amount": "19.99", "currency": "EUR", "lines": [{"sku": "A-1", "qty": 2}]}'
+printf "SELECT pgpace.enqueue('shop', '%s');\n" "$payload" >"$work/enqueue.sql"
+printf "INSERT INTO plain_queue (customer, payload) VALUES ('shop', '%s');\n" "$payload" >"$work/plain.sql"
+
+# A database with pgpace's schema (by binary $2), a paused customer and a leader (extra INI $3).
+make_db() {
+    local db=$1 bin=$2 ini=$3
+    q -d postgres -c "CREATE DATABASE $db"
+    "$bin" --db "dbname=$db" migrate >/dev/null
+    "$bin" --db "dbname=$db" customer set shop --rate 600 --url http://127.0.0.1:9/shop --paused >/dev/null
+    printf '[database]\nconninfo = dbname=%s\n[delivery]\nallow_cidrs = 127.0.0.0/8\n[dispatcher]\n%s\n' \
+        "$db" "$ini" >"$work/$db.ini"
+    "$bin" --config "$work/$db.ini" run >"$work/$db.log" 2>&1 &
+    pids+=($!)
+}
+make_db enq_pgpace "$pgpace" ""
+make_db enq_notify "$pgpace" "wake_hot_per_s = 0"
+conditions="plain pgpace notify"
+if [ -n "${BASELINE_BUILD:-}" ]; then
+    make_db enq_before "$BASELINE_BUILD/src/pgpace" ""
+    conditions="$conditions before"
+fi
+q -d postgres -c "CREATE DATABASE enq_plain"
+q -d enq_plain -c "CREATE TABLE plain_queue (id bigserial PRIMARY KEY, customer text NOT NULL,
+                   payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
+sleep 2 # the leaders take the lead (their first statements are not measured)
+
+# Each run starts from empty tables after a checkpoint, so every condition pays the same
+# full-page writes.
+reset_db() {
+    case $1 in
+    plain) q -d enq_plain -c "TRUNCATE plain_queue" ;;
+    *) q -d "enq_$1" -c "TRUNCATE pgpace.queue, pgpace.item" ;;
+    esac
+    q -d postgres -c "CHECKPOINT"
+}
+declare -A tps
+for r in $(seq 1 "$runs"); do
+    for c in $conditions; do
+        reset_db "$c"
+        if [ "$c" = plain ]; then db=enq_plain script=plain.sql; else db=enq_$c script=enqueue.sql; fi
+        out=$("$PGBIN/pgbench" -n -c "$clients" -j 2 -T "$seconds" -f "$work/$script" "$db" 2>&1)
+        v=$(echo "$out" | awk '/^tps =/ {printf "%.0f", $3}')
+        [ -n "$v" ] || { echo "enqueue.sh: pgbench failed for $c: $out" >&2; exit 1; }
+        tps[$c]+="$v "
+        echo "single,$c,$r,$v" >>"$csv"
+    done
+done
+
+# ---- bulk ---------------------------------------------------------------------------------------
+awk -v n="$items" 'BEGIN { for (i = 1; i <= n; i++)
+    printf("{\"customer\":\"shop\",\"kind\":\"bench\",\"payload\":{\"n\":%d,\"text\":\"lorem ipsum dolor sit amet\"}}\n", i) }' \
+    >"$work/items.jsonl"
+mkdir -p "$work/npm"
+(cd "$work/npm" && npm install --silent --no-audit --no-fund "graphile-worker@$GRAPHILE_VERSION" >/dev/null)
+cp bench/graphile_add_jobs.mjs "$work/npm/"
+declare -A bulk
+for r in $(seq 1 "$runs"); do
+    q -d postgres -c "DROP DATABASE IF EXISTS bulk_pgpace" -c "CREATE DATABASE bulk_pgpace"
+    "$pgpace" --db dbname=bulk_pgpace migrate >/dev/null
+    "$pgpace" --db dbname=bulk_pgpace customer set shop --rate 600 --url http://127.0.0.1:9/shop --paused >/dev/null
+    q -d postgres -c "CHECKPOINT"
+    t0=$(date +%s%N)
+    "$pgpace" --db dbname=bulk_pgpace enqueue --file "$work/items.jsonl" >/dev/null
+    t1=$(date +%s%N)
+    v=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+    bulk[pgpace]+="$v "
+    echo "bulk,pgpace,$r,$v" >>"$csv"
+
+    q -d postgres -c "DROP DATABASE IF EXISTS bulk_graphile" -c "CREATE DATABASE bulk_graphile"
+    url="postgres://$PGUSER@/bulk_graphile?host=$PGHOST&port=$PGPORT"
+    v=$(cd "$work/npm" && node graphile_add_jobs.mjs "$url" "$work/items.jsonl")
+    bulk[graphile]+="$v "
+    echo "bulk,graphile,$r,$v" >>"$csv"
+done
+
+# ---- report -------------------------------------------------------------------------------------
+stat() { # "median (min-max)" of the numbers in $1, with printf format $2
+    echo "$1" | tr ' ' '\n' | grep . | sort -g | awk -v f="$2" '{a[NR] = $1} END {
+        m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+        printf(f " (" f "-" f ")", m, a[1], a[NR]) }'
+}
+median() { echo "$1" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+plain_m=$(median "${tps[plain]}")
+echo "Generated by \`bench/enqueue.sh --runs $runs --seconds $seconds --clients $clients --items $items\` on $started,"
+echo "git $(git rev-parse --short HEAD 2>/dev/null): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
+echo "PostgreSQL $(q -d postgres -c 'SHOW server_version') (fsync $(q -d postgres -c 'SHOW fsync'), synchronous_commit"
+echo "$(q -d postgres -c 'SHOW synchronous_commit'), shared_buffers $(q -d postgres -c 'SHOW shared_buffers')), load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+echo "| single enqueue, $clients clients, own transaction each | transactions/s | / plain INSERT |"
+echo "|---|---|---|"
+for c in $conditions; do
+    case $c in
+    plain) label="plain INSERT (baseline)" ;;
+    pgpace) label="pgpace.enqueue, leader running (default wake_hot_per_s = 500)" ;;
+    notify) label="pgpace.enqueue, leader at wake_hot_per_s = 0 (always NOTIFY)" ;;
+    before) label="pgpace.enqueue, BASELINE_BUILD ($(cd "$BASELINE_BUILD" && git rev-parse --short HEAD 2>/dev/null || echo before))" ;;
+    esac
+    printf '| %s | %s | %.2f |\n' "$label" "$(stat "${tps[$c]}" %.0f)" \
+        "$(awk -v a="$(median "${tps[$c]}")" -v b="$plain_m" 'BEGIN { print a / b }')"
+done
+echo
+g_m=$(median "${bulk[graphile]}")
+echo "| bulk, $items items into one customer | seconds | items/s (median) | graphile / pgpace time |"
+echo "|---|---|---|---|"
+for c in graphile pgpace; do
+    label=$([ $c = pgpace ] && echo "pgpace enqueue --file" || echo "graphile-worker $GRAPHILE_VERSION addJobs (baseline)")
+    m=$(median "${bulk[$c]}")
+    printf '| %s | %s | %.0f | %.2f |\n' "$label" "$(stat "${bulk[$c]}" %.2f)" \
+        "$(awk -v n="$items" -v m="$m" 'BEGIN { print n / m }')" "$(awk -v g="$g_m" -v m="$m" 'BEGIN { print g / m }')"
+done
