@@ -14,7 +14,8 @@ WITH seen AS (
      WHERE ($1::text IS NULL OR age(w.xmin) <= age($1::text::xid))
        AND w.seq > coalesce(s.seq, 0)
 )
-SELECT f.backend, f.seq, f.seen_seq < f.seq - cardinality(f.pairs) AS gap, p.pair, NULL::text
+SELECT f.backend, f.seq, coalesce(f.seen_seq, 0) < f.seq - cardinality(f.pairs) AS gap, p.pair,
+       NULL::text
   FROM fresh f
  CROSS JOIN LATERAL unnest(f.pairs) WITH ORDINALITY AS p(pair, ord)
  WHERE f.seq - cardinality(f.pairs) + p.ord > coalesce(f.seen_seq, 0)

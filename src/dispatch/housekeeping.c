@@ -82,6 +82,7 @@ static uint64_t next_pass_ms(const slice_pass *p, int64_t every_ms)
 }
 
 static void backstop_slice(dispatcher *d);
+static void backstop_scan(dispatcher *d, bool chained);
 
 static void on_scan_timer(uv_timer_t *t)
 {
@@ -133,6 +134,11 @@ static void on_backstop(pgconn *conn, PGresult *res, void *arg)
                       LOG_I("ms", (now - p->started_us) / 1000));
         p->running = false;
         p->chained = false;
+        if (p->rerun && is_leading(d)) {
+            /* Asked for after this pass had passed the customers it was asked for. */
+            p->rerun = false;
+            backstop_scan(d, false);
+        }
         return;
     }
     /* The next slice starts after this one's last pair. */
@@ -526,6 +532,10 @@ void housekeeping_restart_timers(dispatcher *d, bool scan_now)
 
 void housekeeping_scan_soon(dispatcher *d)
 {
-    if (is_leading(d))
+    if (!is_leading(d))
+        return;
+    if (d->backstop.running)
+        d->backstop.rerun = true; /* the pass under way may be past what is missing */
+    else
         backstop_scan(d, false);
 }

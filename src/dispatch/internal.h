@@ -123,6 +123,7 @@ typedef struct wake_state {
     wake_mode mode;
     bool poll_running, hot_running;
     bool final_poll;    /* the poll out is the one behind a cold barrier that held */
+    bool barrier_out;   /* a pgpace.wake_cold() statement is out */
     unsigned in_window; /* wake-ups (notified or polled) in this window */
     int64_t window_us;  /* when this window began */
     int64_t renewed_us; /* the lease was last written */
@@ -857,6 +858,7 @@ enum key_purge_state { KEY_PURGE_IDLE, KEY_PURGE_WANTED, KEY_PURGE_RUNNING };
 typedef struct slice_pass {
     bool running;        /* a slice is out, or the next one is timed */
     bool chained;        /* the next slice follows at once (a new leader's first backstop pass) */
+    bool rerun;          /* asked for while running: another pass follows this one */
     int64_t after_id;    /* the cursor: the last customer of the slice before */
     char *after_carrier; /* the backstop's: the last pair's carrier (owned) */
     int slice;           /* rows a slice asks for (the queue gauges adapt it) */

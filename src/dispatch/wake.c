@@ -7,8 +7,10 @@
  * pgpace.wake instead of notifying, and the leader reads the new entries every WAKE_POLL_MS.
  * When fewer than two fifths of that come in a window it turns cold (pgpace.wake_cold(): the
  * lease ends, and only when no producer is between reading it and committing), polls a last
- * time, empties the table, and wake-ups are NOTIFYs again. 24_wake.sql has the protocol and why
- * it loses no wake-up.
+ * time, empties the table, and wake-ups are NOTIFYs again. When a producer is still between
+ * the two, the leader is cooling: the lease stays ended (new producers notify), it polls every
+ * WAKE_COOLING_POLL_MS for the open ones and tries again every window. 24_wake.sql has the
+ * protocol and why it loses no wake-up.
  *
  * Owns TIMER_WAKE (the next poll when hot, the window's end when cold) and the map of what it
  * has read of each producing backend. A new leader starts as if cooling: what a predecessor
@@ -29,6 +31,9 @@
 
 /* How often a hot leader polls: the extra latency of a wake-up while hot. */
 #define WAKE_POLL_MS 1
+/* How often a cooling one does: its lease is over and new producers notify; it only waits
+ * for the rows of those that read the lease before and have not committed. */
+#define WAKE_COOLING_POLL_MS 10
 /* Windows of this length decide the mode. */
 #define WAKE_WINDOW_MS 100
 /* Hot from [dispatcher] wake_hot_per_s (default 500/s: 50 in a window), cold again below two
@@ -137,14 +142,32 @@ static void send_hot(dispatcher *d)
 static void go_cold(dispatcher *d);
 static void send_poll(dispatcher *d);
 
-/* The mode for the next window, from the wake-ups of the one that ended. */
+/* Turns hot: the lease for producers, and polls every WAKE_POLL_MS. */
+static void turn_hot(dispatcher *d)
+{
+    d->wake.in_window = 0;
+    d->wake.window_us = now_us();
+    wake_mode_set(d, WAKE_HOT);
+    send_hot(d);
+    wake_timer_arm(d, WAKE_POLL_MS);
+}
+
+/* A window ended: hot with few wake-ups tries to turn cold; cooling tries again (its lease is
+ * over, so its producers are the ones still open from before). */
 static void window_end(dispatcher *d, int64_t now)
 {
     unsigned n = d->wake.in_window;
     d->wake.in_window = 0;
     d->wake.window_us = now;
-    if (d->wake.mode == WAKE_HOT && (d->cfg.wake_hot_per_s == 0 || n < cold_per_window(d)))
+    if ((d->wake.mode == WAKE_HOT && (d->cfg.wake_hot_per_s == 0 || n < cold_per_window(d))) ||
+        d->wake.mode == WAKE_COOLING)
         go_cold(d);
+}
+
+/* The next poll: every WAKE_POLL_MS when hot, WAKE_COOLING_POLL_MS while cooling. */
+static void poll_again(dispatcher *d)
+{
+    wake_timer_arm(d, d->wake.mode == WAKE_HOT ? WAKE_POLL_MS : WAKE_COOLING_POLL_MS);
 }
 
 static void on_poll(pgconn *conn, PGresult *res, void *arg)
@@ -154,18 +177,16 @@ static void on_poll(pgconn *conn, PGresult *res, void *arg)
     d->wake.poll_running = false;
     bool final = d->wake.final_poll;
     d->wake.final_poll = false;
-    if (!res)
-        return; /* connection lost: the leadership goes with it */
+    if (!res || !is_leading(d))
+        return; /* connection lost or leadership over: wake_end/wake_begin take it from here */
     if (PQresultStatus(res) != PGRES_TUPLES_OK ||
         !rows_shape_ok(res, SQL_RUN_WAKE_POLL_NCOLS, "wake poll")) {
         LOG_WARN("wake_poll_failed", LOG_S("error", PQresultErrorMessage(res)));
         if (final)
-            wake_mode_set(d, WAKE_HOT); /* not cold until the last rows are read */
+            wake_mode_set(d, WAKE_COOLING); /* not cold until the last rows are read */
         wake_timer_arm(d, WAKE_WINDOW_MS);
         return;
     }
-    if (!is_leading(d))
-        return;
     int n = PQntuples(res);
     int64_t now = now_us();
     bool gap = false, woke = false;
@@ -177,7 +198,9 @@ static void on_poll(pgconn *conn, PGresult *res, void *arg)
         }
         int backend = (int)row_i64(res, r, SQL_RUN_WAKE_POLL_C_BACKEND);
         int64_t seq = row_i64(res, r, SQL_RUN_WAKE_POLL_C_SEQ);
-        if (strcmp(PQgetvalue(res, r, SQL_RUN_WAKE_POLL_C_GAP), "t") == 0)
+        /* NULL would be a bug of the statement: taken as a gap, so nothing waits for it. */
+        if (PQgetisnull(res, r, SQL_RUN_WAKE_POLL_C_GAP) ||
+            strcmp(PQgetvalue(res, r, SQL_RUN_WAKE_POLL_C_GAP), "t") == 0)
             gap = true;
         if (seen_set(d, backend, seq) != 0)
             gap = true; /* cannot remember it: the scan finds the work instead */
@@ -208,14 +231,12 @@ static void on_poll(pgconn *conn, PGresult *res, void *arg)
         wake_timer_arm(d, WAKE_WINDOW_MS);
         return;
     }
-    if (d->wake.mode != WAKE_HOT)
-        return;
-    if (now - d->wake.renewed_us >= (int64_t)WAKE_RENEW_MS * 1000)
+    if (d->wake.mode == WAKE_HOT && now - d->wake.renewed_us >= (int64_t)WAKE_RENEW_MS * 1000)
         send_hot(d);
     if (now - d->wake.window_us >= (int64_t)WAKE_WINDOW_MS * 1000)
         window_end(d, now);
-    if (d->wake.mode == WAKE_HOT)
-        wake_timer_arm(d, WAKE_POLL_MS);
+    if (!d->wake.poll_running) /* window_end may have sent the barrier and its poll */
+        poll_again(d);
 }
 
 static void send_poll(dispatcher *d)
@@ -223,19 +244,18 @@ static void send_poll(dispatcher *d)
     if (d->wake.poll_running)
         return;
     char *backends = seen_array(d, false), *seqs = seen_array(d, true);
-    if (!backends || !seqs) {
-        free(backends);
-        free(seqs);
-        LOG_WARN("wake_poll_failed", LOG_S("error", "out of memory"));
-        wake_timer_arm(d, WAKE_WINDOW_MS);
-        return;
-    }
     const char *params[] = {[SQL_RUN_WAKE_POLL_P_AFTER_XMIN] =
                                 d->wake.xmin[0] ? d->wake.xmin : NULL,
                             [SQL_RUN_WAKE_POLL_P_BACKENDS] = backends,
                             [SQL_RUN_WAKE_POLL_P_SEQS] = seqs};
-    if (DSP_QUERY(d, run_wake_poll, params, on_poll, d, "wake poll") == 0)
+    if (backends && seqs && DSP_QUERY(d, run_wake_poll, params, on_poll, d, "wake poll") == 0) {
         d->wake.poll_running = true;
+    } else {
+        d->wake.final_poll = false; /* a barrier's poll that did not go: cooling tries again */
+        if (d->wake.mode != WAKE_HOT)
+            wake_mode_set(d, WAKE_COOLING);
+        wake_timer_arm(d, WAKE_WINDOW_MS);
+    }
     free(backends);
     free(seqs);
 }
@@ -244,29 +264,25 @@ static void on_cold(pgconn *conn, PGresult *res, void *arg)
 {
     (void)conn;
     dispatcher *d = arg;
-    if (!res)
+    d->wake.barrier_out = false;
+    if (!res || !is_leading(d))
         return;
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
         !rows_shape_ok(res, SQL_RUN_WAKE_COLD_NCOLS, "wake cold")) {
         LOG_WARN("wake_cold_failed", LOG_S("error", PQresultErrorMessage(res)));
-        wake_mode_set(d, WAKE_HOT);
-        send_hot(d);
-        wake_timer_arm(d, WAKE_POLL_MS);
+        wake_mode_set(d, WAKE_COOLING); /* the poll behind it reads on; the window tries again */
         return;
     }
-    if (!is_leading(d))
-        return;
     if (strcmp(PQgetvalue(res, 0, SQL_RUN_WAKE_COLD_C_COLD), "t") == 0) {
         /* The poll right behind this statement (sent with it) reads the last rows. */
         d->wake.final_poll = true;
         return;
     }
-    /* A producer was between reading the lease and committing: still hot. The lease ended, so
-     * producers notify until the next renewal; that costs them, not a wake-up. */
+    /* A producer that read the lease has not committed yet. The lease stays ended, so new
+     * producers notify; the leader polls on, more slowly, for the ones still open, and tries
+     * again every window. */
     LOG_DEBUG("wake_cold_deferred", LOG_S("reason", "a producer that read the lease is open"));
-    wake_mode_set(d, WAKE_HOT);
-    send_hot(d);
-    wake_timer_arm(d, WAKE_POLL_MS);
+    wake_mode_set(d, WAKE_COOLING);
 }
 
 /* Ends the lease behind the barrier of pgpace.wake_cold(), and polls right behind it: a final
@@ -274,14 +290,13 @@ static void on_cold(pgconn *conn, PGresult *res, void *arg)
  * ordinary one. */
 static void go_cold(dispatcher *d)
 {
-    if (d->wake.poll_running) {
-        /* A poll is out: it would not be the one behind the barrier. Next time. */
-        return;
-    }
+    if (d->wake.poll_running)
+        return; /* a poll is out: it would not be the one behind the barrier; next window */
     if (DSP_QUERY0(d, run_wake_cold, on_cold, d, "wake cold") != 0) {
-        wake_timer_arm(d, WAKE_POLL_MS);
+        wake_timer_arm(d, WAKE_WINDOW_MS);
         return;
     }
+    d->wake.barrier_out = true;
     wake_mode_set(d, WAKE_COOLING);
     send_poll(d);
 }
@@ -292,19 +307,17 @@ static void on_wake_timer(uv_timer_t *t)
     if (!is_leading(d))
         return;
     int64_t now = now_us();
-    switch (d->wake.mode) {
-    case WAKE_HOT:
-        send_poll(d);
-        break;
-    case WAKE_COOLING:
-        if (!d->wake.poll_running)
-            go_cold(d); /* the last attempt failed to send */
-        break;
-    case WAKE_COLD:
+    if (d->wake.mode == WAKE_COLD) {
         window_end(d, now);
         wake_timer_arm(d, WAKE_WINDOW_MS);
-        break;
+        return;
     }
+    if (d->wake.poll_running)
+        return; /* its answer arms the next poll */
+    if (now - d->wake.window_us >= (int64_t)WAKE_WINDOW_MS * 1000)
+        window_end(d, now); /* cooling: the barrier again, with its poll */
+    if (!d->wake.poll_running)
+        send_poll(d);
 }
 
 static void wake_timer_arm(dispatcher *d, uint64_t ms)
@@ -320,7 +333,7 @@ void wake_begin(dispatcher *d)
     d->wake.window_us = now_us();
     d->wake.n_seen = 0;
     d->wake.xmin[0] = '\0';
-    d->wake.poll_running = d->wake.hot_running = d->wake.final_poll = false;
+    d->wake.poll_running = d->wake.hot_running = d->wake.final_poll = d->wake.barrier_out = false;
     /* A predecessor may have died hot: its lease still runs and producers may have left rows.
      * Turning cold reads them (the first poll reads every row) and ends the lease. */
     go_cold(d);
@@ -330,7 +343,7 @@ void wake_end(dispatcher *d)
 {
     uv_timer_stop(&d->timers[TIMER_WAKE]);
     /* The statements out failed with the connection; the lease runs out by itself. */
-    d->wake.poll_running = d->wake.hot_running = d->wake.final_poll = false;
+    d->wake.poll_running = d->wake.hot_running = d->wake.final_poll = d->wake.barrier_out = false;
     wake_mode_set(d, WAKE_COLD);
 }
 
@@ -338,15 +351,12 @@ void wake_on_notify(dispatcher *d)
 {
     metrics_counter_add(d->obs.m, d->obs.wakeups, (const char *[]){"notify"}, 1);
     d->wake.in_window++;
-    if (d->wake.mode == WAKE_COLD && d->cfg.wake_hot_per_s > 0 &&
-        d->wake.in_window >= hot_per_window(d) && is_leading(d)) {
-        /* Producers commit one at a time while they notify this often: turn hot now. */
-        d->wake.in_window = 0;
-        d->wake.window_us = now_us();
-        wake_mode_set(d, WAKE_HOT);
-        send_hot(d);
-        wake_timer_arm(d, WAKE_POLL_MS);
-    }
+    /* Producers commit one at a time while they notify this often: hot now. Not while a
+     * barrier or the final poll behind it is out: that poll ends by emptying pgpace.wake, and
+     * rows written under a new lease must not go with it. The next window decides then. */
+    if (d->wake.mode != WAKE_HOT && d->cfg.wake_hot_per_s > 0 && !d->wake.barrier_out &&
+        !d->wake.final_poll && d->wake.in_window >= hot_per_window(d) && is_leading(d))
+        turn_hot(d);
 }
 
 void wake_free(dispatcher *d)

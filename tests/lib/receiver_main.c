@@ -36,7 +36,7 @@ static void on_signal(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: pgpace-receiver [--port N] [--throttle SPEC]... [--rule SPEC]...\n"
+            "usage: pgpace-receiver [--port N] [--micros] [--throttle SPEC]... [--rule SPEC]...\n"
             "Receives webhooks on 127.0.0.1 (port N, default any free one; the URL goes to\n"
             "stderr) and prints one line per request on stdout:\n"
             "  <unix_ms> <path> <webhook-id> <body_len>\n"
@@ -49,6 +49,7 @@ static int usage(FILE *f)
             "once its answer is sent, so a delayed answer's line follows those of requests that\n"
             "arrived later (unix_ms keeps the arrival time); a request not answered when the\n"
             "receiver stops (its client left before a delayed answer) is printed then, status 0.\n"
+            "--micros prints unix_us (microseconds since the epoch) in unix_ms's place.\n"
             "\n"
             "--throttle SPEC answers like a rate-limited API for paths starting with PREFIX\n"
             "(repeatable; the last matching --throttle decides). SPEC is one of\n"
@@ -315,14 +316,17 @@ static const char *parse_rule(const char *spec, receiver_rule *ru, char *prefix_
     return NULL;
 }
 
+/* Milliseconds in the lines, or microseconds (--micros: a latency bench's resolution). */
+static int64_t time_divisor = 1000;
+
 /* Prints recorded request i: four fields, or five with the status when `with_status`. */
 static void print_request(const receiver_request *rq, bool with_status)
 {
     if (with_status)
-        printf("%" PRId64 " %s %s %zu %d\n", rq->at_us / 1000, rq->path,
+        printf("%" PRId64 " %s %s %zu %d\n", rq->at_us / time_divisor, rq->path,
                rq->webhook_id[0] ? rq->webhook_id : "-", rq->body_len, rq->status);
     else
-        printf("%" PRId64 " %s %s %zu\n", rq->at_us / 1000, rq->path,
+        printf("%" PRId64 " %s %s %zu\n", rq->at_us / time_divisor, rq->path,
                rq->webhook_id[0] ? rq->webhook_id : "-", rq->body_len);
 }
 
@@ -339,6 +343,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return usage(stdout);
+        if (strcmp(argv[i], "--micros") == 0) {
+            time_divisor = 1;
+            continue;
+        }
         const char *spec = NULL;
         if (strcmp(argv[i], "--rule") == 0 && i + 1 < argc)
             spec = argv[++i];

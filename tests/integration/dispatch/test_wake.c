@@ -6,7 +6,9 @@
  * - a producer that read "hot" and commits after the leader tried to turn cold still has its
  *   item delivered (the barrier held the leader hot);
  * - a REPEATABLE READ producer notifies even while hot;
- * - a leader stopped while hot leaves rows that the next one reads. */
+ * - a leader stopped while hot leaves rows that the next one reads;
+ * - a transaction that wakes many pairs writes its row a few times and notifies the rest;
+ * - entries dropped before a poll read them (a gap) start a backstop pass. */
 #include "fixture.h"
 
 #include <stdio.h>
@@ -186,6 +188,57 @@ static void next_leader_reads_what_a_hot_one_left(void **state)
         tl_wait_query_at_least(f->db->conn, 0, 10000, "SELECT -count(*) FROM pgpace.wake"), 0);
 }
 
+/* A transaction that wakes many pairs while hot writes its row a few times and notifies the
+ * rest (a row updated many times in one transaction is a chain each update walks): every item
+ * of 40 customers enqueued in one transaction is delivered. */
+static void many_pairs_in_one_transaction(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "u", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "m%02d", i);
+        fx_customer(f, name, TL_ARGV("--rate", "60000", "--mode", "unlimited"));
+    }
+    fx_run(f, WAKE_INI);
+    int n = enqueue_until_hot(f, "u");
+    tl_exec(f->db->conn, "BEGIN");
+    for (int i = 0; i < 40; i++)
+        tl_exec(f->db->conn, "SELECT pgpace.enqueue('m%02d', '{\"m\": %d}')", i, i);
+    assert_int_equal(tl_query_int(f->db->conn, "SELECT current_setting('pgpace.wake_writes')::int"),
+                     8);
+    tl_exec(f->db->conn, "COMMIT");
+    assert_int_equal(receiver_wait(f->recv, "/c/u", (size_t)n, 30000), n);
+    assert_int_equal(receiver_wait(f->recv, "/c/m", 40, 30000), 40);
+}
+
+/* Entries a backend wrote faster than the polls read (a row keeps its last 64) are found by a
+ * backstop pass the gap starts: here the row is made to have dropped the only entry of an item,
+ * and the periodic scan is an hour away. */
+static void a_gap_is_found_by_a_scan(void **state)
+{
+    fx *f = *state;
+    fx_customer(f, "u", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
+    fx_customer(f, "g", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
+    fx_run(f, WAKE_INI);
+    int n = enqueue_until_hot(f, "u");
+    /* A backend the leader has not read before: a gap must show without what it has seen. */
+    PGconn *c = connect_or_fail(f);
+    tl_exec(c, "BEGIN");
+    tl_exec(c, "SELECT pgpace.enqueue('g', '{\"gap\": 1}')");
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.wake WHERE backend = "
+                                     "pg_backend_pid()"),
+                     1);
+    tl_exec(c,
+            "UPDATE pgpace.wake SET seq = seq + 1000, pairs = array_fill((SELECT id::text || ' zz' "
+            "FROM pgpace.customer WHERE name = 'u'), ARRAY[64]) WHERE backend = pg_backend_pid()");
+    tl_exec(c, "COMMIT");
+    PQfinish(c);
+    assert_int_equal(receiver_wait(f->recv, "/c/g", 1, 30000), 1);
+    assert_true(fx_wait_log(f, "event=wake_gap", 5000));
+    assert_int_equal(receiver_wait(f->recv, "/c/u", (size_t)n, 30000), n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +248,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(repeatable_read_producers_notify, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(next_leader_reads_what_a_hot_one_left, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(many_pairs_in_one_transaction, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(a_gap_is_found_by_a_scan, fx_setup, fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
 }
