@@ -13,7 +13,9 @@
 --   this transaction has committed, then reads). Not taken: a producer is in flight; the
 --   lease stays ended (new producers notify), and the leader polls on, more slowly, and tries
 --   again. A transaction left open (idle in transaction, or PREPAREd: with a row written, a
---   producer can prepare, with a NOTIFY it cannot) holds the leader there until it ends.
+--   producer can prepare, with a NOTIFY it cannot) holds the leader there until it ends. A
+--   backend whose prepared transaction still holds its row notifies until that one ends (the
+--   row's advisory lock (-743652652, pid), taken without waiting, says so).
 -- - REPEATABLE READ and SERIALIZABLE producers always notify: their snapshot may predate the
 --   leader's turning cold, so what they read of wake_state could be stale.
 -- - The leader finds new rows by their xmin: a row written after its last poll has an xmin no
@@ -45,7 +47,9 @@ BEGIN
             RETURN;
         END IF;
         writes := coalesce(nullif(current_setting('pgpace.wake_writes', true), ''), '0')::integer;
-        IF writes < 8 THEN
+        -- The row's own lock, without waiting: this backend's last transaction may have been
+        -- PREPAREd after writing the row, and still holds it (then this one notifies).
+        IF writes < 8 AND pg_try_advisory_xact_lock(-743652652, pg_backend_pid()) THEN
             PERFORM pg_advisory_xact_lock_shared(-743652652, 0);
             -- Again, now that the leader cannot turn cold before this transaction ends.
             IF EXISTS (SELECT 1 FROM pgpace.wake_state s WHERE s.hot_until > statement_timestamp()) THEN

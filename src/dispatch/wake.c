@@ -273,6 +273,8 @@ static void on_cold(pgconn *conn, PGresult *res, void *arg)
         wake_mode_set(d, WAKE_COOLING); /* the poll behind it reads on; the window tries again */
         return;
     }
+    if (d->wake.mode == WAKE_HOT)
+        return; /* hot again since it was sent: its lease came after, and stands */
     if (strcmp(PQgetvalue(res, 0, SQL_RUN_WAKE_COLD_C_COLD), "t") == 0) {
         /* The poll right behind this statement (sent with it) reads the last rows. */
         d->wake.final_poll = true;
@@ -290,8 +292,12 @@ static void on_cold(pgconn *conn, PGresult *res, void *arg)
  * ordinary one. */
 static void go_cold(dispatcher *d)
 {
-    if (d->wake.poll_running)
-        return; /* a poll is out: it would not be the one behind the barrier; next window */
+    if (d->wake.poll_running || d->wake.barrier_out) {
+        /* A poll out would not be the one behind the barrier, and a barrier out answers
+         * first; the next window tries again. */
+        wake_timer_arm(d, WAKE_WINDOW_MS);
+        return;
+    }
     if (DSP_QUERY0(d, run_wake_cold, on_cold, d, "wake cold") != 0) {
         wake_timer_arm(d, WAKE_WINDOW_MS);
         return;
@@ -335,7 +341,9 @@ void wake_begin(dispatcher *d)
     d->wake.xmin[0] = '\0';
     d->wake.poll_running = d->wake.hot_running = d->wake.final_poll = d->wake.barrier_out = false;
     /* A predecessor may have died hot: its lease still runs and producers may have left rows.
-     * Turning cold reads them (the first poll reads every row) and ends the lease. */
+     * Turning cold reads them (the first poll reads every row) and ends the lease; cooling
+     * until it has, so a barrier that could not be sent is tried again. */
+    wake_mode_set(d, WAKE_COOLING);
     go_cold(d);
 }
 
