@@ -15,7 +15,7 @@ WITH seen AS (
        AND w.seq > coalesce(s.seq, 0)
 )
 SELECT f.backend, f.seq, coalesce(f.seen_seq, 0) < f.seq - cardinality(f.pairs) AS gap, p.pair,
-       NULL::text
+       NULL::text AS snapshot_xmin
   FROM fresh f
  CROSS JOIN LATERAL unnest(f.pairs) WITH ORDINALITY AS p(pair, ord)
  WHERE f.seq - cardinality(f.pairs) + p.ord > coalesce(f.seen_seq, 0)
