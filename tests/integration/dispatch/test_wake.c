@@ -70,6 +70,27 @@ static bool wait_metrics(fx *f, const char *needle, int timeout_ms)
     return tl_wait_until(metrics_match, &w, timeout_ms) != 0;
 }
 
+/* A customer "u" (unlimited), the leader running and hot: returns how many items it took. */
+static int start_hot(fx *f)
+{
+    fx_customer(f, "u", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
+    fx_run(f, WAKE_INI);
+    return enqueue_until_hot(f, "u");
+}
+
+/* A new session that enqueues `payload` for "u" in a transaction it leaves open, with
+ * `isolation` ("" for READ COMMITTED); asserts how many rows of pgpace.wake its backend has. */
+static PGconn *open_producer(fx *f, const char *isolation, const char *payload, long long rows)
+{
+    PGconn *c = connect_or_fail(f);
+    tl_exec(c, "BEGIN %s", isolation);
+    tl_exec(c, "SELECT pgpace.enqueue('u', '%s')", payload);
+    assert_int_equal(tl_query_int(c, "SELECT count(*) FROM pgpace.wake WHERE backend = "
+                                     "pg_backend_pid()"),
+                     rows);
+    return c;
+}
+
 /* Sustained wake-ups: hot, rows instead of NOTIFYs, every item delivered, cold again. */
 static void hot_spell_delivers_everything_and_ends(void **state)
 {
@@ -117,15 +138,8 @@ static void hot_spell_delivers_everything_and_ends(void **state)
 static void late_producer_is_read_while_cooling(void **state)
 {
     fx *f = *state;
-    fx_customer(f, "u", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
-    fx_run(f, WAKE_INI);
-    int n = enqueue_until_hot(f, "u");
-    PGconn *late = connect_or_fail(f);
-    tl_exec(late, "BEGIN");
-    tl_exec(late, "SELECT pgpace.enqueue('u', '{\"late\": 1}')");
-    assert_int_equal(tl_query_int(late, "SELECT count(*) FROM pgpace.wake WHERE backend = "
-                                        "pg_backend_pid()"),
-                     1);
+    int n = start_hot(f);
+    PGconn *late = open_producer(f, "", "{\"late\": 1}", 1);
     /* No more wake-ups: the leader tries to turn cold, and cannot while this one is open. */
     assert_true(fx_wait_log(f, "event=wake_cold_deferred", 20000));
     assert_true(metrics_have(f, "pgpace_wake_hot 1"));
@@ -156,15 +170,8 @@ static void late_producer_is_read_while_cooling(void **state)
 static void repeatable_read_producers_notify(void **state)
 {
     fx *f = *state;
-    fx_customer(f, "u", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
-    fx_run(f, WAKE_INI);
-    int n = enqueue_until_hot(f, "u");
-    PGconn *rr = connect_or_fail(f);
-    tl_exec(rr, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-    tl_exec(rr, "SELECT pgpace.enqueue('u', '{\"rr\": 1}')");
-    assert_int_equal(tl_query_int(rr, "SELECT count(*) FROM pgpace.wake WHERE backend = "
-                                      "pg_backend_pid()"),
-                     0);
+    int n = start_hot(f);
+    PGconn *rr = open_producer(f, "ISOLATION LEVEL REPEATABLE READ", "{\"rr\": 1}", 0);
     tl_exec(rr, "COMMIT");
     PQfinish(rr);
     n++;
@@ -176,15 +183,8 @@ static void repeatable_read_producers_notify(void **state)
 static void next_leader_reads_what_a_hot_one_left(void **state)
 {
     fx *f = *state;
-    fx_customer(f, "u", TL_ARGV("--rate", "60000", "--mode", "unlimited"));
-    fx_run(f, WAKE_INI);
-    int n = enqueue_until_hot(f, "u");
-    PGconn *late = connect_or_fail(f);
-    tl_exec(late, "BEGIN");
-    tl_exec(late, "SELECT pgpace.enqueue('u', '{\"left\": 1}')");
-    assert_int_equal(tl_query_int(late, "SELECT count(*) FROM pgpace.wake WHERE backend = "
-                                        "pg_backend_pid()"),
-                     1);
+    int n = start_hot(f);
+    PGconn *late = open_producer(f, "", "{\"left\": 1}", 1);
     assert_int_equal(receiver_wait(f->recv, "/c/u", (size_t)n, 30000), n);
     fx_stop_service(f, 10000);
     tl_exec(late, "COMMIT");
