@@ -136,7 +136,7 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         goto fail;
     }
     /* The leader's read-only passes (housekeeping.c) on a session of their own, so that claims
-     * never queue behind them; opened on standbys too, ready when one takes the lead. */
+     * never queue behind them; started when this instance first leads. */
     snprintf(d->read_app_name, sizeof d->read_app_name, "pgpace-read:%.55s", d->instance);
     pgconn_options rpo = {.conninfo = cfg->conninfo,
                           .application_name = d->read_app_name,
@@ -252,7 +252,6 @@ void dispatcher_start(dispatcher *d)
     }
     uv_timer_start(&d->timers[TIMER_WATCHDOG], leader_on_watchdog, 1000, 1000);
     pgconn_start(d->db);
-    pgconn_start(d->read_db);
     if (d->api_db)
         pgconn_start(d->api_db);
 }

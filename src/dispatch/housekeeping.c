@@ -33,7 +33,9 @@
  * covers (bench/PACING_PROFILE.md). They only read, so fencing is the claim connection's alone:
  * what they find is used only while leading. While the read connection is down they go on the
  * claim connection as before; a slice lost with the read connection is sent again from the same
- * cursor; a slice of a pass that has since been replaced (a new leadership's) is dropped.
+ * cursor; a slice of a pass that has since been replaced (a new leadership's) is dropped. A new
+ * leader's first backstop pass stays on the claim connection (nothing to delay yet). The read
+ * connection is opened when this instance first leads.
  */
 #include "internal.h"
 
@@ -79,14 +81,14 @@ static pgconn *pass_conn(dispatcher *d)
     return d->read_db && pgconn_ready(d->read_db) ? d->read_db : d->db;
 }
 
-/* Sends one slice of pass p (run_NAME with params) on pass_conn; 0 when it went, else nothing
- * is out. */
-#define SLICE_SEND(d, p, name, params, cb, what)                                                   \
-    slice_send((d), (p), sql_q_##name,                                                             \
+/* Sends one slice of pass p (run_NAME with params) on conn; 0 when it went, else nothing is
+ * out. */
+#define SLICE_SEND(d, conn, p, name, params, cb, what)                                             \
+    slice_send((d), (conn), (p), sql_q_##name,                                                     \
                (int)sizeof(char[PGP_ARRAY_LEN(params) == sql_q_##name##_nparams ? 1 : -1]) *       \
                    (int)PGP_ARRAY_LEN(params),                                                     \
                (params), (cb), (what))
-static int slice_send(dispatcher *d, slice_pass *p, const char *sql, int n,
+static int slice_send(dispatcher *d, pgconn *conn, slice_pass *p, const char *sql, int n,
                       const char *const *params, pgconn_result_cb cb, const char *what)
 {
     slice_ticket *t = malloc(sizeof *t);
@@ -96,7 +98,7 @@ static int slice_send(dispatcher *d, slice_pass *p, const char *sql, int n,
     }
     *t = (slice_ticket){.d = d, .p = p, .gen = p->gen};
     p->sent_ns = uv_hrtime();
-    int rc = dsp_query_on(d, pass_conn(d), sql, n, params, cb, t, what);
+    int rc = dsp_query_on(d, conn, sql, n, params, cb, t, what);
     if (rc != 0)
         free(t);
     return rc;
@@ -228,7 +230,10 @@ static void backstop_slice(dispatcher *d)
                             [SQL_RUN_BACKSTOP_P_AFTER_CARRIER] =
                                 p->after_carrier ? p->after_carrier : "",
                             [SQL_RUN_BACKSTOP_P_PAIRS] = limit};
-    if (SLICE_SEND(d, p, run_backstop, params, on_backstop, "backstop scan") != 0)
+    /* A new leader's first pass on the claim connection: it has nothing to claim yet that the
+     * slices could delay, and it must not depend on the read connection to find its work. */
+    pgconn *conn = p->chained ? d->db : pass_conn(d);
+    if (SLICE_SEND(d, conn, p, run_backstop, params, on_backstop, "backstop scan") != 0)
         p->running = false;
 }
 
@@ -480,7 +485,8 @@ static void gauges_slice(dispatcher *d)
     const char *params[] = {[SQL_RUN_METRICS_P_AFTER_CUSTOMER_ID] = after,
                             [SQL_RUN_METRICS_P_CUSTOMERS] = limit,
                             [SQL_RUN_METRICS_P_COUNT_CAP] = cap};
-    if (SLICE_SEND(d, p, run_metrics, params, on_queue_metrics, "queue metrics") != 0) {
+    if (SLICE_SEND(d, pass_conn(d), p, run_metrics, params, on_queue_metrics, "queue metrics") !=
+        0) {
         p->running = false;
         uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, QUEUE_METRICS_MS, 0);
     }
@@ -586,6 +592,12 @@ void housekeeping_restart_timers(dispatcher *d, bool scan_now)
         uv_timer_start(&d->timers[TIMER_ORDER], on_order_timer, ORDER_RECHECK_MS, ORDER_RECHECK_MS);
     if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_EXPIRE]))
         uv_timer_start(&d->timers[TIMER_EXPIRE], on_expire_timer, EXPIRE_EVERY_MS, EXPIRE_EVERY_MS);
+    if (!d->read_started) {
+        /* Opened on first leading: a standby holds no session for passes it does not run, and
+         * a session check (leader.c) never waits behind it for a pooler's session. */
+        d->read_started = true;
+        pgconn_start(d->read_db);
+    }
     if (scan_now) {
         /* A new leadership: what a pass of the last one was doing is void (its statements
          * failed with the connection), and this one knows of no work until it has scanned. */

@@ -863,6 +863,7 @@ struct dispatcher {
     pgconn *db;
     pgconn *api_db;    /* the management API's and tenant pages' statements (api.c), or NULL */
     pgconn *read_db;   /* the leader's read-only passes (housekeeping.c): never the claims' */
+    bool read_started; /* read_db started (on first leading, housekeeping.c) */
     http_sender *http; /* NULL once closed (drain timeout or shutdown) */
     admin_http *admin; /* NULL when [http] listen is empty */
     obs obs;
