@@ -136,6 +136,21 @@ int dispatcher_new(uv_loop_t *loop, const pgp_config *cfg, dispatcher **out, pgp
         pgp_error_set(err, rc, "cannot create the database connection");
         goto fail;
     }
+    /* The leader's read-only passes (housekeeping.c) on a session of their own, so that claims
+     * never queue behind them; started when this instance first leads. */
+    snprintf(d->read_app_name, sizeof d->read_app_name, "pgpace-read:%.55s", d->instance);
+    pgconn_options rpo = {.conninfo = cfg->conninfo,
+                          .application_name = d->read_app_name,
+                          .keepalive_idle_s = cfg->keepalive_idle_s,
+                          .reconnect_min_ms = 100,
+                          .reconnect_max_ms = cfg->reconnect_max_ms,
+                          .on_state = housekeeping_on_read_db_state,
+                          .arg = d};
+    rc = pgconn_new(loop, &rpo, &d->read_db);
+    if (rc != 0) {
+        pgp_error_set(err, rc, "cannot create the leader's read connection");
+        goto fail;
+    }
     http_sender_options ho = {.max_connections = cfg->max_connections,
                               .max_host_connections = cfg->max_host_connections,
                               .max_response_bytes = (size_t)cfg->max_response_bytes,
@@ -202,6 +217,8 @@ fail:
         pgconn_close(d->db, NULL, NULL);
     if (d->api_db)
         pgconn_close(d->api_db, NULL, NULL);
+    if (d->read_db)
+        pgconn_close(d->read_db, NULL, NULL);
     if (d->open_handles == 0) {
         dispatcher_free(d);
     } else {
@@ -288,6 +305,8 @@ int dispatcher_reload(dispatcher *d, const pgp_config *cfg, pgp_error *err)
         LOG_ERROR("reload_token_failed", LOG_S("key", "http.status_token"));
     if (new_timeout && pgconn_ready(d->db))
         leader_send_session_settings(d);
+    if (new_timeout && pgconn_ready(d->read_db))
+        housekeeping_read_session(d);
     if (is_leading(d)) {
         tick_arm(d, batch_tick_at(&d->cfg, now_us()));
         housekeeping_restart_timers(d, false);
@@ -355,6 +374,10 @@ static void close_all(dispatcher *d)
         pgconn_close(d->api_db, on_db_closed, d);
         d->api_db = NULL;
     }
+    /* Its slices' answers come back void (NULL, not leading) before the claim connection's. */
+    d->open_handles++;
+    pgconn_close(d->read_db, on_db_closed, d);
+    d->read_db = NULL;
     d->open_handles++;
     pgconn_close(d->db, on_db_closed, d);
 }

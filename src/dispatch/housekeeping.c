@@ -21,17 +21,27 @@
  *   due are claimed (0020_order_keys.sql: parking).
  *
  * Both passes read every customer (or pair), which at a million customers took seconds in one
- * statement while every claim waited behind it on the leader's one connection. So a pass is a
- * series of slices, one statement each, continuing from the last row of the slice before; after
- * a slice that took t the next one waits SLICE_PACE x t, so a pass holds at most a tenth of the
- * connection and a claim waits behind one slice at most. A new leader's first backstop pass is
- * chained instead (it knows of no work until it has read it). A pass starts its interval after
- * the last one started, or as soon as that one ends when it took longer.
+ * statement. So a pass is a series of slices, one statement each, continuing from the last row of
+ * the slice before; after a slice that took t the next one waits SLICE_PACE x t, so a pass holds
+ * at most a tenth of a connection. A new leader's first backstop pass is chained instead (it
+ * knows of no work until it has read it). A pass starts its interval after the last one started,
+ * or as soon as that one ends when it took longer.
+ *
+ * The slices go on the leader's read connection (d->read_db, read-only, its own session), not
+ * on the claim connection: a slice costs 100-250 ms at 1,000 customers with backlogs, and every
+ * claim round sent behind it on one connection waited that long, later than the claim-ahead
+ * covers (bench/PACING_PROFILE.md). They only read, so fencing is the claim connection's alone:
+ * what they find is used only while leading. While the read connection is down they go on the
+ * claim connection as before; a slice lost with the read connection is sent again from the same
+ * cursor; a slice of a pass that has since been replaced (a new leadership's) is dropped. A new
+ * leader's first backstop pass stays on the claim connection (nothing to delay yet). The read
+ * connection is opened when this instance first leads.
  */
 #include "internal.h"
 
 #include "log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +67,61 @@
 #define GAUGE_SLICE_TARGET_MS 20
 /* A customer's queue is counted up to this many rows per pass (run_metrics.sql). */
 #define QUEUE_COUNT_CAP 100000
+
+/* A slice on the wire: whose answer it is (a pass started since makes it void). */
+typedef struct slice_ticket {
+    dispatcher *d;
+    const slice_pass *p;
+    uint64_t gen;
+} slice_ticket;
+
+/* The connection a slice goes on: the read connection when it is up, else the claim one. */
+static pgconn *pass_conn(dispatcher *d)
+{
+    return d->read_db && pgconn_ready(d->read_db) ? d->read_db : d->db;
+}
+
+/* Sends one slice of pass p (run_NAME with params) on conn; 0 when it went, else nothing is
+ * out. */
+#define SLICE_SEND(d, conn, p, name, params, cb, what)                                             \
+    slice_send((d), (conn), (p), sql_q_##name,                                                     \
+               (int)sizeof(char[PGP_ARRAY_LEN(params) == sql_q_##name##_nparams ? 1 : -1]) *       \
+                   (int)PGP_ARRAY_LEN(params),                                                     \
+               (params), (cb), (what))
+static int slice_send(dispatcher *d, pgconn *conn, slice_pass *p, const char *sql, int n,
+                      const char *const *params, pgconn_result_cb cb, const char *what)
+{
+    slice_ticket *t = malloc(sizeof *t);
+    if (!t) {
+        LOG_ERROR("out_of_memory", LOG_S("where", what));
+        return -ENOMEM;
+    }
+    *t = (slice_ticket){.d = d, .p = p, .gen = p->gen};
+    p->sent_ns = uv_hrtime();
+    int rc = dsp_query_on(d, conn, sql, n, params, cb, t, what);
+    if (rc != 0)
+        free(t);
+    return rc;
+}
+
+/* The dispatcher of a slice's answer, or NULL when the answer is void (its pass was replaced).
+ * Frees the ticket. */
+static dispatcher *slice_answered(void *arg)
+{
+    slice_ticket *t = arg;
+    dispatcher *d = t->gen == t->p->gen ? t->d : NULL;
+    free(t);
+    return d;
+}
+
+/* A slice's answer was lost with its connection. The claim connection's loss ends the
+ * leadership (the next one starts passes of its own): the pass ends. The read connection's
+ * does not: the same slice again shortly, from the same cursor, on whichever connection is up. */
+#define SLICE_RETRY_MS 100
+static bool slice_retry(dispatcher *d, pgconn *conn)
+{
+    return conn != d->db && is_leading(d);
+}
 
 /* Milliseconds since the slice out was sent. */
 static double slice_ms(const slice_pass *p)
@@ -93,10 +158,15 @@ static void on_scan_timer(uv_timer_t *t)
 
 static void on_backstop(pgconn *conn, PGresult *res, void *arg)
 {
-    dispatcher *d = arg;
+    dispatcher *d = slice_answered(arg);
+    if (!d)
+        return;
     slice_pass *p = &d->backstop;
     if (!res) {
-        p->running = false; /* connection lost: the next leadership starts a pass of its own */
+        if (slice_retry(d, conn))
+            uv_timer_start(&d->timers[TIMER_SCAN], on_scan_timer, SLICE_RETRY_MS, 0);
+        else
+            p->running = false; /* the next leadership starts a pass of its own */
         return;
     }
     double took = slice_ms(p);
@@ -166,8 +236,10 @@ static void backstop_slice(dispatcher *d)
                             [SQL_RUN_BACKSTOP_P_AFTER_CARRIER] =
                                 p->after_carrier ? p->after_carrier : "",
                             [SQL_RUN_BACKSTOP_P_PAIRS] = limit};
-    p->sent_ns = uv_hrtime();
-    if (DSP_QUERY(d, run_backstop, params, on_backstop, d, "backstop scan") != 0)
+    /* A new leader's first pass on the claim connection: it has nothing to claim yet that the
+     * slices could delay, and it must not depend on the read connection to find its work. */
+    pgconn *conn = p->chained ? d->db : pass_conn(d);
+    if (SLICE_SEND(d, conn, p, run_backstop, params, on_backstop, "backstop scan") != 0)
         p->running = false;
 }
 
@@ -182,6 +254,7 @@ static void backstop_scan(dispatcher *d, bool chained)
     free(p->after_carrier);
     *p = (slice_pass){.running = true,
                       .chained = chained,
+                      .gen = p->gen + 1,
                       .after_id = INT64_MIN,
                       .slice = BACKSTOP_SLICE,
                       .started_us = now_us()};
@@ -319,19 +392,27 @@ static void on_metrics_timer(uv_timer_t *t)
     slice_pass *p = &d->gauges;
     if (!p->running) {
         int slice = p->slice > 0 ? p->slice : GAUGE_SLICE_FIRST; /* kept from the last pass */
-        *p = (slice_pass){
-            .running = true, .after_id = INT64_MIN, .slice = slice, .started_us = now_us()};
+        *p = (slice_pass){.running = true,
+                          .gen = p->gen + 1,
+                          .after_id = INT64_MIN,
+                          .slice = slice,
+                          .started_us = now_us()};
     }
     gauges_slice(d);
 }
 
 static void on_queue_metrics(pgconn *conn, PGresult *res, void *arg)
 {
-    dispatcher *d = arg;
+    dispatcher *d = slice_answered(arg);
+    if (!d)
+        return;
     slice_pass *p = &d->gauges;
     uv_timer_t *t = &d->timers[TIMER_METRICS];
     if (!res) {
-        p->running = false;
+        if (slice_retry(d, conn))
+            uv_timer_start(t, on_metrics_timer, SLICE_RETRY_MS, 0);
+        else
+            p->running = false;
         return;
     }
     double took = slice_ms(p);
@@ -410,8 +491,8 @@ static void gauges_slice(dispatcher *d)
     const char *params[] = {[SQL_RUN_METRICS_P_AFTER_CUSTOMER_ID] = after,
                             [SQL_RUN_METRICS_P_CUSTOMERS] = limit,
                             [SQL_RUN_METRICS_P_COUNT_CAP] = cap};
-    p->sent_ns = uv_hrtime();
-    if (DSP_QUERY(d, run_metrics, params, on_queue_metrics, d, "queue metrics") != 0) {
+    if (SLICE_SEND(d, pass_conn(d), p, run_metrics, params, on_queue_metrics, "queue metrics") !=
+        0) {
         p->running = false;
         uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, QUEUE_METRICS_MS, 0);
     }
@@ -517,12 +598,19 @@ void housekeeping_restart_timers(dispatcher *d, bool scan_now)
         uv_timer_start(&d->timers[TIMER_ORDER], on_order_timer, ORDER_RECHECK_MS, ORDER_RECHECK_MS);
     if (!uv_is_active((uv_handle_t *)&d->timers[TIMER_EXPIRE]))
         uv_timer_start(&d->timers[TIMER_EXPIRE], on_expire_timer, EXPIRE_EVERY_MS, EXPIRE_EVERY_MS);
+    if (!d->read_started) {
+        /* Opened on first leading: a standby holds no session for passes it does not run, and
+         * a session check (leader.c) never waits behind it for a pooler's session. */
+        d->read_started = true;
+        pgconn_start(d->read_db);
+    }
     if (scan_now) {
         /* A new leadership: what a pass of the last one was doing is void (its statements
          * failed with the connection), and this one knows of no work until it has scanned. */
         uv_timer_stop(&d->timers[TIMER_SCAN]);
         d->backstop.running = false;
         d->gauges.running = false;
+        d->gauges.gen++; /* a slice still out on the read connection is the last one's */
         backstop_scan(d, true);
         uv_timer_start(&d->timers[TIMER_METRICS], on_metrics_timer, 0, 0);
     }
@@ -538,4 +626,29 @@ void housekeeping_scan_soon(dispatcher *d)
         d->backstop.rerun = true; /* the pass under way may be past what is missing */
     else
         backstop_scan(d, false);
+}
+
+/* The read connection: on every connect its session is made read-only (a pass cannot write,
+ * whoever leads) with the claim connection's JIT and statement_timeout settings. */
+void housekeeping_read_session(dispatcher *d)
+{
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", d->cfg.statement_timeout_ms);
+    const char *params[] = {[SQL_RUN_SESSION_P_STATEMENT_TIMEOUT_MS] = timeout};
+    DSP_QUERY_ON(d, d->read_db, run_session, params, dsp_on_ignored, NULL, "read session settings");
+    (void)!dsp_query_on(d, d->read_db, sql_q_run_read_only, 0, NULL, dsp_on_ignored, NULL,
+                        "read session read-only");
+}
+
+void housekeeping_on_read_db_state(pgconn *conn, pgconn_state state, void *arg)
+{
+    dispatcher *d = arg;
+    if (state == PGCONN_READY) {
+        housekeeping_read_session(d);
+        return;
+    }
+    if (is_leading(d))
+        LOG_WARN("read_connection_lost",
+                 LOG_S("meaning", "the backstop and queue-gauge slices go on the claim "
+                                  "connection until it is back"));
 }

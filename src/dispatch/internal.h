@@ -102,6 +102,12 @@
               (int)sizeof(char[PGP_ARRAY_LEN(params) == sql_q_##name##_nparams ? 1 : -1]) *        \
                   (int)PGP_ARRAY_LEN(params),                                                      \
               (params), (cb), (arg), (what))
+/* DSP_QUERY on another of the dispatcher's connections. */
+#define DSP_QUERY_ON(d, conn, name, params, cb, arg, what)                                         \
+    dsp_query_on((d), (conn), sql_q_##name,                                                        \
+                 (int)sizeof(char[PGP_ARRAY_LEN(params) == sql_q_##name##_nparams ? 1 : -1]) *     \
+                     (int)PGP_ARRAY_LEN(params),                                                   \
+                 (params), (cb), (arg), (what))
 /* The same for a statement that declares no parameters. */
 #define DSP_QUERY0(d, name, cb, arg, what)                                                         \
     dsp_query((d), sql_q_##name, (int)sizeof(char[sql_q_##name##_nparams == 0 ? 1 : -1]) - 1,      \
@@ -864,8 +870,9 @@ typedef struct slice_pass {
     int slice;           /* rows a slice asks for (the queue gauges adapt it) */
     uint64_t sent_ns;    /* the slice out: when it was sent */
     int64_t started_us;  /* the pass: when it began (epoch us) */
-    int64_t slices;      /* of this pass so far */
-    int64_t rows;        /* read by them */
+    uint64_t gen;   /* bumped when a pass starts: a slice answered for an older one is dropped */
+    int64_t slices; /* of this pass so far */
+    int64_t rows;   /* read by them */
     /* The queue gauges': dead letters of rows the dispatcher does not load (customers without a
      * receiver of their own: what their deleted endpoints left). */
     double unloaded_dead;
@@ -877,10 +884,13 @@ struct dispatcher {
     char instance[128];
     char app_name[160];
     char api_app_name[170];
+    char read_app_name[170];
     netcheck_allow allow;
     proxy_bypass *no_proxy; /* [delivery] no_proxy, parsed (big: on the heap) */
     pgconn *db;
     pgconn *api_db;    /* the management API's and tenant pages' statements (api.c), or NULL */
+    pgconn *read_db;   /* the leader's read-only passes (housekeeping.c): never the claims' */
+    bool read_started; /* read_db started (on first leading, housekeeping.c) */
     http_sender *http; /* NULL once closed (drain timeout or shutdown) */
     admin_http *admin; /* NULL when [http] listen is empty */
     obs obs;
@@ -1002,6 +1012,8 @@ static inline bool is_leading(const dispatcher *d)
 /* rows.c: sends a statement; one that cannot be sent is logged (and its callback never runs). */
 int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
               void *arg, const char *what);
+int dsp_query_on(dispatcher *d, pgconn *conn, const char *sql, int n, const char *const *params,
+                 pgconn_result_cb cb, void *arg, const char *what);
 /* For statements whose result only matters when it failed. */
 void dsp_on_ignored(pgconn *conn, PGresult *res, void *arg);
 /* Stops the service with exit status 1 (a start-up error it cannot recover from). */
@@ -1273,5 +1285,9 @@ void wake_free(dispatcher *d);
 /* leader.c: what a wake-up of (customer id, carrier) does, notified or polled; arm_claim
  * arms the claim timer (a caller waking many pairs arms it once). */
 void leader_wake_pair(dispatcher *d, int64_t id, const char *carrier, int64_t now, bool arm_claim);
+/* The read connection's state callback (its session settings on every connect), and those
+ * settings sent again (a reload that changed statement_timeout). */
+void housekeeping_on_read_db_state(pgconn *conn, pgconn_state state, void *arg);
+void housekeeping_read_session(dispatcher *d);
 
 #endif

@@ -12,13 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
-              void *arg, const char *what)
+int dsp_query_on(dispatcher *d, pgconn *conn, const char *sql, int n, const char *const *params,
+                 pgconn_result_cb cb, void *arg, const char *what)
 {
-    int rc = pgconn_query(d->db, sql, n, params, cb, arg);
+    (void)d;
+    int rc = pgconn_query(conn, sql, n, params, cb, arg);
     if (rc != 0)
         LOG_WARN("query_not_sent", LOG_S("what", what), LOG_S("error", strerror(-rc)));
     return rc;
+}
+
+int dsp_query(dispatcher *d, const char *sql, int n, const char *const *params, pgconn_result_cb cb,
+              void *arg, const char *what)
+{
+    return dsp_query_on(d, d->db, sql, n, params, cb, arg, what);
 }
 
 void dsp_on_ignored(pgconn *conn, PGresult *res, void *arg)
