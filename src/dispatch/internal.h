@@ -351,9 +351,10 @@ typedef struct customer {
     int64_t tenant_id;
     tenant_gate *gate;
     int64_t gate_served_us;
-    /* Its own limit windows (limits.c) and its deliveries claimed but not yet sent (they count
-     * against every window they will be sent under). */
-    slide_limit lim;
+    /* Its own limit windows (limits.c; NULL: none, customer_limit reads that as no window) and
+     * its deliveries claimed but not yet sent (they count against every window they will be
+     * sent under). */
+    slide_limit *lim;
     int unsent;
     /* Its share of its host's limit (per minute; 0: none), and what the receiver announced in
      * its answers' RateLimit headers (0: nothing, or expired at announced_until_us). */
@@ -1139,6 +1140,8 @@ double claim_weight(const customer *c);
 int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
 
 /* limits.c: limit windows (slide.h) of endpoints, their customers and receiver hosts */
+/* The customer's own windows: an empty limit when it has none. */
+const slide_limit *customer_limit(const customer *c);
 /* A reload's windows for the customer (its own) and its tenant gate (its customer's); a changed
  * limit keeps what was sent. */
 void limits_customer_apply(customer *c, const customer_row *row);

@@ -17,6 +17,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A pair's carrier: items without one (the common case) share this "" rather than a copy each
+ * (a 32-byte allocation per customer at 1,000,000 idle customers). */
+static char no_carrier[] = "";
+
+static char *pair_carrier_dup(const char *carrier)
+{
+    return *carrier ? strdup(carrier) : no_carrier;
+}
+
+static void pair_carrier_free(char *carrier)
+{
+    if (carrier != no_carrier)
+        free(carrier);
+}
+
 customer *customer_get(dispatcher *d, int64_t id)
 {
     return hmap_get(&d->customers, &id, sizeof id);
@@ -27,10 +42,13 @@ void customer_free(customer *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->n_pairs; i++)
-        free(c->pairs[i].carrier);
+        pair_carrier_free(c->pairs[i].carrier);
     free(c->pairs);
     free(c->activity);
-    slide_limit_free(&c->lim);
+    if (c->lim) {
+        slide_limit_free(c->lim);
+        free(c->lim);
+    }
     free(c->name);
     free(c->url);
     free(c->secrets_buf);
@@ -643,7 +661,7 @@ void pairs_clear_all(dispatcher *d)
                 c->pairs[kept] = c->pairs[i];
                 c->pairs[kept++].next_us = PAIR_IDLE;
             } else {
-                free(c->pairs[i].carrier);
+                pair_carrier_free(c->pairs[i].carrier);
             }
         }
         c->n_pairs = kept;
@@ -668,7 +686,8 @@ void pair_note(customer *c, const char *carrier, int64_t next_us)
         return;
     }
     if (c->n_pairs == c->cap_pairs) {
-        size_t cap = c->cap_pairs ? c->cap_pairs * 2 : 4;
+        /* Most customers have one carrier at a time: the array grows from one. */
+        size_t cap = c->cap_pairs ? c->cap_pairs * 2 : 1;
         pair *v = realloc(c->pairs, cap * sizeof *v);
         if (!v)
             return; /* the backstop scan will find it again */
@@ -676,7 +695,7 @@ void pair_note(customer *c, const char *carrier, int64_t next_us)
         c->cap_pairs = cap;
     }
     pair *added = &c->pairs[c->n_pairs];
-    added->carrier = strdup(carrier);
+    added->carrier = pair_carrier_dup(carrier);
     if (!added->carrier)
         return;
     added->next_us = next_us;
@@ -696,7 +715,7 @@ void pair_drop(customer *c, const char *carrier)
         p->next_us = PAIR_IDLE;
         return;
     }
-    free(p->carrier);
+    pair_carrier_free(p->carrier);
     *p = c->pairs[--c->n_pairs];
 }
 

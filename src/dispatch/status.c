@@ -390,9 +390,9 @@ static void put_limits(strbuf *j, const customer *c, bool live, int64_t now)
 {
     char text[256];
     strbuf_puts(j, ",\"limits\":");
-    put_str(j, limits_text(&c->lim, text, sizeof text));
+    put_str(j, limits_text(customer_limit(c), text, sizeof text));
     strbuf_puts(j, ",\"windows\":");
-    put_window_use(j, &c->lim, live, now);
+    put_window_use(j, customer_limit(c), live, now);
     strbuf_puts(j, ",\"customer_limits\":");
     if (c->gate && c->gate->lim.n > 0) {
         put_str(j, limits_text(&c->gate->lim, text, sizeof text));
