@@ -105,10 +105,10 @@ void limits_customer_apply(customer *c, const customer_row *row)
     if (c->gate)
         limit_set(&c->gate->lim, row->tenant_limit_windows, "customer", c->name);
     c->ratelimit_headers = row->ratelimit_headers;
-    if (!c->ratelimit_headers) {
-        c->announced_rate = 0;
-        c->announce_reset_max_s = 0;
-        c->announced_until_us = 0;
+    if (!c->ratelimit_headers && c->thr) {
+        c->thr->announced_rate = 0;
+        c->thr->announce_reset_max_s = 0;
+        c->thr->announced_until_us = 0;
     }
 }
 
@@ -445,10 +445,14 @@ static bool scratch_push(divide_scratch *s, customer *c, double demand, double w
 
 static void set_share(dispatcher *d, customer *c, double share)
 {
-    if (c->host_share == share)
+    double was = customer_thr(c)->host_share;
+    if (was == share)
         return;
-    bool rose = c->host_share > 0 && (share == 0 || share > c->host_share);
-    c->host_share = share;
+    throttle_state *t = customer_thr_mut(c);
+    if (!t)
+        return; /* its share is not applied: paced as before (logged) */
+    bool rose = was > 0 && (share == 0 || share > was);
+    t->host_share = share;
     throttle_apply(d, c);
     if (rose)
         customer_schedule(d, c);
@@ -473,9 +477,10 @@ static void collect(dispatcher *d, host_state *h, host_limit *hl, int64_t now, d
                 continue;
             }
             /* What it would send without the host's limit; a work queue: as much as it gets. */
-            double own = c->mode == MODE_UNLIMITED ? INFINITY : pace_rate(&c->pace, c->rate);
-            if (c->announced_rate > 0 && c->announced_rate < own)
-                own = c->announced_rate;
+            const throttle_state *t = customer_thr(c);
+            double own = c->mode == MODE_UNLIMITED ? INFINITY : pace_rate(&t->pace, c->rate);
+            if (t->announced_rate > 0 && t->announced_rate < own)
+                own = t->announced_rate;
             if (!scratch_push(s, c, own, claim_weight(c)))
                 LOG_ERROR("out_of_memory", LOG_S("where", "host limit division"),
                           LOG_S("host", hl->key));
@@ -734,10 +739,12 @@ void limits_history_load(dispatcher *d)
     /* A new leadership: nothing of this instance is claimed or waiting to be sent. */
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
         c->unsent = 0;
-        c->announced_rate = 0;
-        c->announce_reset_max_s = 0;
-        c->announced_until_us = 0;
-        c->host_share = 0;
+        if (c->thr) {
+            c->thr->announced_rate = 0;
+            c->thr->announce_reset_max_s = 0;
+            c->thr->announced_until_us = 0;
+            c->thr->host_share = 0;
+        }
         if (c->gate)
             c->gate->unsent = 0;
     }
