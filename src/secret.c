@@ -128,9 +128,9 @@ static bool decode_seed(const char *b64, unsigned char seed[ED25519_SEED_LEN])
     return true;
 }
 
-static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
+/* The seed of a whsk_ secret's base64, or -EINVAL saying what is wrong with it. */
+static int ed25519_seed(const char *b64, unsigned char seed[ED25519_SEED_LEN], pgp_error *err)
 {
-    unsigned char seed[ED25519_SEED_LEN];
     if (!decode_seed(b64, seed) && strlen(b64) == 88)
         return pgp_error_set(err, -EINVAL,
                              "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
@@ -140,6 +140,15 @@ static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
         return pgp_error_set(err, -EINVAL,
                              "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
                              "(44 characters ending in '=')");
+    return 0;
+}
+
+static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
+{
+    unsigned char seed[ED25519_SEED_LEN];
+    int rc = ed25519_seed(b64, seed, err);
+    if (rc != 0)
+        return rc;
     /* Derives the public key now (a scalar multiplication, as costly as a signature): once per
      * parse instead of once per request. */
     k->pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof seed);
@@ -154,14 +163,34 @@ static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
     return 0;
 }
 
+static const char public_not_secret[] =
+    "a whpk_ public key cannot sign: give the whsk_ secret key (the public key is derived from "
+    "it)";
+static const char hmac_invalid[] = "signing secret is not a valid whsec_ base64 value";
+
+int secret_check(const char *secret, pgp_error *err)
+{
+    size_t sk = strlen(SECRET_ED25519_PREFIX);
+    if (strncmp(secret, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX)) == 0)
+        return pgp_error_set(err, -EINVAL, "%s", public_not_secret);
+    if (strncmp(secret, SECRET_ED25519_PREFIX, sk) == 0) {
+        unsigned char seed[ED25519_SEED_LEN];
+        int rc = ed25519_seed(secret + sk, seed, err);
+        OPENSSL_cleanse(seed, sizeof seed);
+        return rc;
+    }
+    unsigned char key[HMAC_KEY_MAX];
+    int keylen = decode_key(secret, key, sizeof key);
+    OPENSSL_cleanse(key, sizeof key);
+    return keylen > 0 ? 0 : pgp_error_set(err, -EINVAL, "%s", hmac_invalid);
+}
+
 int secret_key_parse(const char *secret, secret_key **out, pgp_error *err)
 {
     *out = NULL;
     size_t sk = strlen(SECRET_ED25519_PREFIX);
     if (strncmp(secret, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX)) == 0)
-        return pgp_error_set(err, -EINVAL,
-                             "a whpk_ public key cannot sign: give the whsk_ secret key (the "
-                             "public key is derived from it)");
+        return pgp_error_set(err, -EINVAL, "%s", public_not_secret);
     secret_key *k;
     int rc = 0;
     if (strncmp(secret, SECRET_ED25519_PREFIX, sk) == 0) {
@@ -175,7 +204,7 @@ int secret_key_parse(const char *secret, secret_key **out, pgp_error *err)
         int keylen = decode_key(secret, key, sizeof key);
         if (keylen <= 0) {
             OPENSSL_cleanse(key, sizeof key);
-            return pgp_error_set(err, -EINVAL, "signing secret is not a valid whsec_ base64 value");
+            return pgp_error_set(err, -EINVAL, "%s", hmac_invalid);
         }
         k = calloc(1, sizeof *k + (size_t)keylen);
         if (!k) {

@@ -614,8 +614,8 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
         /* The event's id: every endpoint a fan-out reached gets the same webhook-id. */
         snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64,
                  dl->msg_id > 0 ? dl->msg_id : dl->item_id);
-        const char *secrets[PGP_ARRAY_LEN(c->keys)];
-        customer_secrets(c, secrets);
+        const char *secrets[CUSTOMER_SECRETS_MAX];
+        customer_keys(c, secrets);
         http_request req = {
             .url = c->url,
             .body = dl->body,

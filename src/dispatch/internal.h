@@ -308,8 +308,10 @@ typedef struct customer {
     int64_t id;
     char *name; /* one allocation with url and secrets_buf (state.c) */
     char *url;
-    char *secrets_buf;   /* its secrets, NUL-separated, n_secrets of them (customer_secrets) */
-    secret_key *keys[4]; /* the secrets parsed once per (re)load; NULL where one did not parse */
+    char *secrets_buf; /* its secrets, NUL-separated, n_secrets of them (customer_secrets) */
+    /* Its secrets parsed, n_secrets of them: made at its first request after a (re)load (NULL
+     * until then, and an entry NULL where one is not parsed yet). */
+    secret_key **keys;
     double rate;
     int64_t period_us;
     customer_conn *conn; /* NULL: none of them set (customer_conn_of reads that as all NULL) */
@@ -357,14 +359,12 @@ typedef struct customer {
     slide_limit *lim;
 
     /* 4 bytes each */
-    customer_mode mode;
     int burst;
     int max_in_flight;                          /* 0 = unlimited */
     int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
     uint32_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
     int in_flight;
     int claiming;   /* items asked of the claims in flight */
-    int rounds_in;  /* claims in flight it is in (more than one only for an unlimited customer) */
     int owed;       /* batch: see owed_tick */
     int round_slot; /* index in the latest claim round it is in while in flight, or -1
                        (only an unlimited customer is ever in two rounds at once) */
@@ -376,14 +376,19 @@ typedef struct customer {
     int32_t stat_due, stat_delayed, stat_in_flight, stat_waiting;
 
     /* 1 byte each */
+    uint8_t mode; /* a customer_mode */
+    /* Claims in flight it is in (more than one only for an unlimited customer: at most
+     * CLAIM_PIPELINE). */
+    int8_t rounds_in;
     uint8_t n_secrets;
-    bool secrets_invalid;    /* one did not parse: the customer is held (logged, no value) */
-    bool headers_invalid;    /* they did not parse: the customer is held (logged, no values) */
-    bool proxy_invalid;      /* the URL did not pass proxy_url_check: the customer is held */
-    bool client_cert_warned; /* expiry (or not yet valid) logged since the last load */
-    bool client_cert_held;   /* not usable (client_cert_error, or past its dates): held */
-    bool paused;             /* held: paused (operator, 410 Gone) or disabled (health) */
-    bool paused_stored;      /* customer.paused as last loaded or written by pause_customer */
+    /* Set at a (re)load, rarely true: one byte for the five. */
+    bool secrets_invalid : 1;    /* one did not parse: the customer is held (logged, no value) */
+    bool headers_invalid : 1;    /* they did not parse: the customer is held (logged, no values) */
+    bool proxy_invalid : 1;      /* the URL did not pass proxy_url_check: the customer is held */
+    bool client_cert_warned : 1; /* expiry (or not yet valid) logged since the last load */
+    bool client_cert_held : 1;   /* not usable (client_cert_error, or past its dates): held */
+    bool paused;                 /* held: paused (operator, 410 Gone) or disabled (health) */
+    bool paused_stored;          /* customer.paused as last loaded or written by pause_customer */
     bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
     bool have_tick;
     bool waiting; /* on a full host's or carrier's wait list: out of the heap */
@@ -1022,8 +1027,12 @@ const customer_conn *customer_conn_of(const customer *c);
 /* Its failing streak (all zero when it never failed). */
 const customer_health *customer_health_of(const customer *c);
 throttle_state *customer_thr_mut(customer *c);
-/* Its secrets' text into out[] (at most 4, as many as keys[]); returns how many. */
-size_t customer_secrets(const customer *c, const char *out[4]);
+/* The most signing secrets a customer has (more are ignored). */
+#define CUSTOMER_SECRETS_MAX 4
+/* Its secrets' text into out[] (at most CUSTOMER_SECRETS_MAX); returns how many. */
+size_t customer_secrets(const customer *c, const char *out[CUSTOMER_SECRETS_MAX]);
+/* The same, with keys[] parsed where not yet (at its first request; see customer_apply). */
+void customer_keys(customer *c, const char *text[CUSTOMER_SECRETS_MAX]);
 /* Stored settings a reload could not use (headers, proxy, a signing secret, a client
  * certificate, also one expired since): the customer is held until they are set again, and
  * nothing of it is sent without them. */

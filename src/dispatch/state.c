@@ -69,7 +69,7 @@ throttle_state *customer_thr_mut(customer *c)
     return c->thr;
 }
 
-size_t customer_secrets(const customer *c, const char *out[4])
+size_t customer_secrets(const customer *c, const char *out[CUSTOMER_SECRETS_MAX])
 {
     const char *p = c->secrets_buf;
     for (size_t i = 0; i < c->n_secrets; i++) {
@@ -77,6 +77,19 @@ size_t customer_secrets(const customer *c, const char *out[4])
         p += strlen(p) + 1;
     }
     return c->n_secrets;
+}
+
+void customer_keys(customer *c, const char *text[CUSTOMER_SECRETS_MAX])
+{
+    customer_secrets(c, text);
+    if (!c->keys && c->n_secrets > 0 && !(c->keys = calloc(c->n_secrets, sizeof *c->keys)))
+        return; /* no memory: the request signs from the text (http_sender.h) */
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        pgp_error err;
+        /* Not parsed (no memory): the request signs from the text (http_sender.h). */
+        if (!c->keys[i] && secret_key_parse(text[i], &c->keys[i], &err) != 0)
+            c->keys[i] = NULL;
+    }
 }
 
 customer *customer_get(dispatcher *d, int64_t id)
@@ -100,8 +113,9 @@ void customer_free(customer *c)
         free(c->lim);
     }
     free(c->name); /* name, url and secrets: one allocation */
-    for (size_t i = 0; i < c->n_secrets; i++)
+    for (size_t i = 0; c->keys && i < c->n_secrets; i++)
         secret_key_free(c->keys[i]);
+    free(c->keys);
     conn_free(c->conn);
     free(c->stat_blocked_key);
     free(c);
@@ -253,10 +267,10 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         return NULL;
     }
     free(c->name); /* and url, secrets_buf */
-    for (size_t i = 0; i < c->n_secrets; i++) {
+    for (size_t i = 0; c->keys && i < c->n_secrets; i++)
         secret_key_free(c->keys[i]);
-        c->keys[i] = NULL;
-    }
+    free(c->keys);
+    c->keys = NULL;
     c->name = name;
     c->url = url;
     c->secrets_buf = secrets;
@@ -322,22 +336,24 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     /* The secrets packed in place, each after the one before and its NUL (customer_secrets). */
     char *save = NULL, *packed = c->secrets_buf;
     for (char *tok = strtok_r(c->secrets_buf, " ", &save);
-         tok && c->n_secrets < PGP_ARRAY_LEN(c->keys); tok = strtok_r(NULL, " ", &save)) {
+         tok && c->n_secrets < CUSTOMER_SECRETS_MAX; tok = strtok_r(NULL, " ", &save)) {
         size_t len = strlen(tok);
         memmove(packed, tok, len + 1);
         packed += len + 1;
         c->n_secrets++;
     }
-    /* Parsed here, not per request: deriving an Ed25519 key costs as much as a signature. One
-     * that does not parse (pgpace.customer_set refuses such; the table's CHECK is looser, and
-     * an older dispatcher may not know a newer kind) holds the customer, like headers that do
-     * not parse: its items wait, rather than fail attempt after attempt to be dead-lettered. */
+    /* Checked here, parsed at its first request (customer_keys), then kept: deriving an Ed25519
+     * key costs as much as a signature, and an idle customer needs no key (48 bytes each, and
+     * a derivation each at start-up). One that does not parse (pgpace.customer_set refuses
+     * such; the table's CHECK is looser, and an older dispatcher may not know a newer kind)
+     * holds the customer, like headers that do not parse: its items wait, rather than fail
+     * attempt after attempt to be dead-lettered. */
     c->secrets_invalid = false;
-    const char *secret_text[PGP_ARRAY_LEN(c->keys)];
+    const char *secret_text[CUSTOMER_SECRETS_MAX];
     customer_secrets(c, secret_text);
     for (size_t i = 0; i < c->n_secrets; i++) {
         pgp_error kerr;
-        if (secret_key_parse(secret_text[i], &c->keys[i], &kerr) != 0) {
+        if (secret_check(secret_text[i], &kerr) != 0) {
             c->secrets_invalid = true;
             LOG_ERROR("customer_secret_invalid", LOG_S("customer", row->name),
                       LOG_I("secret", (int64_t)i + 1), LOG_S("error", kerr.msg),
