@@ -85,13 +85,17 @@ static void hmac_fetch(void)
     hmac_impl = EVP_MAC_fetch(NULL, "HMAC", NULL);
 }
 
+/* Sized to its key: every customer of a dispatcher holds one per secret (a fixed 128-byte buffer
+ * for keys of at most 64 was 144 bytes a customer). */
 struct secret_key {
     secret_type type;
-    int keylen;             /* HMAC: the decoded key's length */
-    unsigned char key[128]; /* HMAC: the decoded key */
-    EVP_PKEY *pkey;         /* Ed25519: the private key (its public half derived once) */
-    unsigned char pub[32];  /* Ed25519: the raw public key */
+    int keylen;          /* the bytes of key[] */
+    EVP_PKEY *pkey;      /* Ed25519: the private key (its public half derived once) */
+    unsigned char key[]; /* HMAC: the decoded key; Ed25519: the raw public key (32 bytes) */
 };
+
+#define HMAC_KEY_MAX    128
+#define ED25519_PUB_LEN 32
 
 #define ED25519_SEED_LEN 32
 #define ED25519_B64_LEN  44 /* base64 of 32 bytes: 43 characters and one '=' */
@@ -124,9 +128,9 @@ static bool decode_seed(const char *b64, unsigned char seed[ED25519_SEED_LEN])
     return true;
 }
 
-static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
+/* The seed of a whsk_ secret's base64, or -EINVAL saying what is wrong with it. */
+static int ed25519_seed(const char *b64, unsigned char seed[ED25519_SEED_LEN], pgp_error *err)
 {
-    unsigned char seed[ED25519_SEED_LEN];
     if (!decode_seed(b64, seed) && strlen(b64) == 88)
         return pgp_error_set(err, -EINVAL,
                              "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
@@ -136,13 +140,22 @@ static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
         return pgp_error_set(err, -EINVAL,
                              "whsk_ must be followed by base64 of a 32-byte Ed25519 seed "
                              "(44 characters ending in '=')");
+    return 0;
+}
+
+static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
+{
+    unsigned char seed[ED25519_SEED_LEN];
+    int rc = ed25519_seed(b64, seed, err);
+    if (rc != 0)
+        return rc;
     /* Derives the public key now (a scalar multiplication, as costly as a signature): once per
      * parse instead of once per request. */
     k->pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof seed);
     OPENSSL_cleanse(seed, sizeof seed);
-    size_t publen = sizeof k->pub;
-    if (!k->pkey || EVP_PKEY_get_raw_public_key(k->pkey, k->pub, &publen) != 1 ||
-        publen != sizeof k->pub) {
+    size_t publen = ED25519_PUB_LEN;
+    if (!k->pkey || EVP_PKEY_get_raw_public_key(k->pkey, k->key, &publen) != 1 ||
+        publen != ED25519_PUB_LEN) {
         ERR_clear_error(); /* callers read the queue for their own errors (mTLS, config) */
         return pgp_error_set(err, -EIO, "cannot load the Ed25519 key (OpenSSL)");
     }
@@ -150,25 +163,58 @@ static int parse_ed25519(const char *b64, secret_key *k, pgp_error *err)
     return 0;
 }
 
+static const char public_not_secret[] =
+    "a whpk_ public key cannot sign: give the whsk_ secret key (the public key is derived from "
+    "it)";
+static const char hmac_invalid[] = "signing secret is not a valid whsec_ base64 value";
+
+int secret_check(const char *secret, pgp_error *err)
+{
+    size_t sk = strlen(SECRET_ED25519_PREFIX);
+    if (strncmp(secret, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX)) == 0)
+        return pgp_error_set(err, -EINVAL, "%s", public_not_secret);
+    if (strncmp(secret, SECRET_ED25519_PREFIX, sk) == 0) {
+        unsigned char seed[ED25519_SEED_LEN];
+        int rc = ed25519_seed(secret + sk, seed, err);
+        OPENSSL_cleanse(seed, sizeof seed);
+        return rc;
+    }
+    unsigned char key[HMAC_KEY_MAX];
+    int keylen = decode_key(secret, key, sizeof key);
+    OPENSSL_cleanse(key, sizeof key);
+    return keylen > 0 ? 0 : pgp_error_set(err, -EINVAL, "%s", hmac_invalid);
+}
+
 int secret_key_parse(const char *secret, secret_key **out, pgp_error *err)
 {
     *out = NULL;
-    secret_key *k = calloc(1, sizeof *k);
-    if (!k)
-        return pgp_error_set(err, -ENOMEM, "out of memory");
-    int rc = 0;
     size_t sk = strlen(SECRET_ED25519_PREFIX);
-    if (strncmp(secret, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX)) == 0) {
-        rc = pgp_error_set(err, -EINVAL,
-                           "a whpk_ public key cannot sign: give the whsk_ secret key (the "
-                           "public key is derived from it)");
-    } else if (strncmp(secret, SECRET_ED25519_PREFIX, sk) == 0) {
+    if (strncmp(secret, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX)) == 0)
+        return pgp_error_set(err, -EINVAL, "%s", public_not_secret);
+    secret_key *k;
+    int rc = 0;
+    if (strncmp(secret, SECRET_ED25519_PREFIX, sk) == 0) {
+        k = calloc(1, sizeof *k + ED25519_PUB_LEN);
+        if (!k)
+            return pgp_error_set(err, -ENOMEM, "out of memory");
+        k->keylen = ED25519_PUB_LEN;
         rc = parse_ed25519(secret + sk, k, err);
     } else {
+        unsigned char key[HMAC_KEY_MAX];
+        int keylen = decode_key(secret, key, sizeof key);
+        if (keylen <= 0) {
+            OPENSSL_cleanse(key, sizeof key);
+            return pgp_error_set(err, -EINVAL, "%s", hmac_invalid);
+        }
+        k = calloc(1, sizeof *k + (size_t)keylen);
+        if (!k) {
+            OPENSSL_cleanse(key, sizeof key);
+            return pgp_error_set(err, -ENOMEM, "out of memory");
+        }
         k->type = SECRET_HMAC;
-        k->keylen = decode_key(secret, k->key, sizeof k->key);
-        if (k->keylen <= 0)
-            rc = pgp_error_set(err, -EINVAL, "signing secret is not a valid whsec_ base64 value");
+        k->keylen = keylen;
+        memcpy(k->key, key, (size_t)keylen);
+        OPENSSL_cleanse(key, sizeof key);
     }
     if (rc != 0) {
         secret_key_free(k);
@@ -183,7 +229,7 @@ void secret_key_free(secret_key *k)
     if (!k)
         return;
     EVP_PKEY_free(k->pkey);
-    OPENSSL_cleanse(k, sizeof *k);
+    OPENSSL_cleanse(k, sizeof *k + (size_t)k->keylen);
     free(k);
 }
 
@@ -197,7 +243,7 @@ int secret_key_public(const secret_key *k, char out[SECRET_PUBLIC_KEY_MAX], pgp_
     if (k->type != SECRET_ED25519)
         return pgp_error_set(err, -EINVAL, "a whsec_ secret has no public key");
     memcpy(out, SECRET_PUBLIC_PREFIX, strlen(SECRET_PUBLIC_PREFIX));
-    EVP_EncodeBlock((unsigned char *)out + strlen(SECRET_PUBLIC_PREFIX), k->pub, sizeof k->pub);
+    EVP_EncodeBlock((unsigned char *)out + strlen(SECRET_PUBLIC_PREFIX), k->key, ED25519_PUB_LEN);
     return 0;
 }
 

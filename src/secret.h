@@ -44,6 +44,10 @@ int secret_generate_type(secret_type type, char *out, size_t outlen, pgp_error *
  * message naming what is wrong (a whpk_ public key given as a secret has its own), -ENOMEM,
  * or -EIO when OpenSSL fails. */
 int secret_key_parse(const char *secret, secret_key **out, pgp_error *err) PGP_MUST_CHECK;
+/* Whether secret_key_parse takes the secret, with its -EINVAL message when not, without making
+ * the key: no allocation and no Ed25519 derivation (a dispatcher checks every customer's secrets
+ * at load and parses them at its first request). */
+int secret_check(const char *secret, pgp_error *err) PGP_MUST_CHECK;
 void secret_key_free(secret_key *k);
 secret_type secret_key_type(const secret_key *k);
 /* The whpk_ public key of an Ed25519 secret; -EINVAL for a whsec_ one (it has none). */

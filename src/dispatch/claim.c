@@ -59,8 +59,9 @@ int claim_limit(int want, const customer *c)
     int n = want, held = c->in_flight + c->claiming;
     if (c->max_in_flight > 0 && c->max_in_flight - held < n)
         n = c->max_in_flight - held;
-    if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && c->pace.cap - held < n)
-        n = c->pace.cap - held;
+    if (c->mode == MODE_UNLIMITED && customer_thr(c)->pace.cap > 0 &&
+        customer_thr(c)->pace.cap - held < n)
+        n = customer_thr(c)->pace.cap - held;
     return n < 0 ? 0 : n;
 }
 
@@ -91,7 +92,7 @@ int spaced_reserve(int used, int n_active, double concurrency, double spaced_wei
 bool customer_active(const customer *c, int64_t now)
 {
     int64_t soon = now + RESERVE_HORIZON_US;
-    if (c->paused || c->pace.hold_until_us > soon ||
+    if (c->paused || customer_thr(c)->pace.hold_until_us > soon ||
         (c->breaker.state == BREAKER_OPEN && c->breaker.open_until > soon))
         return false;
     return c->in_flight > 0 || has_due_pair(c, soon);
@@ -309,7 +310,7 @@ static void add_customer(claim_round *r, claim_params *p, customer *c, int n, in
         r->gate_of[r->n] = c->gate->id;
         r->gated = true;
     }
-    if (c->rec_period_us > 0)
+    if (customer_thr(c)->rec_period_us > 0)
         r->recovery_paced = true; /* its recovered items need run_claim.sql's recovery cell */
     r->asked_total += n;
     r->n++;
@@ -751,7 +752,7 @@ static int round_demand(dispatcher *d, customer *c, int64_t now, int64_t tick, i
         want = d->cfg.claim_batch_max;
     }
     /* Held by a Retry-After: a spaced customer may be claimed its lookahead before the end. */
-    if (c->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0))
+    if (customer_thr(c)->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0))
         return 0;
     want = limits_allow(c, now, gate_limit(c, now, claim_limit(want, c)));
     carrier_state *held[16];
@@ -884,7 +885,7 @@ static void run_batch_tick(dispatcher *d, int64_t tick)
         if (allowed < 0)
             continue;
         int demand = 0;
-        if (c->pace.hold_until_us <= now) {
+        if (customer_thr(c)->pace.hold_until_us <= now) {
             carrier_state *held[16];
             size_t n_held = 0;
             demand = pairs_demand(d, c,
@@ -971,16 +972,18 @@ static void take_item(dispatcher *d, claim_round *r, customer *c, const claim_ro
         r->got[slot]++;
     /* A stop began, or a Retry-After came while the claim was out: given straight back (a
      * spaced customer's item whose slot is within the lookahead of the hold's end waits). */
-    bool held = c && c->pace.hold_until_us > now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0);
+    bool held = c && customer_thr(c)->pace.hold_until_us >
+                         now + (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0);
     if (d->stop != STOP_NONE || held) {
         final_push(
             &d->pending,
             (final_entry){.item_id = row->item_id, .token = r->token, .outcome = OUTCOME_RELEASE});
         if (held)
-            pair_note(c, row->carrier, c->pace.hold_until_us);
+            pair_note(c, row->carrier, customer_thr(c)->pace.hold_until_us);
         return;
     }
-    int64_t send_at = c && c->pace.hold_until_us > now ? c->pace.hold_until_us : now;
+    int64_t send_at =
+        c && customer_thr(c)->pace.hold_until_us > now ? customer_thr(c)->pace.hold_until_us : now;
     if (c && c->mode == MODE_SPACED && slot >= 0) {
         int64_t at = r->base[slot] + (int64_t)(r->got[slot] - 1) * c->period_us -
                      gcra_tolerance_us(c->period_us, c->burst);
@@ -1049,8 +1052,12 @@ static void take_rows(dispatcher *d, claim_round *r, claim_result *cr, int64_t n
         /* The lease, likewise from the send: it ran from the statement's start. */
         row.lease_end_us = sent_us + (int64_t)d->cfg.lease_seconds * 1000000;
         customer *c = customer_get(d, row.customer_id);
-        if (c)
-            c->rec_period_us = row.rec_period_us; /* every row of a customer names its pace */
+        /* Every row of a customer names its pace (kept out of line: most never have one). */
+        if (c && (row.rec_period_us != 0 || c->thr)) {
+            throttle_state *t = customer_thr_mut(c);
+            if (t)
+                t->rec_period_us = row.rec_period_us;
+        }
         if (!row.is_item) {
             if (c) {
                 note_drained(c, &row);

@@ -333,12 +333,12 @@ static void on_delivery_done(const http_result *r, void *arg)
 
     /* The receiver refused the OAuth2 token: drop it (unless a newer one replaced it already)
      * and send again with a fresh one, once. The second answer is the attempt's. */
-    if (!r->error_class && r->status == 401 && c && c->oauth && !dl->oauth_retried && d->http &&
-        d->stop < STOP_ABORTING) {
+    if (!r->error_class && r->status == 401 && c && customer_conn_of(c)->oauth &&
+        !dl->oauth_retried && d->http && d->stop < STOP_ABORTING) {
         dl->oauth_retried = true;
         /* (A token of credentials replaced meanwhile is gone already: the new set's is fresh.) */
-        if (dl->oauth_set == c->oauth)
-            oauth_invalidate(c->oauth, dl->oauth_gen);
+        if (dl->oauth_set == customer_conn_of(c)->oauth)
+            oauth_invalidate(customer_conn_of(c)->oauth, dl->oauth_gen);
         LOG_DEBUG("oauth_token_refused", LOG_I("item", dl->item_id), LOG_S("customer", c->name),
                   LOG_S("action", "sent again with a fresh token"));
         if (still_sendable(d, dl, c))
@@ -423,8 +423,9 @@ static int64_t recovery_earliest(const customer *c, const delivery *dl)
     if (dl->rec_period_us <= 0)
         return 0;
     int64_t min = dl->rec_at;
-    if (c && c->rec_last_sent_us > 0 && c->rec_last_sent_us + dl->rec_period_us > min)
-        min = c->rec_last_sent_us + dl->rec_period_us;
+    int64_t rec_last = c ? customer_thr(c)->rec_last_sent_us : 0;
+    if (rec_last > 0 && rec_last + dl->rec_period_us > min)
+        min = rec_last + dl->rec_period_us;
     return min;
 }
 
@@ -497,18 +498,19 @@ static void delivery_expire(dispatcher *d, delivery *dl, customer *c)
 static bool client_cert_ok(customer *c, int64_t now_s)
 {
     char why[192];
-    if (!c->client_cert_error &&
-        (!c->client_cert || client_cert_usable(c->client_cert, now_s, why, sizeof why)))
+    const customer_conn *cc = customer_conn_of(c);
+    if (!cc->client_cert_error &&
+        (!cc->client_cert || client_cert_usable(cc->client_cert, now_s, why, sizeof why)))
         return true;
     /* Not valid yet (a clock a little behind the issuer's): the delivery goes back and the
      * customer is not held, since the certificate becomes valid by itself. */
-    bool early = !c->client_cert_error && c->client_cert &&
-                 now_s < client_cert_get_info(c->client_cert)->not_before_s;
+    bool early = !cc->client_cert_error && cc->client_cert &&
+                 now_s < client_cert_get_info(cc->client_cert)->not_before_s;
     if (!early) {
         c->client_cert_held = true;
         c->paused = true;
     }
-    if (!c->client_cert_warned && !c->client_cert_error) {
+    if (!c->client_cert_warned && !cc->client_cert_error) {
         c->client_cert_warned = true;
         LOG_ERROR("customer_client_cert_unusable", LOG_S("customer", c->name), LOG_S("error", why),
                   LOG_S("action", early ? "its deliveries wait until the certificate is valid"
@@ -585,8 +587,11 @@ void delivery_send(dispatcher *d, delivery *dl)
         if (c->burst == 1 && dl->started_us + c->period_us > c->tat)
             c->tat = dl->started_us + c->period_us;
     }
-    if (c && dl->rec_period_us > 0)
-        c->rec_last_sent_us = dl->started_us;
+    if (c && dl->rec_period_us > 0) {
+        throttle_state *t = customer_thr_mut(c);
+        if (t)
+            t->rec_last_sent_us = dl->started_us;
+    }
     if (c && c->gate)
         tenant_gate_sent(c->gate, dl->started_us);
     transmit(d, dl);
@@ -609,6 +614,8 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
         /* The event's id: every endpoint a fan-out reached gets the same webhook-id. */
         snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64,
                  dl->msg_id > 0 ? dl->msg_id : dl->item_id);
+        const char *secrets[CUSTOMER_SECRETS_MAX];
+        customer_keys(c, secrets);
         http_request req = {
             .url = c->url,
             .body = dl->body,
@@ -617,12 +624,12 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
             .traceparent = dl->traceparent,
             .tracestate = dl->tracestate,
             .timestamp_s = dl->started_us / 1000000,
-            .secrets = (const char *const *)c->secrets,
+            .secrets = secrets,
             .keys = (const secret_key *const *)c->keys,
             .n_secrets = c->n_secrets,
             .headers = headers,
-            .proxy = egress_proxy(d, c->proxy, c->url),
-            .client_cert = c->client_cert,
+            .proxy = egress_proxy(d, customer_conn_of(c)->proxy, c->url),
+            .client_cert = customer_conn_of(c)->client_cert,
             .connect_timeout_ms =
                 c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
             .total_timeout_ms =
@@ -679,7 +686,7 @@ static void on_token(oauth_waiter *w, http_headers *headers, uint64_t gen,
     delivery *dl = pgp_list_entry(w, delivery, oauth_wait);
     dispatcher *d = dl->d;
     customer *c = customer_get(d, dl->customer_id);
-    if (c && c->oauth != dl->oauth_set &&
+    if (c && customer_conn_of(c)->oauth != dl->oauth_set &&
         !(failure && strcmp(failure->error_class, "aborted") == 0)) {
         if (still_sendable(d, dl, c))
             transmit(d, dl);
@@ -699,21 +706,23 @@ static void on_token(oauth_waiter *w, http_headers *headers, uint64_t gen,
 static void transmit(dispatcher *d, delivery *dl)
 {
     customer *c = customer_get(d, dl->customer_id);
-    if (!c || !c->oauth || !d->http || d->stop >= STOP_ABORTING) {
-        request(d, dl, c, c ? c->headers : NULL);
+    if (!c || !customer_conn_of(c)->oauth || !d->http || d->stop >= STOP_ABORTING) {
+        request(d, dl, c, c ? customer_conn_of(c)->headers : NULL);
         return;
     }
     d->oauth =
         (oauth_env){.http = d->http, .m = d->obs.m, .requests_metric = d->obs.oauth_requests};
     http_headers *headers = NULL;
     http_result failure;
-    dl->oauth_set = c->oauth;
+    dl->oauth_set = customer_conn_of(c)->oauth;
     dl->oauth_wait.cb = on_token;
-    switch (oauth_acquire(
-        c->oauth, &d->oauth, egress_proxy(d, c->proxy, oauth_cred_token_url(c->oauth)),
-        c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
-        c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms,
-        &dl->oauth_wait, &headers, &dl->oauth_gen, &failure)) {
+    switch (
+        oauth_acquire(customer_conn_of(c)->oauth, &d->oauth,
+                      egress_proxy(d, customer_conn_of(c)->proxy,
+                                   oauth_cred_token_url(customer_conn_of(c)->oauth)),
+                      c->connect_timeout_ms > 0 ? c->connect_timeout_ms : d->cfg.connect_timeout_ms,
+                      c->request_timeout_ms > 0 ? c->request_timeout_ms : d->cfg.request_timeout_ms,
+                      &dl->oauth_wait, &headers, &dl->oauth_gen, &failure)) {
     case OAUTH_READY:
         request(d, dl, c, headers);
         break;
@@ -731,13 +740,13 @@ static void transmit(dispatcher *d, delivery *dl)
 static void slot_due(dispatcher *d, delivery *dl, int64_t now)
 {
     customer *c = customer_get(d, dl->customer_id);
-    if (c && c->pace.hold_until_us > now + LOOKAHEAD_US) {
+    if (c && customer_thr(c)->pace.hold_until_us > now + LOOKAHEAD_US) {
         delivery_give_back(d, dl);
         return;
     }
     int64_t at = earliest_send(c, dl, 0);
-    if (c && c->pace.hold_until_us > at)
-        at = c->pace.hold_until_us;
+    if (c && customer_thr(c)->pace.hold_until_us > at)
+        at = customer_thr(c)->pace.hold_until_us;
     if (at - now >= 1000) {
         dl->due_us = at;
         slot_remove(d, dl);

@@ -1,7 +1,7 @@
 /* health.c - the leader's side of customers' health lifecycle and operator events.
  *
- * Owns customer.failing_since/health_failures/failing_recorded/recovered_at, TIMER_HEALTH
- * and the operator-event pipeline (dispatcher.events_*):
+ * Owns customer.health (the failing streak: failing_since, health_failures, recorded,
+ * recovered_at), TIMER_HEALTH and the operator-event pipeline (dispatcher.events_*):
  * - every delivery's verdict updates the customer's failing streak (health_note): once
  *   breaker_failures attempts in a row failed, the streak is recorded (customer_health, the
  *   `failing` event); the next success ends it (`recovered`). Writes happen only at those two
@@ -348,11 +348,12 @@ static void on_health_noted(pgconn *conn, PGresult *res, void *arg)
     /* The page shows the streak once it is committed, so it never says failing before
      * `pgpace events` does. A streak not written is written at its next failure. An end not
      * written needs nothing: the health check finds the success in the attempt log. */
-    if (c && n->failing && c->failing_since == n->failing_since && c->failing_recorded) {
+    customer_health *h = c ? c->health : NULL;
+    if (h && n->failing && h->failing_since == n->failing_since && h->failing_recorded) {
         if (ok)
-            c->failing_committed = true;
+            h->failing_committed = true;
         else
-            c->failing_recorded = false;
+            h->failing_recorded = false;
     }
     free(n);
 }
@@ -364,12 +365,12 @@ static void write_note(dispatcher *d, customer *c, bool failing, const char *err
         return;
     *n = (note_ctx){.d = d,
                     .customer_id = c->id,
-                    .failing_since = failing ? c->failing_since : 0,
+                    .failing_since = failing ? customer_health_of(c)->failing_since : 0,
                     .failing = failing};
     char id[24], since[24], failures[16];
     snprintf(id, sizeof id, "%" PRId64, c->id);
-    snprintf(since, sizeof since, "%" PRId64, c->failing_since);
-    snprintf(failures, sizeof failures, "%d", c->health_failures);
+    snprintf(since, sizeof since, "%" PRId64, customer_health_of(c)->failing_since);
+    snprintf(failures, sizeof failures, "%d", customer_health_of(c)->health_failures);
     const char *params[] = {[SQL_RUN_HEALTH_NOTE_P_CUSTOMER_ID] = id,
                             [SQL_RUN_HEALTH_NOTE_P_FAILING] = failing ? "true" : "false",
                             [SQL_RUN_HEALTH_NOTE_P_FAILING_SINCE_US] = failing ? since : NULL,
@@ -381,23 +382,30 @@ static void write_note(dispatcher *d, customer *c, bool failing, const char *err
 
 void health_note(dispatcher *d, customer *c, bool failed, int64_t started_us, const char *error)
 {
+    customer_health *h = c->health;
     if (!failed) {
-        bool recorded = c->failing_recorded;
-        c->failing_since = 0;
-        c->health_failures = 0;
-        c->failing_recorded = false;
-        c->failing_committed = false;
+        if (!h)
+            return; /* never failed: no streak to end */
+        bool recorded = h->failing_recorded;
+        h->failing_since = 0;
+        h->health_failures = 0;
+        h->failing_recorded = false;
+        h->failing_committed = false;
         if (recorded) {
-            c->recovered_at = now_us(); /* for the status page */
+            h->recovered_at = now_us(); /* for the status page */
             write_note(d, c, false, NULL);
         }
         return;
     }
-    if (!c->failing_since)
-        c->failing_since = started_us > 0 ? started_us : now_us();
-    c->health_failures++;
-    if (!c->failing_recorded && c->health_failures >= d->cfg.breaker_failures) {
-        c->failing_recorded = true;
+    if (!h && !(h = c->health = calloc(1, sizeof *c->health))) {
+        LOG_ERROR("out_of_memory", LOG_S("where", "failing streak"), LOG_S("customer", c->name));
+        return; /* not counted: its breaker still is */
+    }
+    if (!h->failing_since)
+        h->failing_since = started_us > 0 ? started_us : now_us();
+    h->health_failures++;
+    if (!h->failing_recorded && h->health_failures >= d->cfg.breaker_failures) {
+        h->failing_recorded = true;
         write_note(d, c, true, error);
     }
 }
@@ -407,8 +415,10 @@ void health_reset(dispatcher *d, customer *c)
     c->breaker = (breaker){.state = BREAKER_CLOSED};
     const char *labels[] = {c->name};
     metrics_gauge_set(d->obs.m, d->obs.breaker_state, labels, (double)BREAKER_CLOSED);
-    c->failing_since = 0;
-    c->health_failures = 0;
-    c->failing_recorded = false;
-    c->failing_committed = false;
+    if (c->health) {
+        c->health->failing_since = 0;
+        c->health->health_failures = 0;
+        c->health->failing_recorded = false;
+        c->health->failing_committed = false;
+    }
 }

@@ -151,8 +151,8 @@ typedef struct breaker {
     breaker_state state;
     int failures;
     int trips;
-    int64_t open_until; /* epoch us; 0 when closed */
     bool probe_in_flight;
+    int64_t open_until; /* epoch us; 0 when closed */
 } breaker;
 
 /* Customers held back by a full host or carrier, woken when one of its deliveries ends: a ring
@@ -233,7 +233,6 @@ typedef struct pace {
     int64_t lowered_us;    /* last decrease: throttles of requests sent before it do not count */
     int64_t hold_until_us; /* nothing is sent before (Retry-After, or an unlimited backoff) */
     int streak;            /* throttles counted (sent after a decrease) since the last success */
-    bool dirty;            /* changed since last written to the frontier */
     int64_t logged_us;     /* last time a change was logged */
 } pace;
 
@@ -283,109 +282,16 @@ typedef struct tenant_gate {
     int unsent;        /* its endpoints' deliveries claimed, not yet sent */
 } tenant_gate;
 
-typedef struct customer {
-    int64_t id;
-    char *name;
-    customer_mode mode;
-    double rate;
-    int burst;
-    int64_t period_us;
-    char *url;
-    char *secrets_buf; /* the space-separated list, split in place into secrets[] */
-    char *secrets[4];
-    secret_key *keys[4]; /* secrets[] parsed once per (re)load; NULL where one did not parse */
-    size_t n_secrets;
-    bool secrets_invalid; /* one did not parse: the customer is held (logged, no value) */
-    /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
-     * own references (http_sender.h), so a reload just releases this one. NULL = none. */
-    http_headers *headers;
-    bool headers_invalid; /* they did not parse: the customer is held (logged, no values) */
-    oauth_cred *oauth;    /* OAuth2 client credentials and their token (oauth.h), or NULL */
-    char *proxy;          /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
-    bool proxy_invalid;   /* the URL did not pass proxy_url_check: the customer is held */
-    /* Mutual TLS: the certificate and key, built once per (re)load and referenced by requests
-     * in flight like the headers; NULL = none. When the stored ones do not parse or match,
-     * client_cert is NULL and client_cert_error says why: the customer is then held (as it is
-     * once the certificate has expired), rather than send without the certificate the
-     * receiver requires. */
-    client_cert *client_cert;
-    char *client_cert_error;
-    bool client_cert_warned; /* expiry (or not yet valid) logged since the last load */
-    bool client_cert_held;   /* not usable (client_cert_error, or past its dates): held */
-    int max_in_flight;       /* 0 = unlimited */
-    bool paused;             /* held: paused (operator, 410 Gone) or disabled (health) */
-    bool paused_stored;      /* customer.paused as last loaded or written by pause_customer */
-    bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
-    int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
-    host_state *host;                           /* owned by dispatcher.hosts */
-    size_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
-    breaker breaker;
-    /* Health (health.c): the failing streak, every failed attempt since the last success. */
-    int64_t failing_since;  /* epoch us of its first failure; 0 = not failing */
-    int health_failures;    /* failed attempts in it (since this leader knew it) */
-    bool failing_recorded;  /* the `failing` event is written (or being written) */
-    bool failing_committed; /* ... and its transaction committed: what the page shows */
-    int64_t recovered_at;   /* epoch us: the latest recorded streak ended here; 0 = none seen */
-    int64_t disabled_at;    /* epoch us of customer.disabled_at; 0 = not disabled */
-    int in_flight;
-    int claiming;  /* items asked of the claims in flight */
-    int rounds_in; /* claims in flight it is in (more than one only for an unlimited customer) */
-    int64_t tat;   /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
-    double credit;
-    int64_t last_tick;
-    bool have_tick;
-    /* Batch: items of tick owed_tick's allowance not claimed at the tick because the
-     * dispatcher, the host or the customer had no room; claimed in scheduled rounds as room
-     * frees, until the next tick (never carried past it: at most one allowance per tick). */
-    int owed;
-    int64_t owed_tick;
-    bool waiting; /* on a full host's or carrier's wait list: out of the heap */
-    bool woken;   /* woken from a wait list and not claimed since: waits again at its front */
-    /* Since when it has been due without a scheduled round taking it (epoch us; 0 = not due, or
-     * taken): its wait, in rounds and seconds, is observed when a round takes it (claim.c). */
-    int64_t ready_us;
-    int round_slot;       /* index in the latest claim round it is in while in flight, or -1
-(only an unlimited customer is ever in two rounds at once) */
-    int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
-    /* Its recovery pace (`pgpace recover --rate`, pgpace.recovery_pace) as the latest claim
-     * rows of it said (0: none), and when its latest recovered item went out under it. */
-    int64_t rec_period_us;
-    int64_t rec_last_sent_us;
+/* A customer (one receiver: a customer's own, or one of its endpoints). Fields are grouped by
+ * size, not by topic, so that the struct has no holes: the leader keeps one per customer (at
+ * 1,000,000 idle customers every 8 bytes here is 8 MB), and what only some customers use lives
+ * out of line (lim, activity, stat_blocked_key). */
+/* What throttling and announcing receivers and its host's limit made of a customer's pace, and its
+ * own throttle settings: out of line (customer.thr), made when first set, since most customers
+ * are never throttled (128 bytes each at 1,000,000 customers). Read through customer_thr. */
+typedef struct throttle_state {
     pace pace;
     double throttle_decrease, throttle_increase, throttle_floor; /* 0 = configured default */
-    /* Its latest requests, for the status page (status.c): made at its first request, so an
-     * idle customer costs nothing; NULL until then. */
-    activity *activity;
-    /* When this instance loaded it (timebase_mono_us): what it saw of it, on the page and in
-     * its failing streak's count, begins no earlier. */
-    int64_t known_mono_us;
-    /* Its queue as the leader's last queue-gauge refresh counted it (housekeeping.c), for the
-     * status page; stat_at_us: when (epoch us), 0 = not counted yet. */
-    int64_t stat_due, stat_delayed, stat_dead, stat_in_flight;
-    int64_t stat_oldest_due_us; /* epoch us of its oldest due item then; 0 = none due */
-    /* Ordered delivery, as the same refresh counted it: items parked behind their keys' heads,
-     * keys waiting behind a failing head, when the first item waiting longest behind one was
-     * enqueued (epoch us, 0 = none) and its key (owned, NULL = none). */
-    int64_t stat_waiting, stat_blocked_keys, stat_blocked_since_us;
-    char *stat_blocked_key;
-    int64_t stat_at_us;
-    /* Whether its gauges have their own series in /metrics: 0 not known yet, 1 yes, -1 no (summed
-     * into _other by the queue-gauge pass). Final once known (metrics.h). */
-    signed char metrics_kept;
-
-    pair *pairs;
-    size_t n_pairs, cap_pairs;
-
-    /* Endpoints (migration 0018): the customer (tenant) this row belongs to, its own id for a
-     * customer's own receiver; the limit it shares with the tenant's other endpoints, or NULL
-     * (tenant.c); when a round last took it while that limit was the tighter one. */
-    int64_t tenant_id;
-    tenant_gate *gate;
-    int64_t gate_served_us;
-    /* Its own limit windows (limits.c) and its deliveries claimed but not yet sent (they count
-     * against every window they will be sent under). */
-    slide_limit lim;
-    int unsent;
     /* Its share of its host's limit (per minute; 0: none), and what the receiver announced in
      * its answers' RateLimit headers (0: nothing, or expired at announced_until_us). */
     double host_share;
@@ -394,8 +300,136 @@ typedef struct customer {
     int64_t announce_logged_us;   /* an ignored announcement was last logged */
     double announce_reset_max_s;  /* windowless announcements: their longest reset lately, */
     int64_t announce_reset_at_us; /* announced then (throttle.c) */
+    /* Its recovery pace (`pgpace recover --rate`, pgpace.recovery_pace) as the latest claim
+     * rows of it said (0: none), and when its latest recovered item went out under it. */
+    int64_t rec_period_us;
+    int64_t rec_last_sent_us;
+} throttle_state;
+
+/* How a customer's requests are made, where it has anything of its own: out of line
+ * (customer.conn), since most customers have none of it (40 bytes each at 1,000,000). */
+typedef struct customer_conn {
+    /* Extra headers and Authorization, built once per (re)load; requests in flight hold their
+     * own references (http_sender.h), so a reload just releases this one. NULL = none. */
+    http_headers *headers;
+    oauth_cred *oauth; /* OAuth2 client credentials and their token (oauth.h), or NULL */
+    char *proxy;       /* its egress proxy: NULL = [delivery] proxy, "direct", or a URL */
+    /* Mutual TLS: the certificate and key, built once per (re)load and referenced by requests
+     * in flight like the headers; NULL = none. When the stored ones do not parse or match,
+     * client_cert is NULL and client_cert_error says why: the customer is then held (as it is
+     * once the certificate has expired), rather than send without the certificate the
+     * receiver requires. */
+    client_cert *client_cert;
+    char *client_cert_error;
+} customer_conn;
+
+/* Health (health.c): the failing streak, every failed attempt since the last success. Out of
+ * line (customer.health), made at a customer's first failure (or loaded disabled): most never
+ * fail. */
+typedef struct customer_health {
+    int64_t failing_since;  /* epoch us of its first failure; 0 = not failing */
+    int64_t recovered_at;   /* epoch us: the latest recorded streak ended here; 0 = none seen */
+    int64_t disabled_at;    /* epoch us of customer.disabled_at; 0 = not disabled */
+    int health_failures;    /* failed attempts in it (since this leader knew it) */
+    bool failing_recorded;  /* the `failing` event is written (or being written) */
+    bool failing_committed; /* ... and its transaction committed: what the page shows */
+} customer_health;
+
+typedef struct customer {
+    int64_t id;
+    char *name; /* one allocation with url and secrets_buf (state.c) */
+    char *url;
+    char *secrets_buf; /* its secrets, NUL-separated, n_secrets of them (customer_secrets) */
+    /* Its secrets parsed, n_secrets of them: made at its first request after a (re)load (NULL
+     * until then, and an entry NULL where one is not parsed yet). */
+    secret_key **keys;
+    double rate;
+    int64_t period_us;
+    customer_conn *conn; /* NULL: none of them set (customer_conn_of reads that as all NULL) */
+    host_state *host;    /* owned by dispatcher.hosts */
+    breaker breaker;
+    customer_health *health; /* NULL: never failed (customer_health_of reads that as all zero) */
+    int64_t tat; /* GCRA theoretical arrival time, epoch us; GCRA_TAT_NONE when unknown */
+    double credit;
+    int64_t last_tick;
+    /* Batch: items of tick owed_tick's allowance not claimed at the tick because the
+     * dispatcher, the host or the customer had no room; claimed in scheduled rounds as room
+     * frees, until the next tick (never carried past it: at most one allowance per tick). */
+    int64_t owed_tick;
+    /* Since when it has been due without a scheduled round taking it (epoch us; 0 = not due, or
+     * taken): its wait, in rounds and seconds, is observed when a round takes it (claim.c). */
+    int64_t ready_us;
+    int64_t last_sent_us; /* spaced: when the latest webhook actually went out */
+    throttle_state *thr;  /* NULL: none of it set (customer_thr reads that as all zero) */
+    /* Its latest requests, for the status page (status.c): made at its first request, so an
+     * idle customer costs nothing; NULL until then. */
+    activity *activity;
+    /* When this instance loaded it (timebase_mono_us): what it saw of it, on the page and in
+     * its failing streak's count, begins no earlier. */
+    int64_t known_mono_us;
+    /* Its queue as the leader's last queue-gauge refresh counted it (housekeeping.c), for the
+     * status page; stat_at_us: when (epoch us), 0 = not counted yet. Its due, delayed, in-flight
+     * and waiting counts are below, as int32_t: the refresh counts each up to QUEUE_COUNT_CAP. */
+    int64_t stat_dead;
+    int64_t stat_oldest_due_us; /* epoch us of its oldest due item then; 0 = none due */
+    /* Ordered delivery, as the same refresh counted it: keys waiting behind a failing head,
+     * when the first item waiting longest behind one was enqueued (epoch us, 0 = none) and its
+     * key (owned, NULL = none). */
+    int64_t stat_blocked_keys, stat_blocked_since_us;
+    char *stat_blocked_key;
+    int64_t stat_at_us;
+    pair *pairs; /* &pair0 while it has room for one only (state.c) */
+    pair pair0;
+    /* Endpoints (migration 0018): the customer (tenant) this row belongs to, its own id for a
+     * customer's own receiver; the limit it shares with the tenant's other endpoints, or NULL
+     * (tenant.c); when a round last took it while that limit was the tighter one. */
+    int64_t tenant_id;
+    tenant_gate *gate;
+    int64_t gate_served_us;
+    /* Its own limit windows (limits.c; NULL: none, customer_limit reads that as no window). */
+    slide_limit *lim;
+
+    /* 4 bytes each */
+    int burst;
+    int max_in_flight;                          /* 0 = unlimited */
+    int connect_timeout_ms, request_timeout_ms; /* 0 = configured default */
+    uint32_t host_pos; /* its index in its host's spaced_ids or workq_ids (state.c) */
+    int in_flight;
+    int claiming;   /* items asked of the claims in flight */
+    int owed;       /* batch: see owed_tick */
+    int round_slot; /* index in the latest claim round it is in while in flight, or -1
+                       (only an unlimited customer is ever in two rounds at once) */
+    uint32_t n_pairs, cap_pairs;
+    int unsent; /* its deliveries claimed but not yet sent: they count against every window
+                   they will be sent under (limits.c) */
+    /* Of the queue-gauge refresh's counts (stat_dead above): due, delayed (not due yet), in
+     * flight, and items parked behind their keys' heads (ordered delivery). */
+    int32_t stat_due, stat_delayed, stat_in_flight, stat_waiting;
+
+    /* 1 byte each */
+    uint8_t mode; /* a customer_mode */
+    /* Claims in flight it is in (more than one only for an unlimited customer: at most
+     * CLAIM_PIPELINE). */
+    int8_t rounds_in;
+    uint8_t n_secrets;
+    /* Set at a (re)load, rarely true: one byte for the five. */
+    bool secrets_invalid : 1;    /* one did not parse: the customer is held (logged, no value) */
+    bool headers_invalid : 1;    /* they did not parse: the customer is held (logged, no values) */
+    bool proxy_invalid : 1;      /* the URL did not pass proxy_url_check: the customer is held */
+    bool client_cert_warned : 1; /* expiry (or not yet valid) logged since the last load */
+    bool client_cert_held : 1;   /* not usable (client_cert_error, or past its dates): held */
+    bool paused;                 /* held: paused (operator, 410 Gone) or disabled (health) */
+    bool paused_stored;          /* customer.paused as last loaded or written by pause_customer */
+    bool disabled; /* disabled by health (customer.disabled_at), until `customer enable` */
+    bool have_tick;
+    bool waiting; /* on a full host's or carrier's wait list: out of the heap */
+    bool woken;   /* woken from a wait list and not claimed since: waits again at its front */
+    /* Whether its gauges have their own series in /metrics: 0 not known yet, 1 yes, -1 no (summed
+     * into _other by the queue-gauge pass). Final once known (metrics.h). */
+    signed char metrics_kept;
     bool ratelimit_headers;
-    bool grouped; /* one of several endpoints of its customer: shares divide among customers */
+    bool pace_dirty; /* its pace changed since last written to the frontier (throttle.c) */
+    bool grouped;    /* one of several endpoints of its customer: shares divide among customers */
 } customer;
 
 /* ---- outcome.c ----------------------------------------------------------------------------- */
@@ -1025,6 +1059,20 @@ void dispatcher_part_closed(dispatcher *d);
 
 /* state.c */
 customer *customer_get(dispatcher *d, int64_t id);
+/* Its throttle state (all zero when it has none), and the same to change, made on first use
+ * (NULL: no memory, logged). */
+const throttle_state *customer_thr(const customer *c);
+/* Its connection settings (all NULL when it has none of its own). */
+const customer_conn *customer_conn_of(const customer *c);
+/* Its failing streak (all zero when it never failed). */
+const customer_health *customer_health_of(const customer *c);
+throttle_state *customer_thr_mut(customer *c);
+/* The most signing secrets a customer has (more are ignored). */
+#define CUSTOMER_SECRETS_MAX 4
+/* Its secrets' text into out[] (at most CUSTOMER_SECRETS_MAX); returns how many. */
+size_t customer_secrets(const customer *c, const char *out[CUSTOMER_SECRETS_MAX]);
+/* The same, with keys[] parsed where not yet (at its first request; see customer_apply). */
+void customer_keys(customer *c, const char *text[CUSTOMER_SECRETS_MAX]);
 /* Stored settings a reload could not use (headers, proxy, a signing secret, a client
  * certificate, also one expired since): the customer is held until they are set again, and
  * nothing of it is sent without them. */
@@ -1179,6 +1227,8 @@ double claim_weight(const customer *c);
 int batch_tick_allowance(const customer *c, int64_t tick, double *credit);
 
 /* limits.c: limit windows (slide.h) of endpoints, their customers and receiver hosts */
+/* The customer's own windows: an empty limit when it has none. */
+const slide_limit *customer_limit(const customer *c);
 /* A reload's windows for the customer (its own) and its tenant gate (its customer's); a changed
  * limit keeps what was sent. */
 void limits_customer_apply(customer *c, const customer_row *row);

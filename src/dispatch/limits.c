@@ -63,13 +63,41 @@ static void limit_set(slide_limit *l, const char *machine, const char *who, cons
     *l = next;
 }
 
+const slide_limit *customer_limit(const customer *c)
+{
+    static const slide_limit none;
+    return c->lim ? c->lim : &none;
+}
+
+/* A customer's own windows live out of line, made when it has some (a slide_limit is 584 bytes;
+ * at 1,000,000 customers without windows, half a gigabyte) and freed when it has none again. */
+static void customer_limit_set(customer *c, const char *machine)
+{
+    if (!c->lim) {
+        if (!machine || !*machine)
+            return;
+        c->lim = calloc(1, sizeof *c->lim);
+        if (!c->lim) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "limit windows"), LOG_S("customer", c->name),
+                      LOG_S("action", "kept the windows it had"));
+            return;
+        }
+    }
+    limit_set(c->lim, machine, "customer", c->name);
+    if (c->lim->n == 0) {
+        slide_limit_free(c->lim);
+        free(c->lim);
+        c->lim = NULL;
+    }
+}
+
 void limits_customer_apply(customer *c, const customer_row *row)
 {
-    limit_set(&c->lim, row->limit_windows, "customer", c->name);
+    customer_limit_set(c, row->limit_windows);
     /* Paced at its shortest window's rate when that is lower than its own (run_customers.sql
      * returns the lower of the two already; this adds the guard, so that sends spaced evenly
      * never wait for the window). */
-    double windows_rate = slide_limit_rate(&c->lim);
+    double windows_rate = slide_limit_rate(customer_limit(c));
     if (windows_rate > 0 && windows_rate < c->rate) {
         c->rate = windows_rate;
         customer_pace_period(c);
@@ -77,10 +105,10 @@ void limits_customer_apply(customer *c, const customer_row *row)
     if (c->gate)
         limit_set(&c->gate->lim, row->tenant_limit_windows, "customer", c->name);
     c->ratelimit_headers = row->ratelimit_headers;
-    if (!c->ratelimit_headers) {
-        c->announced_rate = 0;
-        c->announce_reset_max_s = 0;
-        c->announced_until_us = 0;
+    if (!c->ratelimit_headers && c->thr) {
+        c->thr->announced_rate = 0;
+        c->thr->announce_reset_max_s = 0;
+        c->thr->announced_until_us = 0;
     }
 }
 
@@ -104,8 +132,8 @@ typedef struct covering {
 static int covering_limits(const customer *c, const host_state *h, covering out[3])
 {
     int n = 0;
-    if (c && c->lim.n > 0)
-        out[n++] = (covering){&c->lim, (int64_t)c->unsent + c->claiming};
+    if (c && c->lim && c->lim->n > 0)
+        out[n++] = (covering){c->lim, (int64_t)c->unsent + c->claiming};
     if (c && c->gate && c->gate->lim.n > 0)
         out[n++] = (covering){&c->gate->lim, gate_pending(c->gate)};
     const host_limit *hl = h ? h->limit : NULL;
@@ -177,7 +205,8 @@ static void record(slide_limit *l, int64_t at, const char *what)
 void limits_sent(customer *c, host_state *h, int64_t at)
 {
     if (c) {
-        record(&c->lim, at, "limit windows");
+        if (c->lim)
+            record(c->lim, at, "limit windows");
         if (c->gate)
             record(&c->gate->lim, at, "limit windows");
     }
@@ -416,10 +445,14 @@ static bool scratch_push(divide_scratch *s, customer *c, double demand, double w
 
 static void set_share(dispatcher *d, customer *c, double share)
 {
-    if (c->host_share == share)
+    double was = customer_thr(c)->host_share;
+    if (was == share)
         return;
-    bool rose = c->host_share > 0 && (share == 0 || share > c->host_share);
-    c->host_share = share;
+    throttle_state *t = customer_thr_mut(c);
+    if (!t)
+        return; /* its share is not applied: paced as before (logged) */
+    bool rose = was > 0 && (share == 0 || share > was);
+    t->host_share = share;
     throttle_apply(d, c);
     if (rose)
         customer_schedule(d, c);
@@ -438,15 +471,16 @@ static void collect(dispatcher *d, host_state *h, host_limit *hl, int64_t now, d
             /* Held by its own windows (a day's quota used up) for more than a second: it cannot
              * use a share meanwhile, so the others get it. */
             int64_t own_windows =
-                c->lim.n > 0 ? slide_limit_free_at(&c->lim, now, c->unsent, 1) : now;
+                c->lim && c->lim->n > 0 ? slide_limit_free_at(c->lim, now, c->unsent, 1) : now;
             if (!customer_active(c, now) || own_windows > now + 1000000) {
                 set_share(d, c, 0);
                 continue;
             }
             /* What it would send without the host's limit; a work queue: as much as it gets. */
-            double own = c->mode == MODE_UNLIMITED ? INFINITY : pace_rate(&c->pace, c->rate);
-            if (c->announced_rate > 0 && c->announced_rate < own)
-                own = c->announced_rate;
+            const throttle_state *t = customer_thr(c);
+            double own = c->mode == MODE_UNLIMITED ? INFINITY : pace_rate(&t->pace, c->rate);
+            if (t->announced_rate > 0 && t->announced_rate < own)
+                own = t->announced_rate;
             if (!scratch_push(s, c, own, claim_weight(c)))
                 LOG_ERROR("out_of_memory", LOG_S("where", "host limit division"),
                           LOG_S("host", hl->key));
@@ -705,10 +739,12 @@ void limits_history_load(dispatcher *d)
     /* A new leadership: nothing of this instance is claimed or waiting to be sent. */
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
         c->unsent = 0;
-        c->announced_rate = 0;
-        c->announce_reset_max_s = 0;
-        c->announced_until_us = 0;
-        c->host_share = 0;
+        if (c->thr) {
+            c->thr->announced_rate = 0;
+            c->thr->announce_reset_max_s = 0;
+            c->thr->announced_until_us = 0;
+            c->thr->host_share = 0;
+        }
         if (c->gate)
             c->gate->unsent = 0;
     }
@@ -721,8 +757,8 @@ void limits_history_load(dispatcher *d)
     pos = 0;
     /* Endpoints' own windows. */
     while ((c = hmap_next(&d->customers, &pos)) != NULL)
-        for (int i = 0; i < c->lim.n && p.ok; i++) {
-            add_window(&p, &c->lim.w[i], kept_us);
+        for (int i = 0; c->lim && i < c->lim->n && p.ok; i++) {
+            add_window(&p, &c->lim->w[i], kept_us);
             add_member(&p, p.n - 1, c->id);
         }
     /* Customers' windows (all of their endpoints' sends count) and hosts' (all of their

@@ -17,6 +17,81 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A pair's carrier: items without one (the common case) share this "" rather than a copy each
+ * (a 32-byte allocation per customer at 1,000,000 idle customers). */
+static char no_carrier[] = "";
+
+static char *pair_carrier_dup(const char *carrier)
+{
+    return *carrier ? strdup(carrier) : no_carrier;
+}
+
+static void pair_carrier_free(char *carrier)
+{
+    if (carrier != no_carrier)
+        free(carrier);
+}
+
+const customer_health *customer_health_of(const customer *c)
+{
+    static const customer_health none;
+    return c->health ? c->health : &none;
+}
+
+const customer_conn *customer_conn_of(const customer *c)
+{
+    static const customer_conn none;
+    return c->conn ? c->conn : &none;
+}
+
+static void conn_free(customer_conn *cc)
+{
+    if (!cc)
+        return;
+    http_headers_release(cc->headers);
+    oauth_cred_release(cc->oauth);
+    free(cc->proxy);
+    client_cert_release(cc->client_cert);
+    free(cc->client_cert_error);
+    free(cc);
+}
+
+const throttle_state *customer_thr(const customer *c)
+{
+    static const throttle_state none;
+    return c->thr ? c->thr : &none;
+}
+
+throttle_state *customer_thr_mut(customer *c)
+{
+    if (!c->thr && !(c->thr = calloc(1, sizeof *c->thr)))
+        LOG_ERROR("out_of_memory", LOG_S("where", "throttle state"), LOG_S("customer", c->name));
+    return c->thr;
+}
+
+size_t customer_secrets(const customer *c, const char *out[CUSTOMER_SECRETS_MAX])
+{
+    const char *p = c->secrets_buf;
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        out[i] = p;
+        p += strlen(p) + 1;
+    }
+    return c->n_secrets;
+}
+
+void customer_keys(customer *c, const char *text[CUSTOMER_SECRETS_MAX])
+{
+    customer_secrets(c, text);
+    if (!c->keys && c->n_secrets > 0 && !(c->keys = calloc(c->n_secrets, sizeof *c->keys)))
+        return; /* no memory: the request signs from the text (http_sender.h) */
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        pgp_error err;
+        /* Not parsed (no memory): the request signs from the text (http_sender.h). */
+        if (!c->keys[i] && secret_key_parse(text[i], &c->keys[i], &err) != 0)
+            c->keys[i] = NULL;
+    }
+}
+
 customer *customer_get(dispatcher *d, int64_t id)
 {
     return hmap_get(&d->customers, &id, sizeof id);
@@ -27,20 +102,21 @@ void customer_free(customer *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->n_pairs; i++)
-        free(c->pairs[i].carrier);
-    free(c->pairs);
+        pair_carrier_free(c->pairs[i].carrier);
+    if (c->pairs != &c->pair0)
+        free(c->pairs);
     free(c->activity);
-    slide_limit_free(&c->lim);
-    free(c->name);
-    free(c->url);
-    free(c->secrets_buf);
-    for (size_t i = 0; i < c->n_secrets; i++)
+    free(c->thr);
+    free(c->health);
+    if (c->lim) {
+        slide_limit_free(c->lim);
+        free(c->lim);
+    }
+    free(c->name); /* name, url and secrets: one allocation */
+    for (size_t i = 0; c->keys && i < c->n_secrets; i++)
         secret_key_free(c->keys[i]);
-    http_headers_release(c->headers);
-    oauth_cred_release(c->oauth);
-    free(c->proxy);
-    client_cert_release(c->client_cert);
-    free(c->client_cert_error);
+    free(c->keys);
+    conn_free(c->conn);
     free(c->stat_blocked_key);
     free(c);
 }
@@ -134,9 +210,16 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->round_slot = -1;
         c->known_mono_us = timebase_mono_us();
     }
-    char *name = strdup(row->name);
-    char *url = strdup(row->url);
-    char *secrets = strdup(row->secrets);
+    /* Name, URL and secrets in one allocation (three cost 128 bytes a customer, one about 96). */
+    size_t name_len = strlen(row->name), url_len = strlen(row->url);
+    char *name = malloc(name_len + url_len + strlen(row->secrets) + 3);
+    char *url = name ? name + name_len + 1 : NULL;
+    char *secrets = name ? url + url_len + 1 : NULL;
+    if (name) {
+        memcpy(name, row->name, name_len + 1);
+        memcpy(url, row->url, url_len + 1);
+        strcpy(secrets, row->secrets);
+    }
     char *proxy = row->proxy ? strdup(row->proxy) : NULL;
     /* Rebuilt on every load (a customer changes rarely): the old set stays with the requests
      * that hold it. */
@@ -145,12 +228,13 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     /* OAuth2: the set (and its token) is kept while the credentials stay the same; any change
      * makes a new one, so the next delivery fetches a token with the new credentials. */
     oauth_cred *oauth = NULL;
+    oauth_cred *had_oauth = customer_conn_of(c)->oauth;
     bool keep_oauth = row->oauth_token_url &&
-                      oauth_cred_matches(c->oauth, row->oauth_token_url, row->oauth_client_id,
+                      oauth_cred_matches(had_oauth, row->oauth_token_url, row->oauth_client_id,
                                          row->oauth_client_secret, row->oauth_scope);
     int orc = 0;
     if (keep_oauth)
-        orc = oauth_cred_update(c->oauth, row->name, row->headers);
+        orc = oauth_cred_update(had_oauth, row->name, row->headers);
     else if (row->oauth_token_url)
         orc = oauth_cred_new(row->name, row->oauth_token_url, row->oauth_client_id,
                              row->oauth_client_secret, row->oauth_scope, row->headers, &oauth);
@@ -165,12 +249,14 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         if (crc == -EINVAL)
             cert_error = strdup(cerr.msg);
     }
-    if (!name || !url || !secrets || (row->proxy && !proxy) || hrc == -ENOMEM || crc == -ENOMEM ||
-        orc == -ENOMEM || (crc == -EINVAL && !cert_error) ||
+    /* Out of line only while it has any (keep_oauth: it has one). */
+    bool want_conn = headers || oauth || keep_oauth || proxy || cert || cert_error;
+    customer_conn *new_conn = want_conn && !c->conn ? calloc(1, sizeof *new_conn) : NULL;
+    if (!name || (row->proxy && !proxy) || hrc == -ENOMEM || crc == -ENOMEM || orc == -ENOMEM ||
+        (crc == -EINVAL && !cert_error) || (want_conn && !c->conn && !new_conn) ||
         (fresh && hmap_put(&d->customers, &c->id, sizeof c->id, c) != 0)) {
+        free(new_conn);
         free(name);
-        free(url);
-        free(secrets);
         free(proxy);
         http_headers_release(headers);
         oauth_cred_release(oauth);
@@ -180,30 +266,39 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
             free(c);
         return NULL;
     }
-    free(c->name);
-    free(c->url);
-    free(c->secrets_buf);
-    for (size_t i = 0; i < c->n_secrets; i++) {
+    free(c->name); /* and url, secrets_buf */
+    for (size_t i = 0; c->keys && i < c->n_secrets; i++)
         secret_key_free(c->keys[i]);
-        c->keys[i] = NULL;
-    }
+    free(c->keys);
+    c->keys = NULL;
     c->name = name;
     c->url = url;
     c->secrets_buf = secrets;
     c->n_secrets = 0;
-    http_headers_release(c->headers);
-    c->headers = headers;
-    if (!keep_oauth) {
-        oauth_cred_release(c->oauth);
-        c->oauth = oauth;
+    if (new_conn)
+        c->conn = new_conn;
+    customer_conn *cc = c->conn;
+    if (cc) {
+        http_headers_release(cc->headers);
+        cc->headers = headers;
+        if (!keep_oauth) {
+            oauth_cred_release(cc->oauth);
+            cc->oauth = oauth;
+        }
+        /* A certificate that does not parse or match (written past the CLI), or is not valid
+         * now (expired since it was set): the customer is held until one that is valid is set,
+         * rather than send without it or fail its backlog into the dead letters. */
+        client_cert_release(cc->client_cert);
+        cc->client_cert = cert;
+        free(cc->client_cert_error);
+        cc->client_cert_error = cert_error;
+        free(cc->proxy);
+        cc->proxy = proxy;
+        if (!want_conn) { /* all of it is NULL now */
+            free(cc);
+            c->conn = NULL;
+        }
     }
-    /* A certificate that does not parse or match (written past the CLI), or is not valid now
-     * (expired since it was set): the customer is held until one that is valid is set, rather
-     * than send without it or fail its backlog into the dead letters. */
-    client_cert_release(c->client_cert);
-    c->client_cert = cert;
-    free(c->client_cert_error);
-    c->client_cert_error = cert_error;
     c->client_cert_warned = false;
     char cert_why[192];
     /* Expired (or unusable): held. Not valid yet: not held, as it will be (its deliveries go
@@ -232,26 +327,33 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
                   LOG_S("action", "held until its headers are set again"));
     /* Checked like the config's (pgpace.customer_set_proxy and the table's constraint refuse
      * what would not pass): a customer whose proxy is unusable is held, not sent direct. */
-    free(c->proxy);
-    c->proxy = proxy;
     pgp_error perr;
     c->proxy_invalid =
         proxy && strcmp(proxy, "direct") != 0 && proxy_url_check("proxy", proxy, &perr) != 0;
     if (c->proxy_invalid)
         LOG_ERROR("customer_proxy_invalid", LOG_S("customer", row->name), LOG_S("error", perr.msg),
                   LOG_S("action", "held until its proxy is set again"));
-    char *save = NULL;
+    /* The secrets packed in place, each after the one before and its NUL (customer_secrets). */
+    char *save = NULL, *packed = c->secrets_buf;
     for (char *tok = strtok_r(c->secrets_buf, " ", &save);
-         tok && c->n_secrets < PGP_ARRAY_LEN(c->secrets); tok = strtok_r(NULL, " ", &save))
-        c->secrets[c->n_secrets++] = tok;
-    /* Parsed here, not per request: deriving an Ed25519 key costs as much as a signature. One
-     * that does not parse (pgpace.customer_set refuses such; the table's CHECK is looser, and
-     * an older dispatcher may not know a newer kind) holds the customer, like headers that do
-     * not parse: its items wait, rather than fail attempt after attempt to be dead-lettered. */
+         tok && c->n_secrets < CUSTOMER_SECRETS_MAX; tok = strtok_r(NULL, " ", &save)) {
+        size_t len = strlen(tok);
+        memmove(packed, tok, len + 1);
+        packed += len + 1;
+        c->n_secrets++;
+    }
+    /* Checked here, parsed at its first request (customer_keys), then kept: deriving an Ed25519
+     * key costs as much as a signature, and an idle customer needs no key (48 bytes each, and
+     * a derivation each at start-up). One that does not parse (pgpace.customer_set refuses
+     * such; the table's CHECK is looser, and an older dispatcher may not know a newer kind)
+     * holds the customer, like headers that do not parse: its items wait, rather than fail
+     * attempt after attempt to be dead-lettered. */
     c->secrets_invalid = false;
+    const char *secret_text[CUSTOMER_SECRETS_MAX];
+    customer_secrets(c, secret_text);
     for (size_t i = 0; i < c->n_secrets; i++) {
         pgp_error kerr;
-        if (secret_key_parse(c->secrets[i], &c->keys[i], &kerr) != 0) {
+        if (secret_check(secret_text[i], &kerr) != 0) {
             c->secrets_invalid = true;
             LOG_ERROR("customer_secret_invalid", LOG_S("customer", row->name),
                       LOG_I("secret", (int64_t)i + 1), LOG_S("error", kerr.msg),
@@ -263,9 +365,15 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     c->mode = parse_mode(row->mode);
     c->rate = row->rate;
     c->burst = row->burst;
-    c->throttle_decrease = row->throttle_decrease;
-    c->throttle_increase = row->throttle_increase;
-    c->throttle_floor = row->throttle_floor;
+    if (c->thr || row->throttle_decrease != 0 || row->throttle_increase != 0 ||
+        row->throttle_floor != 0) {
+        throttle_state *t = customer_thr_mut(c);
+        if (t) {
+            t->throttle_decrease = row->throttle_decrease;
+            t->throttle_increase = row->throttle_increase;
+            t->throttle_floor = row->throttle_floor;
+        }
+    }
     customer_pace_period(c);
     c->max_in_flight = row->max_in_flight;
     /* Enabling a disabled customer starts its breaker afresh (pgpace.customer_enable reset
@@ -273,7 +381,12 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     if (!fresh && c->disabled && !row->disabled)
         health_reset(d, c);
     c->disabled = row->disabled;
-    c->disabled_at = row->disabled ? row->disabled_at_us : 0;
+    if (row->disabled || c->health) {
+        if (!c->health && !(c->health = calloc(1, sizeof *c->health)))
+            LOG_ERROR("out_of_memory", LOG_S("where", "disabled at"), LOG_S("customer", c->name));
+        else
+            c->health->disabled_at = row->disabled ? row->disabled_at_us : 0;
+    }
     c->paused_stored = row->paused;
     c->paused = row->paused || row->disabled || customer_held_invalid(c);
     c->host = host_for_url(d, c->url);
@@ -298,9 +411,17 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
         c->breaker.failures = row->breaker_failures;
         c->breaker.trips = row->breaker_trips;
         c->breaker.open_until = row->breaker_open_until_us;
-        c->failing_since = row->failing_since_us;
-        c->failing_recorded = row->failing_since_us != 0;
-        c->failing_committed = c->failing_recorded;
+        if (row->failing_since_us != 0) {
+            if (!c->health)
+                c->health = calloc(1, sizeof *c->health);
+            if (c->health) {
+                c->health->failing_since = row->failing_since_us;
+                c->health->failing_recorded = true;
+                c->health->failing_committed = true;
+            } else /* the streak starts again at its next failure */
+                LOG_ERROR("out_of_memory", LOG_S("where", "failing streak"),
+                          LOG_S("customer", c->name));
+        }
     }
     return c;
 }
@@ -643,7 +764,7 @@ void pairs_clear_all(dispatcher *d)
                 c->pairs[kept] = c->pairs[i];
                 c->pairs[kept++].next_us = PAIR_IDLE;
             } else {
-                free(c->pairs[i].carrier);
+                pair_carrier_free(c->pairs[i].carrier);
             }
         }
         c->n_pairs = kept;
@@ -668,15 +789,22 @@ void pair_note(customer *c, const char *carrier, int64_t next_us)
         return;
     }
     if (c->n_pairs == c->cap_pairs) {
-        size_t cap = c->cap_pairs ? c->cap_pairs * 2 : 4;
-        pair *v = realloc(c->pairs, cap * sizeof *v);
+        /* Most customers have one carrier at a time: the first pair is kept in place (an array
+         * of one was a 48-byte allocation per customer), more go to an array. */
+        size_t cap = c->cap_pairs ? c->cap_pairs * 2 : 1;
+        bool in_place = c->pairs == &c->pair0;
+        pair *v = cap == 1   ? &c->pair0
+                  : in_place ? malloc(cap * sizeof *v)
+                             : realloc(c->pairs, cap * sizeof *v);
         if (!v)
             return; /* the backstop scan will find it again */
+        if (in_place && cap > 1)
+            v[0] = c->pair0;
         c->pairs = v;
         c->cap_pairs = cap;
     }
     pair *added = &c->pairs[c->n_pairs];
-    added->carrier = strdup(carrier);
+    added->carrier = pair_carrier_dup(carrier);
     if (!added->carrier)
         return;
     added->next_us = next_us;
@@ -696,7 +824,7 @@ void pair_drop(customer *c, const char *carrier)
         p->next_us = PAIR_IDLE;
         return;
     }
-    free(p->carrier);
+    pair_carrier_free(p->carrier);
     *p = c->pairs[--c->n_pairs];
 }
 
@@ -723,11 +851,12 @@ bool has_due_pair(const customer *c, int64_t now)
 
 double customer_effective_rate(const customer *c)
 {
-    double rate = pace_rate(&c->pace, c->rate);
-    if (c->host_share > 0 && c->host_share < rate)
-        rate = c->host_share;
-    if (c->announced_rate > 0 && c->announced_rate < rate)
-        rate = c->announced_rate;
+    const throttle_state *t = customer_thr(c);
+    double rate = pace_rate(&t->pace, c->rate);
+    if (t->host_share > 0 && t->host_share < rate)
+        rate = t->host_share;
+    if (t->announced_rate > 0 && t->announced_rate < rate)
+        rate = t->announced_rate;
     return rate;
 }
 
@@ -755,8 +884,8 @@ bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
         !c->paused && !c->waiting && c->n_pairs > 0 &&
         (c->mode != MODE_BATCH || batch_owed(c, tick) > 0) &&
         !(c->max_in_flight > 0 && c->in_flight + c->claiming >= c->max_in_flight) &&
-        !(c->mode == MODE_UNLIMITED && c->pace.cap > 0 &&
-          c->in_flight + c->claiming >= c->pace.cap) &&
+        !(c->mode == MODE_UNLIMITED && customer_thr(c)->pace.cap > 0 &&
+          c->in_flight + c->claiming >= customer_thr(c)->pace.cap) &&
         !(c->breaker.state == BREAKER_HALF_OPEN && (c->breaker.probe_in_flight || c->claiming > 0));
     if (!eligible)
         return false;
@@ -767,8 +896,9 @@ bool customer_due_at(const customer *c, int64_t tick, int64_t *due)
     if (at == PAIR_IDLE)
         return false; /* only pairs kept for their items in flight */
     /* Held by a Retry-After (a spaced customer is claimed its lookahead before the end). */
-    int64_t hold = c->pace.hold_until_us - (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0);
-    if (c->pace.hold_until_us > 0 && hold > at)
+    int64_t held_until = customer_thr(c)->pace.hold_until_us;
+    int64_t hold = held_until - (c->mode == MODE_SPACED ? LOOKAHEAD_US : 0);
+    if (held_until > 0 && hold > at)
         at = hold;
     /* A spaced customer is claimed its lookahead before its GCRA slot (and sent exactly at it
      * from a timer), but never before its items are due: a retry waiting for its time is not

@@ -89,11 +89,11 @@ void status_counts_note(dispatcher *d, const metrics_row *row, int64_t at_us)
     customer *c = customer_get(d, row->customer_id);
     if (!c)
         return;
-    c->stat_due = (int64_t)row->due;
-    c->stat_delayed = (int64_t)row->delayed;
+    c->stat_due = (int32_t)row->due; /* at most QUEUE_COUNT_CAP (housekeeping.c) */
+    c->stat_delayed = (int32_t)row->delayed;
     c->stat_dead = (int64_t)row->dead;
     c->stat_oldest_due_us = row->due > 0 ? at_us - (int64_t)(row->oldest_due_age_s * 1e6) : 0;
-    c->stat_waiting = (int64_t)row->waiting;
+    c->stat_waiting = (int32_t)row->waiting;
     c->stat_blocked_keys = (int64_t)row->blocked_keys;
     c->stat_blocked_since_us =
         row->blocked_keys > 0 ? at_us - (int64_t)(row->oldest_blocked_age_s * 1e6) : 0;
@@ -260,7 +260,7 @@ static void put_health(strbuf *j, const dispatcher *d, const customer *c, const 
 {
     int64_t since = 0;
     if (live)
-        since = is_failing(c) ? c->failing_since : 0;
+        since = is_failing(c) ? customer_health_of(c)->failing_since : 0;
     else if (row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US))
         since = row_i64(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US);
     const char *state = c->disabled ? "disabled" : since > 0 ? "failing" : "ok";
@@ -270,11 +270,11 @@ static void put_health(strbuf *j, const dispatcher *d, const customer *c, const 
     put_time(j, since);
     strbuf_puts(j, ",\"failures_in_a_row\":");
     if (live)
-        strbuf_printf(j, "%d", c->health_failures);
+        strbuf_printf(j, "%d", customer_health_of(c)->health_failures);
     else
         strbuf_puts(j, "null");
     strbuf_puts(j, ",\"disabled_at\":");
-    put_time(j, c->disabled ? c->disabled_at : 0);
+    put_time(j, c->disabled ? customer_health_of(c)->disabled_at : 0);
     /* Not for a paused customer (the check leaves those alone), nor a held one when the count
      * still has to grow (it sends nothing, so no pace). */
     int64_t expected = 0;
@@ -282,7 +282,7 @@ static void put_health(strbuf *j, const dispatcher *d, const customer *c, const 
         /* Failures are counted since the streak began or this instance loaded the customer. */
         int64_t known = now - (mono - c->known_mono_us);
         status_streak st = {.failing_since_us = since,
-                            .failures = c->health_failures,
+                            .failures = customer_health_of(c)->health_failures,
                             .counted_since_us = known > since ? known : since,
                             .disable_after_us = d->cfg.disable_after_ms * 1000,
                             .min_attempts = d->cfg.disable_min_attempts};
@@ -292,9 +292,10 @@ static void put_health(strbuf *j, const dispatcher *d, const customer *c, const 
     strbuf_puts(j, ",\"expected_disable_at\":");
     put_time(j, expected);
     strbuf_puts(j, ",\"recovered_at\":");
-    bool recovered = live && since == 0 && !c->disabled && c->recovered_at > 0 &&
-                     now - c->recovered_at < RECOVERED_SHOWN_US;
-    put_time(j, recovered ? c->recovered_at : 0);
+    bool recovered = live && since == 0 && !c->disabled &&
+                     customer_health_of(c)->recovered_at > 0 &&
+                     now - customer_health_of(c)->recovered_at < RECOVERED_SHOWN_US;
+    put_time(j, recovered ? customer_health_of(c)->recovered_at : 0);
     strbuf_puts(j, "}");
 }
 
@@ -390,9 +391,9 @@ static void put_limits(strbuf *j, const customer *c, bool live, int64_t now)
 {
     char text[256];
     strbuf_puts(j, ",\"limits\":");
-    put_str(j, limits_text(&c->lim, text, sizeof text));
+    put_str(j, limits_text(customer_limit(c), text, sizeof text));
     strbuf_puts(j, ",\"windows\":");
-    put_window_use(j, &c->lim, live, now);
+    put_window_use(j, customer_limit(c), live, now);
     strbuf_puts(j, ",\"customer_limits\":");
     if (c->gate && c->gate->lim.n > 0) {
         put_str(j, limits_text(&c->gate->lim, text, sizeof text));
@@ -409,8 +410,8 @@ static void put_limits(strbuf *j, const customer *c, bool live, int64_t now)
         strbuf_puts(j, ",\"limits\":");
         put_str(j, limits_text(&hl->lim, text, sizeof text));
         strbuf_puts(j, ",\"share_per_minute\":");
-        if (live && c->host_share > 0)
-            put_num(j, round(c->host_share * 1000) / 1000);
+        if (live && customer_thr(c)->host_share > 0)
+            put_num(j, round(customer_thr(c)->host_share * 1000) / 1000);
         else
             strbuf_puts(j, "null");
         strbuf_puts(j, "}");
@@ -418,8 +419,8 @@ static void put_limits(strbuf *j, const customer *c, bool live, int64_t now)
         strbuf_puts(j, "null");
     }
     strbuf_puts(j, ",\"announced_rate\":");
-    if (live && c->announced_rate > 0)
-        put_num(j, round(c->announced_rate * 1000) / 1000);
+    if (live && customer_thr(c)->announced_rate > 0)
+        put_num(j, round(customer_thr(c)->announced_rate * 1000) / 1000);
     else
         strbuf_puts(j, "null");
 }
@@ -544,7 +545,7 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
     /* As of the leader's last queue-gauge refresh (counts_at). */
     if (live && c->stat_at_us > 0) {
         strbuf_printf(j, ",\"due\":%" PRId64 ",\"delayed\":%" PRId64 ",\"dead\":%" PRId64,
-                      c->stat_due, c->stat_delayed, c->stat_dead);
+                      (int64_t)c->stat_due, (int64_t)c->stat_delayed, c->stat_dead);
         strbuf_puts(j, ",\"oldest_due_s\":");
         if (c->stat_oldest_due_us > 0)
             put_num(j, round((double)(now - c->stat_oldest_due_us) / 1e5) / 10);
@@ -589,7 +590,7 @@ static void put_customer(strbuf *j, dispatcher *d, const customer *c, const PGre
 static int64_t failing_since_of(const customer *c, const PGresult *res, int row, bool live)
 {
     if (live)
-        return is_failing(c) ? c->failing_since : 0;
+        return is_failing(c) ? customer_health_of(c)->failing_since : 0;
     if (row >= 0 && !PQgetisnull(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US))
         return row_i64(res, row, SQL_STATUS_CUSTOMERS_C_FAILING_SINCE_US);
     return 0;

@@ -32,7 +32,8 @@ double effective_rate(const customer *c)
 /* A throttling receiver slowed it: a lower pace, an in-flight cap, or a Retry-After hold. */
 bool is_throttled(const customer *c, int64_t now)
 {
-    return pace_rate(&c->pace, c->rate) < c->rate || c->pace.cap > 0 || c->pace.hold_until_us > now;
+    return pace_rate(&customer_thr(c)->pace, c->rate) < c->rate || customer_thr(c)->pace.cap > 0 ||
+           customer_thr(c)->pace.hold_until_us > now;
 }
 
 /* Its failing streak is recorded and committed: `failing`, as `pgpace events` and
@@ -40,7 +41,8 @@ bool is_throttled(const customer *c, int64_t now)
  * follows the streak; a standby's is as it was loaded. */
 bool is_failing(const customer *c)
 {
-    return c->failing_since > 0 && c->failing_committed;
+    const customer_health *h = customer_health_of(c);
+    return h->failing_since > 0 && h->failing_committed;
 }
 
 /* Its problems (status_health.h): their value is the order of sort=state, problems first. A

@@ -24,10 +24,11 @@
 static pace_policy policy_for(const dispatcher *d, const customer *c)
 {
     int64_t cap = (int64_t)d->cfg.retry_cap_ms * 1000;
+    const throttle_state *t = customer_thr(c);
     return (pace_policy){
-        .decrease = c->throttle_decrease > 0 ? c->throttle_decrease : d->cfg.throttle_decrease,
-        .increase = c->throttle_increase > 0 ? c->throttle_increase : d->cfg.throttle_increase,
-        .floor = c->throttle_floor > 0 ? c->throttle_floor : d->cfg.throttle_floor,
+        .decrease = t->throttle_decrease > 0 ? t->throttle_decrease : d->cfg.throttle_decrease,
+        .increase = t->throttle_increase > 0 ? t->throttle_increase : d->cfg.throttle_increase,
+        .floor = t->throttle_floor > 0 ? t->throttle_floor : d->cfg.throttle_floor,
         .hold_base_us = (int64_t)d->cfg.retry_base_ms * 1000,
         .hold_cap_us = cap < 60000000 ? cap : 60000000};
 }
@@ -47,7 +48,7 @@ static void mark_all_dirty(dispatcher *d)
     customer *c;
     while ((c = hmap_next(&d->customers, &pos)) != NULL)
         if (c->mode != MODE_UNLIMITED)
-            c->pace.dirty = true;
+            c->pace_dirty = true;
 }
 
 static void arm(dispatcher *d)
@@ -85,12 +86,13 @@ void throttle_flush(dispatcher *d)
     size_t pos = 0, n = 0;
     customer *c;
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
-        if (!c->pace.dirty)
+        if (!c->pace_dirty)
             continue;
-        c->pace.dirty = false;
+        c->pace_dirty = false;
+        double rate = customer_thr(c)->pace.rate;
         strbuf_printf(&ids, "%s%" PRId64, n ? "," : "{", c->id);
-        if (c->mode != MODE_UNLIMITED && c->pace.rate > 0 && c->pace.rate < c->rate)
-            strbuf_printf(&rates, "%s%.17g", n ? "," : "{", c->pace.rate);
+        if (c->mode != MODE_UNLIMITED && rate > 0 && rate < c->rate)
+            strbuf_printf(&rates, "%s%.17g", n ? "," : "{", rate);
         else
             strbuf_puts(&rates, n ? ",NULL" : "{NULL");
         n++;
@@ -115,18 +117,19 @@ void throttle_flush(dispatcher *d)
 static void changed(dispatcher *d, customer *c)
 {
     throttle_apply(d, c);
-    c->pace.dirty = true;
+    c->pace_dirty = true;
     arm(d);
 }
 
 static void log_change(const customer *c, const char *event, int status, int64_t retry_after_ms)
 {
     if (c->mode == MODE_UNLIMITED)
-        LOG_INFO(event, LOG_S("customer", c->name), LOG_I("in_flight_cap", c->pace.cap),
-                 LOG_I("status", status), LOG_I("retry_after_ms", retry_after_ms));
+        LOG_INFO(event, LOG_S("customer", c->name),
+                 LOG_I("in_flight_cap", customer_thr(c)->pace.cap), LOG_I("status", status),
+                 LOG_I("retry_after_ms", retry_after_ms));
     else
         LOG_INFO(event, LOG_S("customer", c->name),
-                 LOG_D("effective_rate", pace_rate(&c->pace, c->rate)),
+                 LOG_D("effective_rate", pace_rate(&customer_thr(c)->pace, c->rate)),
                  LOG_D("rate_per_minute", c->rate), LOG_I("status", status),
                  LOG_I("retry_after_ms", retry_after_ms));
 }
@@ -147,8 +150,8 @@ static void log_change(const customer *c, const char *event, int status, int64_t
  * malformed, contradictory or absurd is counted and otherwise ignored. */
 static void note_announcement(dispatcher *d, customer *c, const http_result *r, int64_t now)
 {
-    if (c->announced_rate > 0 && now >= c->announced_until_us) {
-        c->announced_rate = 0; /* not repeated: expired */
+    if (c->thr && c->thr->announced_rate > 0 && now >= c->thr->announced_until_us) {
+        c->thr->announced_rate = 0; /* not repeated: expired */
         throttle_apply(d, c);
         metrics_gauge_set(d->obs.m, d->obs.announced_rate, (const char *[]){c->name}, 0);
     }
@@ -160,11 +163,14 @@ static void note_announcement(dispatcher *d, customer *c, const http_result *r, 
         rl_parse(r->ratelimit, (double)now / 1e6, (double)d->cfg.retry_after_max_s, &a, &why);
     if (st == RL_NONE)
         return;
+    throttle_state *t = customer_thr_mut(c);
+    if (!t)
+        return; /* what it announced is not followed (logged) */
     if (st == RL_IGNORED) {
         const char *labels[] = {c->name, why ? why : "malformed"};
         metrics_counter_add(d->obs.m, d->obs.ratelimit_ignored, labels, 1);
-        if (now - c->announce_logged_us >= ANNOUNCE_LOG_EVERY_US) {
-            c->announce_logged_us = now;
+        if (now - t->announce_logged_us >= ANNOUNCE_LOG_EVERY_US) {
+            t->announce_logged_us = now;
             LOG_WARN("ratelimit_headers_ignored", LOG_S("customer", c->name),
                      LOG_S("reason", why ? why : "malformed"), LOG_I("status", (int)r->status));
         }
@@ -178,23 +184,23 @@ static void note_announcement(dispatcher *d, customer *c, const http_result *r, 
          * takes to fill from empty. Its limit over that is the receiver's steady rate; what
          * remains spread until each reset would swing with every answer (a bucket's reset is
          * short while it is full). */
-        if (a.reset_s > c->announce_reset_max_s ||
-            now - c->announce_reset_at_us > ANNOUNCE_RESET_KEEP_US) {
-            c->announce_reset_max_s = a.reset_s;
-            c->announce_reset_at_us = now;
+        if (a.reset_s > t->announce_reset_max_s ||
+            now - t->announce_reset_at_us > ANNOUNCE_RESET_KEEP_US) {
+            t->announce_reset_max_s = a.reset_s;
+            t->announce_reset_at_us = now;
         }
-        per_minute = a.limit * 60.0 / c->announce_reset_max_s;
+        per_minute = a.limit * 60.0 / t->announce_reset_max_s;
         have_rate = true;
-        a.window_s = c->announce_reset_max_s;
+        a.window_s = t->announce_reset_max_s;
     } else {
         have_rate = rl_rate_per_minute(&a, &per_minute);
     }
     if (have_rate && per_minute > 0) {
         int64_t keep = a.window_s > 0 ? (int64_t)(a.window_s * 2e6) : 0;
-        c->announced_until_us = now + (keep > ANNOUNCED_FOR_US ? keep : ANNOUNCED_FOR_US);
-        if (per_minute != c->announced_rate) {
-            bool first = c->announced_rate == 0;
-            c->announced_rate = per_minute;
+        t->announced_until_us = now + (keep > ANNOUNCED_FOR_US ? keep : ANNOUNCED_FOR_US);
+        if (per_minute != t->announced_rate) {
+            bool first = t->announced_rate == 0;
+            t->announced_rate = per_minute;
             throttle_apply(d, c);
             metrics_gauge_set(d->obs.m, d->obs.announced_rate, (const char *[]){c->name},
                               per_minute);
@@ -207,8 +213,8 @@ static void note_announcement(dispatcher *d, customer *c, const http_result *r, 
     double hold_s;
     if (rl_hold_s(&a, &hold_s) && hold_s > 0) {
         int64_t until = now + (int64_t)(hold_s * 1e6);
-        if (until > c->pace.hold_until_us) {
-            c->pace.hold_until_us = until;
+        if (until > t->pace.hold_until_us) {
+            t->pace.hold_until_us = until;
             /* As after a Retry-After: the next slot is after the hold, one item there. */
             if (c->mode == MODE_SPACED) {
                 int64_t at = until + gcra_tolerance_us(c->period_us, c->burst);
@@ -228,27 +234,30 @@ void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_resul
     if (v->slow_customer) {
         const char *labels[] = {c->name};
         metrics_counter_add(d->obs.m, d->obs.throttled, labels, 1);
-        int64_t held_before = c->pace.hold_until_us;
+        throttle_state *t = customer_thr_mut(c);
+        if (!t)
+            return; /* not slowed (logged): the receiver throttles it again */
+        int64_t held_before = t->pace.hold_until_us;
         int64_t retry_after_us = v->retry_after_ms >= 0 ? v->retry_after_ms * 1000 : -1;
         bool lowered = false;
         /* About the host (several of its customers throttled at once): the host's rate is
          * lowered (limits.c), not this endpoint's; its Retry-After still holds the endpoint. */
         if (limits_host_throttled(d, c, sent_us, now)) {
-            if (retry_after_us > 0 && now + retry_after_us > c->pace.hold_until_us)
-                c->pace.hold_until_us = now + retry_after_us;
+            if (retry_after_us > 0 && now + retry_after_us > t->pace.hold_until_us)
+                t->pace.hold_until_us = now + retry_after_us;
         } else {
-            lowered = pace_on_throttle(&c->pace, c->mode, c->rate, c->in_flight, &pol, sent_us,
+            lowered = pace_on_throttle(&t->pace, c->mode, c->rate, c->in_flight, &pol, sent_us,
                                        retry_after_us, now);
         }
         if (lowered) {
             changed(d, c);
-            c->pace.logged_us = now;
+            t->pace.logged_us = now;
             log_change(c, "pace_lowered", (int)r->status, v->retry_after_ms);
         }
         /* A spaced customer's next slot is after the hold, and only one item conforms there
          * (no burst the moment a receiver lets traffic through again). */
-        if (c->mode == MODE_SPACED && c->pace.hold_until_us > held_before) {
-            int64_t at = c->pace.hold_until_us + gcra_tolerance_us(c->period_us, c->burst);
+        if (c->mode == MODE_SPACED && t->pace.hold_until_us > held_before) {
+            int64_t at = t->pace.hold_until_us + gcra_tolerance_us(c->period_us, c->burst);
             if (c->tat == GCRA_TAT_NONE || c->tat < at)
                 c->tat = at;
         }
@@ -260,12 +269,15 @@ void throttle_note(dispatcher *d, customer *c, int64_t sent_us, const http_resul
     int cap_max = c->max_in_flight > 0 && c->max_in_flight < d->cfg.max_host_connections
                       ? c->max_in_flight
                       : d->cfg.max_host_connections;
-    if (!pace_on_success(&c->pace, c->mode, c->rate, &pol, cap_max))
+    /* A customer never throttled has nothing to restore (pace_on_success on a zero pace only
+     * zeroes its streak, already zero). */
+    throttle_state *t = c->thr;
+    if (!t || !pace_on_success(&t->pace, c->mode, c->rate, &pol, cap_max))
         return;
     changed(d, c);
-    bool restored = c->mode == MODE_UNLIMITED ? c->pace.cap == 0 : c->pace.rate == 0;
-    if (restored || now - c->pace.logged_us >= PACE_LOG_EVERY_US) {
-        c->pace.logged_us = now;
+    bool restored = c->mode == MODE_UNLIMITED ? t->pace.cap == 0 : t->pace.rate == 0;
+    if (restored || now - t->pace.logged_us >= PACE_LOG_EVERY_US) {
+        t->pace.logged_us = now;
         log_change(c, restored ? "pace_restored" : "pace_rising", (int)r->status, -1);
     }
 }
@@ -275,7 +287,8 @@ void throttle_reset_all(dispatcher *d)
     size_t pos = 0;
     customer *c;
     while ((c = hmap_next(&d->customers, &pos)) != NULL) {
-        c->pace = (pace){0};
+        if (c->thr)
+            c->thr->pace = (pace){0};
         throttle_apply(d, c);
     }
 }
@@ -284,7 +297,10 @@ void throttle_resume(dispatcher *d, customer *c, double effective_rate)
 {
     if (c->mode == MODE_UNLIMITED || !(effective_rate > 0) || effective_rate >= c->rate)
         return;
-    c->pace.rate = effective_rate;
+    throttle_state *t = customer_thr_mut(c);
+    if (!t)
+        return; /* resumes at its configured rate (logged) */
+    t->pace.rate = effective_rate;
     throttle_apply(d, c);
     LOG_INFO("pace_resumed", LOG_S("customer", c->name), LOG_D("effective_rate", effective_rate),
              LOG_D("rate_per_minute", c->rate));

@@ -167,7 +167,8 @@ static delivery *queue_head(window_queue *q)
  * (paused, held by a Retry-After, breaker open), or is gone. */
 static bool must_give_back(const customer *c, int64_t now)
 {
-    return !c || c->paused || c->pace.hold_until_us > now || c->breaker.state == BREAKER_OPEN;
+    return !c || c->paused || customer_thr(c)->pace.hold_until_us > now ||
+           c->breaker.state == BREAKER_OPEN;
 }
 
 /* The sum of the weights of the host's work-queue customers with work (customer_active),
@@ -343,7 +344,8 @@ void window_drain(dispatcher *d, host_state *h)
             int out = c->in_flight - q->n; /* its requests on the wire (or waiting for a slot) */
             if (grouped)
                 outs[(k + h->wq_rotate) % n] = out;
-            if (c->mode == MODE_UNLIMITED && c->pace.cap > 0 && out >= c->pace.cap)
+            if (c->mode == MODE_UNLIMITED && customer_thr(c)->pace.cap > 0 &&
+                out >= customer_thr(c)->pace.cap)
                 continue; /* throttled to fewer requests at once: its items wait (or expire) */
             if (grouped) {
                 eligible[(k + h->wq_rotate) % n] = true;

@@ -196,6 +196,10 @@ static void ed25519_bad_keys_refused_without_echoing_them(void **state)
         tl_assert_contains(err.msg, "whsk_ must be followed by base64 of a 32-byte Ed25519 seed");
         if (strlen(bad[i]) > 12)
             assert_null(strstr(err.msg, bad[i] + 5));
+        /* The check without the key (the dispatcher's at load) says the same. */
+        pgp_error cerr = {{0}};
+        assert_int_equal(secret_check(bad[i], &cerr), -EINVAL);
+        assert_string_equal(cerr.msg, err.msg);
     }
     /* The public key where the secret belongs: its own message. */
     assert_int_equal(secret_sign("whpk_ZlN4eg7dSSqi0moX9hQUk3orrOouK3QVQSlJa248c/g=", "m", 1, "{}",
@@ -209,6 +213,14 @@ static void ed25519_bad_keys_refused_without_echoing_them(void **state)
     assert_int_equal(strncmp(sig, "v1,", 3), 0);
     assert_int_equal(
         secret_sign("whsk_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "m", 1, "{}", 2, sig, &err), -EINVAL);
+    assert_int_equal(secret_check("whpk_ZlN4eg7dSSqi0moX9hQUk3orrOouK3QVQSlJa248c/g=", &err),
+                     -EINVAL);
+    tl_assert_contains(err.msg, "a whpk_ public key cannot sign");
+    assert_int_equal(secret_check("whsec_" ED_SEED, &err), 0);
+    assert_int_equal(secret_check("whsk_" ED_SEED, &err), 0);
+    assert_int_equal(secret_check("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", &err), 0);
+    assert_int_equal(secret_check("whsec_not base64", &err), -EINVAL);
+    tl_assert_contains(err.msg, "not a valid whsec_ base64 value");
 }
 
 int main(void)

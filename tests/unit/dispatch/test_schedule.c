@@ -240,21 +240,29 @@ static void retry_after_hold_pushes_due(void **state)
 {
     pair p[] = {{.carrier = "", .next_us = T0}};
     customer u = make_customer(MODE_UNLIMITED, p, 1);
-    u.pace.hold_until_us = T0 + 5 * SEC;
+    throttle_state u_thr = {0};
+    u.thr = &u_thr;
+    u.thr->pace.hold_until_us = T0 + 5 * SEC;
     assert_due(&u, T0 + 5 * SEC);
     customer b = make_owed_batch(p, 1, TICK);
-    b.pace.hold_until_us = T0 + 2 * SEC;
+    throttle_state b_thr = {0};
+    b.thr = &b_thr;
+    b.thr->pace.hold_until_us = T0 + 2 * SEC;
     assert_due(&b, T0 + 2 * SEC);
     customer sp = make_customer(MODE_SPACED, p, 1);
-    sp.pace.hold_until_us = T0 + 3 * SEC;
+    throttle_state sp_thr = {0};
+    sp.thr = &sp_thr;
+    sp.thr->pace.hold_until_us = T0 + 3 * SEC;
     assert_due(&sp, T0 + 3 * SEC - LOOKAHEAD_US);
     /* A hold that has passed changes nothing. */
-    sp.pace.hold_until_us = T0 - SEC;
+    sp.thr->pace.hold_until_us = T0 - SEC;
     assert_due(&sp, T0);
     /* An item due after the hold is due at its own time. */
     pair later[] = {{.carrier = "", .next_us = T0 + 9 * SEC}};
     customer l = make_customer(MODE_UNLIMITED, later, 1);
-    l.pace.hold_until_us = T0 + 5 * SEC;
+    throttle_state l_thr = {0};
+    l.thr = &l_thr;
+    l.thr->pace.hold_until_us = T0 + 5 * SEC;
     assert_due(&l, T0 + 9 * SEC);
 }
 
@@ -263,7 +271,9 @@ static void at_throttle_cap_not_eligible(void **state)
 {
     pair p[] = {{.carrier = "", .next_us = T0}};
     customer u = make_customer(MODE_UNLIMITED, p, 1);
-    u.pace.cap = 2;
+    throttle_state u_thr = {0};
+    u.thr = &u_thr;
+    u.thr->pace.cap = 2;
     u.in_flight = 2;
     assert_not_eligible(&u);
     u.in_flight = 1;
@@ -287,11 +297,13 @@ static void batch_allowance_at_the_effective_rate(void **state)
 {
     pair p[] = {{.carrier = "", .next_us = T0}};
     customer c = make_customer(MODE_BATCH, p, 1);
+    throttle_state c_thr = {0};
+    c.thr = &c_thr;
     c.have_tick = true;
     c.last_tick = 9;
     double credit;
     assert_int_equal(batch_tick_allowance(&c, 10, &credit), 60);
-    c.pace.rate = 30;
+    c.thr->pace.rate = 30;
     int total = 0;
     for (int64_t t = 10; t < 70; t++) {
         c.last_tick = t - 1;
@@ -324,7 +336,8 @@ static void claim_limit_is_the_tightest_own_bound(void **state)
         customer c = make_customer(k->mode, p, 1);
         c.max_in_flight = k->max_in_flight;
         c.in_flight = k->in_flight;
-        c.pace.cap = k->cap;
+        throttle_state thr = {.pace.cap = k->cap};
+        c.thr = &thr;
         int n = claim_limit(k->want, &c);
         assert_int_equal(n, k->expect);
         assert_true(n >= 0);
