@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* The stall: pgpace.limits_rate, which the gauge statement (run_metrics.sql) calls for every
- * customer and no claim, finalize or sweep statement calls, replaced by a copy that first waits
+ * customer with limit windows and no claim, finalize or sweep statement calls, replaced by a copy that first waits
  * for a shared advisory lock the test holds exclusively. Replaced once the dispatcher leads
  * (its start-up load of customers calls the function too). */
 #define STALL_LOCK "20260, 34"
@@ -71,7 +71,8 @@ static void claims_go_on_while_a_gauge_slice_is_stalled(void **state)
 {
     fx *f = *state;
     fx_customer(f, "fast", TL_ARGV("--mode", "unlimited", "--rate", "60"));
-    fx_customer(f, "held", TL_ARGV("--rate", "600", "--paused"));
+    /* With a limit window: the gauge statement calls pgpace.limits_rate only for those. */
+    fx_customer(f, "held", TL_ARGV("--rate", "600", "--limit", "10/s", "--paused"));
     fx_enqueue(f, "fast", NULL, 1);
     /* No statement_timeout: the stalled slice waits for as long as the test holds the lock. */
     fx_run(f, "database.statement_timeout_ms = 0\n");
@@ -120,7 +121,8 @@ static void leader_goes_on_when_the_read_connection_is_lost(void **state)
 {
     fx *f = *state;
     fx_customer(f, "fast", TL_ARGV("--mode", "unlimited", "--rate", "60"));
-    fx_customer(f, "held", TL_ARGV("--rate", "600", "--paused"));
+    /* With a limit window: the gauge statement calls pgpace.limits_rate only for those. */
+    fx_customer(f, "held", TL_ARGV("--rate", "600", "--limit", "10/s", "--paused"));
     fx_enqueue(f, "fast", NULL, 1);
     fx_run(f, NULL);
     assert_int_equal(receiver_wait(f->recv, "/c/fast", 1, 20000), 1);
