@@ -16,9 +16,9 @@
 #include <string.h>
 
 /* The stall: pgpace.limits_rate, which the gauge statement (run_metrics.sql) calls for every
- * customer with limit windows and no claim, finalize or sweep statement calls, replaced by a copy that first waits
- * for a shared advisory lock the test holds exclusively. Replaced once the dispatcher leads
- * (its start-up load of customers calls the function too). */
+ * customer with limit windows and no claim, finalize or sweep statement calls, replaced by a copy
+ * that first waits for a shared advisory lock the test holds exclusively. Replaced once the
+ * dispatcher leads (its start-up load of customers calls the function too). */
 #define STALL_LOCK "20260, 34"
 #define STALL_FUNCTION                                                                             \
     "CREATE OR REPLACE FUNCTION pgpace.limits_rate(windows text[]) RETURNS double precision "      \
