@@ -125,16 +125,21 @@ awk -v n="$items" 'BEGIN { for (i = 1; i <= n; i++)
 mkdir -p "$work/npm"
 (cd "$work/npm" && npm install --silent --no-audit --no-fund "graphile-worker@$GRAPHILE_VERSION" >/dev/null)
 cp bench/graphile_add_jobs.mjs "$work/npm/"
+# Seconds `pgpace enqueue --file` takes for the items into database $1.
+timed_enqueue() {
+    local t0 t1
+    t0=$(date +%s%N)
+    "$pgpace" --db "dbname=$1" enqueue --file "$work/items.jsonl" >/dev/null
+    t1=$(date +%s%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+}
 declare -A bulk
 for r in $(seq 1 "$runs"); do
     q -d postgres -c "DROP DATABASE IF EXISTS bulk_pgpace" -c "CREATE DATABASE bulk_pgpace"
     "$pgpace" --db dbname=bulk_pgpace migrate >/dev/null
     "$pgpace" --db dbname=bulk_pgpace customer set shop --rate 600 --url http://127.0.0.1:9/shop --paused >/dev/null
     q -d postgres -c "CHECKPOINT"
-    t0=$(date +%s%N)
-    "$pgpace" --db dbname=bulk_pgpace enqueue --file "$work/items.jsonl" >/dev/null
-    t1=$(date +%s%N)
-    v=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+    v=$(timed_enqueue bulk_pgpace)
     bulk[pgpace]+="$v "
     echo "bulk,pgpace,$r,$v" >>"$csv"
 
@@ -155,12 +160,9 @@ for r in $(seq 1 "$runs"); do
             --url "http://127.0.0.1:9/e$e" --rate 600 >/dev/null
     done
     q -d postgres -c "CHECKPOINT"
-    t0=$(date +%s%N)
-    "$pgpace" --db dbname=bulk_fanout enqueue --file "$work/items.jsonl" >/dev/null
-    t1=$(date +%s%N)
+    v=$(timed_enqueue bulk_fanout)
     n=$(q -d bulk_fanout -c "SELECT count(*) FROM pgpace.queue")
     [ "$n" = $((items * fanout)) ] || { echo "enqueue.sh: fan-out made $n deliveries, not $((items * fanout))" >&2; exit 1; }
-    v=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
     bulk[pgpace_fanout]+="$v "
     echo "bulk_fanout,pgpace,$r,$v" >>"$csv"
 
@@ -196,22 +198,23 @@ for c in $conditions; do
         "$(awk -v a="$(median "${tps[$c]}")" -v b="$plain_m" 'BEGIN { print a / b }')"
 done
 echo
-g_m=$(median "${bulk[graphile]}")
-echo "| bulk, $items items into one customer | seconds | items/s (median) | graphile / pgpace time |"
-echo "|---|---|---|---|"
-for c in graphile pgpace; do
-    label=$([ $c = pgpace ] && echo "pgpace enqueue --file" || echo "graphile-worker $GRAPHILE_VERSION addJobs (baseline)")
-    m=$(median "${bulk[$c]}")
-    printf '| %s | %s | %.0f | %.2f |\n' "$label" "$(stat "${bulk[$c]}" %.2f)" \
-        "$(awk -v n="$items" -v m="$m" 'BEGIN { print n / m }')" "$(awk -v g="$g_m" -v m="$m" 'BEGIN { print g / m }')"
-done
+# One bulk table: $1 title, $2 what is counted, $3 how many, $4 the baseline's key in bulk[],
+# $5 its label, $6 pgpace's key, $7 its label.
+bulk_table() {
+    local g_m
+    g_m=$(median "${bulk[$4]}")
+    echo "| $1 | seconds | $2/s (median) | graphile / pgpace time |"
+    echo "|---|---|---|---|"
+    for c in "$4:$5" "$6:$7"; do
+        local key=${c%%:*} label=${c#*:} m
+        m=$(median "${bulk[$key]}")
+        printf '| %s | %s | %.0f | %.2f |\n' "$label" "$(stat "${bulk[$key]}" %.2f)" \
+            "$(awk -v n="$3" -v m="$m" 'BEGIN { print n / m }')" "$(awk -v g="$g_m" -v m="$m" 'BEGIN { print g / m }')"
+    done
+}
+bulk_table "bulk, $items items into one customer" items "$items" \
+    graphile "graphile-worker $GRAPHILE_VERSION addJobs (baseline)" pgpace "pgpace enqueue --file"
 echo
-g_m=$(median "${bulk[graphile_fanout]}")
-echo "| bulk with fan-out: $items events to $fanout endpoints ($((items * fanout)) deliveries) | seconds | deliveries/s (median) | graphile / pgpace time |"
-echo "|---|---|---|---|"
-for c in graphile_fanout pgpace_fanout; do
-    label=$([ $c = pgpace_fanout ] && echo "pgpace enqueue --file, $fanout endpoints" || echo "graphile-worker addJobs of the $((items * fanout)) jobs (baseline)")
-    m=$(median "${bulk[$c]}")
-    printf '| %s | %s | %.0f | %.2f |\n' "$label" "$(stat "${bulk[$c]}" %.2f)" \
-        "$(awk -v n="$((items * fanout))" -v m="$m" 'BEGIN { print n / m }')" "$(awk -v g="$g_m" -v m="$m" 'BEGIN { print g / m }')"
-done
+bulk_table "bulk with fan-out: $items events to $fanout endpoints ($((items * fanout)) deliveries)" \
+    deliveries "$((items * fanout))" graphile_fanout "graphile-worker addJobs of the $((items * fanout)) jobs (baseline)" \
+    pgpace_fanout "pgpace enqueue --file, $fanout endpoints"

@@ -264,3 +264,33 @@ int fx_admin_port(fx *f)
     assert_true(port > 0);
     return port;
 }
+
+double fx_metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+typedef struct metric_wait {
+    fx *f;
+    const char *series;
+    double want;
+} metric_wait;
+
+static int metric_is(void *arg)
+{
+    metric_wait *w = arg;
+    char *m = fx_metrics(w->f);
+    double v = fx_metric(m, w->series);
+    free(m);
+    return v == w->want;
+}
+
+int fx_wait_metric(fx *f, const char *series, double want, int timeout_ms)
+{
+    metric_wait w = {.f = f, .series = series, .want = want};
+    return tl_wait_until(metric_is, &w, timeout_ms);
+}

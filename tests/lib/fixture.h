@@ -55,6 +55,11 @@ char *fx_log(fx *f);
 /* GET /metrics from the service's admin listener (its port from the log): the whole answer,
  * headers and body (owned). */
 char *fx_metrics(fx *f);
+/* The value of a series ("name{labels}") in a /metrics answer, or -1 when it is not there. */
+double fx_metric(const char *text, const char *series);
+/* Waits until the service's /metrics shows `series` at `want` (deadline in ms); returns whether
+ * it did. */
+int fx_wait_metric(fx *f, const char *series, double want, int timeout_ms);
 /* Waits until the log contains `needle` (deadline in ms); returns whether it did. */
 int fx_wait_log(fx *f, const char *needle, int timeout_ms);
 /* The admin listener's port, from the service's log ("event=http_listening ... port=N"); fails

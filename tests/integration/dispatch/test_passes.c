@@ -35,38 +35,6 @@
     "AND wait_event_type = 'Lock' AND wait_event = 'advisory' "                                    \
     "AND query LIKE '-- Queue gauges for /metrics%%'"
 
-/* The value of a metric line that starts with `series` (name and labels); -1 when absent. */
-static double metric(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncmp(p, series, n) == 0 && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return -1;
-}
-
-typedef struct gauge_wait {
-    fx *f;
-    const char *series;
-    double want;
-} gauge_wait;
-
-static int gauge_is(void *arg)
-{
-    gauge_wait *w = arg;
-    char *m = fx_metrics(w->f);
-    double v = metric(m, w->series);
-    free(m);
-    return v == w->want;
-}
-
-/* Waits until /metrics shows series == want (a queue-gauge pass that read it). */
-static int wait_gauge(fx *f, const char *series, double want, int timeout_ms)
-{
-    gauge_wait w = {.f = f, .series = series, .want = want};
-    return tl_wait_until(gauge_is, &w, timeout_ms);
-}
-
 static void claims_go_on_while_a_gauge_slice_is_stalled(void **state)
 {
     fx *f = *state;
@@ -102,7 +70,7 @@ static void claims_go_on_while_a_gauge_slice_is_stalled(void **state)
 
     /* Released, the pass finishes and the next one reads what was enqueued meanwhile. */
     tl_exec(f->db->conn, "SELECT pg_advisory_unlock(" STALL_LOCK ")");
-    assert_true(wait_gauge(f, "pgpace_queue_due{customer=\"held\"}", 7, 40000));
+    assert_true(fx_wait_metric(f, "pgpace_queue_due{customer=\"held\"}", 7, 40000));
     assert_int_equal(tl_query_int(f->db->conn, GAUGES_STALLED), 0);
     /* Nothing waited long enough for the watchdog to reset the claim connection (before the
      * read connection, that is how the claims got past a stalled slice). */
@@ -138,7 +106,7 @@ static void leader_goes_on_when_the_read_connection_is_lost(void **state)
     fx_enqueue_many(f, "held", 5);
     assert_int_equal(receiver_wait(f->recv, "/c/fast", 101, 30000), 101);
     /* The gauges go on: a pass after the loss counts what was enqueued after it. */
-    assert_true(wait_gauge(f, "pgpace_queue_due{customer=\"held\"}", 5, 40000));
+    assert_true(fx_wait_metric(f, "pgpace_queue_due{customer=\"held\"}", 5, 40000));
     /* The read connection is back, and the leader never lost the lead. */
     assert_int_equal(tl_wait_query_at_least(f->db->conn, 1, 20000, READ_SESSIONS), 1);
     char *log = fx_log(f);

@@ -54,15 +54,6 @@ static void make_customers(fx *f, int n, double rate, receiver **recv, int n_rec
             " SELECT id, customer_id, '', 0, run_at, 12 FROM i");
 }
 
-/* The value of a series of /metrics ("name{labels}"), or -1 when it is not there. */
-static double metric(const char *text, const char *series)
-{
-    char needle[256];
-    snprintf(needle, sizeof needle, "\n%s ", series);
-    const char *p = strstr(text, needle);
-    return p ? strtod(p + strlen(needle), NULL) : -1;
-}
-
 /* 8,000 customers due at once, more than the 4,096 a round takes, spread over eight hosts so
  * that no host's connection limit can bind (1,000 customers a host, each holding at most one
  * delivery and one claim: 2,000 of 4,096): every one is delivered, and the rounds take them in
@@ -120,15 +111,15 @@ static void more_due_than_a_round_takes(void **state)
     /* Each customer was claimed twice (its item; then a claim that found nothing more), each
      * time observed. */
     char *m = fx_metrics(f);
-    double count = metric(m, "pgpace_claim_wait_rounds_count");
-    double within = metric(m, "pgpace_claim_wait_rounds_bucket{le=\"3\"}");
-    double rounds = metric(m, "pgpace_claim_rounds_total{round=\"scheduled\"}");
+    double count = fx_metric(m, "pgpace_claim_wait_rounds_count");
+    double within = fx_metric(m, "pgpace_claim_wait_rounds_bucket{le=\"3\"}");
+    double rounds = fx_metric(m, "pgpace_claim_rounds_total{round=\"scheduled\"}");
     print_message(
         "# %.0f claims of customers in %.0f scheduled rounds; %.0f waited at most 3 rounds"
         " (0: %.0f, 1: %.0f, 2: %.0f)\n",
-        count, rounds, within, metric(m, "pgpace_claim_wait_rounds_bucket{le=\"0\"}"),
-        metric(m, "pgpace_claim_wait_rounds_bucket{le=\"1\"}"),
-        metric(m, "pgpace_claim_wait_rounds_bucket{le=\"2\"}"));
+        count, rounds, within, fx_metric(m, "pgpace_claim_wait_rounds_bucket{le=\"0\"}"),
+        fx_metric(m, "pgpace_claim_wait_rounds_bucket{le=\"1\"}"),
+        fx_metric(m, "pgpace_claim_wait_rounds_bucket{le=\"2\"}"));
     assert_true(count >= N);
     assert_true(within == count);
     free(m);
@@ -226,7 +217,7 @@ static void a_change_to_many_customers_is_read_in_batches(void **state)
     assert_true(lines >= 1);
     /* The new rate is the one paced at (the effective-rate gauge, customers kept in /metrics). */
     char *m = fx_metrics(f);
-    assert_true(metric(m, "pgpace_customer_effective_rate{customer=\"t1500\"}") == 120);
+    assert_true(fx_metric(m, "pgpace_customer_effective_rate{customer=\"t1500\"}") == 120);
     free(m);
 }
 
@@ -252,14 +243,14 @@ static void other_customers_are_summed_exactly(void **state)
     assert_true(fx_wait_log(f, "event=queue_gauges customers=60", 20000));
     char *m = fx_metrics(f);
     print_message("# _other due %.0f, effective rate %.0f\n",
-                  metric(m, "pgpace_queue_due{customer=\"_other\"}"),
-                  metric(m, "pgpace_customer_effective_rate{customer=\"_other\"}"));
-    assert_true(metric(m, "pgpace_queue_due{customer=\"t1\"}") == 1);
-    assert_true(metric(m, "pgpace_queue_due{customer=\"t5\"}") == 5);
-    assert_true(metric(m, "pgpace_queue_due{customer=\"t6\"}") < 0); /* folded */
-    assert_true(metric(m, "pgpace_queue_due{customer=\"_other\"}") == 60 * 61 / 2 - 15);
-    assert_true(metric(m, "pgpace_queue_in_flight{customer=\"_other\"}") == 0);
-    assert_true(metric(m, "pgpace_customer_effective_rate{customer=\"_other\"}") == 55 * 30);
+                  fx_metric(m, "pgpace_queue_due{customer=\"_other\"}"),
+                  fx_metric(m, "pgpace_customer_effective_rate{customer=\"_other\"}"));
+    assert_true(fx_metric(m, "pgpace_queue_due{customer=\"t1\"}") == 1);
+    assert_true(fx_metric(m, "pgpace_queue_due{customer=\"t5\"}") == 5);
+    assert_true(fx_metric(m, "pgpace_queue_due{customer=\"t6\"}") < 0); /* folded */
+    assert_true(fx_metric(m, "pgpace_queue_due{customer=\"_other\"}") == 60 * 61 / 2 - 15);
+    assert_true(fx_metric(m, "pgpace_queue_in_flight{customer=\"_other\"}") == 0);
+    assert_true(fx_metric(m, "pgpace_customer_effective_rate{customer=\"_other\"}") == 55 * 30);
     free(m);
 }
 

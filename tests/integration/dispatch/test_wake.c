@@ -27,14 +27,6 @@ static PGconn *connect_or_fail(fx *f)
     return c;
 }
 
-static bool metrics_have(fx *f, const char *needle)
-{
-    char *m = fx_metrics(f);
-    bool yes = strstr(m, needle) != NULL;
-    free(m);
-    return yes;
-}
-
 /* Enqueues single items (one transaction each) until the leader is hot as producers see it
  * (its lease written) and as it says itself; fails after 60 s. Returns how many were enqueued. */
 static int enqueue_until_hot(fx *f, const char *customer)
@@ -46,28 +38,11 @@ static int enqueue_until_hot(fx *f, const char *customer)
             tl_exec(f->db->conn, "SELECT pgpace.enqueue('%s', '{\"warm\": %d}')", customer, n);
         if (tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.wake_state WHERE hot_until > "
                                       "clock_timestamp()") == 1 &&
-            metrics_have(f, "pgpace_wake_hot 1"))
+            fx_wait_metric(f, "pgpace_wake_hot", 1, 0))
             return n;
     }
     fail_msg("the leader did not turn hot after %d wake-ups", n);
     return n;
-}
-
-typedef struct metrics_want {
-    fx *f;
-    const char *needle;
-} metrics_want;
-
-static int metrics_match(void *arg)
-{
-    metrics_want *w = arg;
-    return metrics_have(w->f, w->needle);
-}
-
-static bool wait_metrics(fx *f, const char *needle, int timeout_ms)
-{
-    metrics_want w = {f, needle};
-    return tl_wait_until(metrics_match, &w, timeout_ms) != 0;
 }
 
 /* A customer "u" (unlimited), the leader running and hot: returns how many items it took. */
@@ -117,7 +92,7 @@ static void hot_spell_delivers_everything_and_ends(void **state)
     tl_assert_contains(m, "pgpace_wakeups_total{via=\"notify\"}");
     free(m);
     /* Quiet: cold again, the lease ended, the rows gone. */
-    assert_true(wait_metrics(f, "pgpace_wake_hot 0", 20000));
+    assert_true(fx_wait_metric(f, "pgpace_wake_hot", 0, 20000));
     assert_int_equal(
         tl_wait_query_at_least(f->db->conn, 0, 10000, "SELECT -count(*) FROM pgpace.wake"), 0);
     assert_int_equal(tl_query_int(f->db->conn, "SELECT count(*) FROM pgpace.wake_state WHERE "
@@ -142,7 +117,7 @@ static void late_producer_is_read_while_cooling(void **state)
     PGconn *late = open_producer(f, "", "{\"late\": 1}", 1);
     /* No more wake-ups: the leader tries to turn cold, and cannot while this one is open. */
     assert_true(fx_wait_log(f, "event=wake_cold_deferred", 20000));
-    assert_true(metrics_have(f, "pgpace_wake_hot 1"));
+    assert_true(fx_wait_metric(f, "pgpace_wake_hot", 1, 0));
     tl_exec(f->db->conn, "BEGIN");
     tl_exec(f->db->conn, "SELECT pgpace.enqueue('u', '{\"new\": 1}')");
     assert_int_equal(tl_query_int(f->db->conn, "SELECT coalesce(nullif(current_setting("
@@ -163,7 +138,7 @@ static void late_producer_is_read_while_cooling(void **state)
         free(rq.body);
     }
     assert_true(found);
-    assert_true(wait_metrics(f, "pgpace_wake_hot 0", 20000));
+    assert_true(fx_wait_metric(f, "pgpace_wake_hot", 0, 20000));
 }
 
 /* REPEATABLE READ producers notify while hot (what they read of the lease may be stale). */
@@ -192,7 +167,7 @@ static void next_leader_reads_what_a_hot_one_left(void **state)
     n++;
     fx_run(f, WAKE_INI);
     assert_int_equal(receiver_wait(f->recv, "/c/u", (size_t)n, 30000), n);
-    assert_true(wait_metrics(f, "pgpace_wake_hot 0", 20000));
+    assert_true(fx_wait_metric(f, "pgpace_wake_hot", 0, 20000));
     assert_int_equal(
         tl_wait_query_at_least(f->db->conn, 0, 10000, "SELECT -count(*) FROM pgpace.wake"), 0);
 }

@@ -42,17 +42,6 @@ static long long q_int(fx *f, const char *sql)
 
 #define CLAIMED "SELECT count(*) FROM pgpace.queue WHERE claim_token IS NOT NULL"
 
-/* The value of a metric line that starts with `series` (name and labels) in a /metrics answer;
- * -1 when absent. */
-static double metric(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncmp(p, series, n) == 0 && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return -1;
-}
-
 static void claims_run_ahead_of_free_connections(void **state)
 {
     fx *f = *state;
@@ -64,9 +53,9 @@ static void claims_run_ahead_of_free_connections(void **state)
                                             "SELECT 6000 - count(*) FROM pgpace.queue"),
                      6000);
     char *m = fx_metrics(f);
-    double items = metric(m, "pgpace_items_claimed_total{mode=\"unlimited\"}");
-    double rounds = metric(m, "pgpace_claim_rounds_total{round=\"scheduled\"}");
-    double pipelined = metric(m, "pgpace_claims_pipelined_total");
+    double items = fx_metric(m, "pgpace_items_claimed_total{mode=\"unlimited\"}");
+    double rounds = fx_metric(m, "pgpace_claim_rounds_total{round=\"scheduled\"}");
+    double pipelined = fx_metric(m, "pgpace_claims_pipelined_total");
     free(m);
     print_message("# 6000 items, 4 connections: %.0f claim rounds (%.1f items each), %.0f sent "
                   "while another was in flight; at most %zu requests at once\n",
