@@ -622,6 +622,38 @@ static size_t tenant_groups(round_build *b)
     return shared ? n_groups : 0;
 }
 
+/* Whether one of the customer's due pairs has nothing out (claimed, in a window or on the
+ * wire). */
+static bool has_fresh_pair(const customer *c, int64_t now)
+{
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (c->pairs[i].next_us <= now && c->pairs[i].in_flight == 0)
+            return true;
+    return false;
+}
+
+/* A work-queue customer left out because its host's window is full still gets one item when one
+ * of its due pairs has nothing out: a carrier's (or a new customer's) first item would otherwise
+ * wait until the window has drained to half, behind what another carrier was claimed (a
+ * replay), hundreds of milliseconds on a slow host. Such items may take the window past its
+ * size by window_fresh_room(), and each pair only one, as then it has an item out. */
+static void fresh_pairs(dispatcher *d, round_build *b, int64_t now)
+{
+    for (size_t k = 0; k < b->n && b->room > 0; k++) {
+        share_claimant *cl = &b->cl[k];
+        int pool = cl->pool;
+        if (cl->grant > 0 || cl->demand <= 0 || pool < 0 || !cl->open_only ||
+            b->pools[pool].open_room + b->pools[pool].ahead > 0)
+            continue;
+        host_state *h = b->pool_host[pool];
+        int granted = b->before[pool].ahead - b->pools[pool].ahead;
+        if (granted >= window_fresh_room(&d->cfg, h) || !has_fresh_pair(b->cand[k].c, now))
+            continue;
+        cl->grant = 1;
+        b->pools[pool].ahead--; /* held by the round like the rest of its window room */
+    }
+}
+
 /* Divides the room among the customers considered and adds each to the round with its share.
  * One that got nothing because its host is full waits for the host; a batch tick lists every
  * customer considered, with nothing asked, so its tick is recorded (what it is owed is claimed
@@ -642,6 +674,7 @@ static void divide(dispatcher *d, round_build *b, int64_t now)
                              b->room > 0 ? b->room : 0, d->rounds, b->heap);
     } else
         share_divide(b->cl, b->n, b->pools, b->room > 0 ? b->room : 0, d->rounds, b->heap);
+    fresh_pairs(d, b, now);
     for (size_t k = 0; k < b->n; k++) {
         customer *c = b->cand[k].c;
         if (c->host && c->host->limit) {

@@ -1171,6 +1171,9 @@ int64_t window_wait_us(const pgp_config *cfg);
  * half of it is full or claimed. So the window is refilled in halves, by up to two claims in
  * flight (CLAIM_PIPELINE), not an item per completion. Pure. */
 int window_room(const pgp_config *cfg, const host_state *h);
+/* The window room left for first items of pairs with nothing out (claim.c fresh_pairs): up to a
+ * quarter of the window beyond its size. Pure. */
+int window_fresh_room(const pgp_config *cfg, const host_state *h);
 void window_push(dispatcher *d, delivery *dl);
 /* Takes a delivery out of its window (it is being sent or given back). */
 void window_unlink(dispatcher *d, delivery *dl);

@@ -690,7 +690,15 @@ void leader_wake_pair(dispatcher *d, int64_t id, const char *carrier, int64_t no
         leader_reload_customer(d, id); /* its backstop scan entry will follow */
         return;
     }
+    /* A pair that had nothing due or out: when its customer waits for a host whose window is
+     * full, its first item need not wait for the window to drain (claim.c fresh_pairs), so the
+     * customer leaves the wait list (its entry there is skipped) and is considered again. */
+    const pair *known = pair_find(c, carrier);
+    bool fresh = !known || (known->next_us == PAIR_IDLE && known->in_flight == 0);
     pair_note(c, carrier, now);
+    if (fresh && c->waiting && c->host && c->mode != MODE_SPACED &&
+        window_fresh_room(&d->cfg, c->host) > 0)
+        c->waiting = false;
     customer_schedule(d, c);
     if (arm_claim)
         claim_arm(d);

@@ -3,12 +3,13 @@
  * A claim round costs a database round trip; claiming only what a host's free connections can
  * take at once would bound a fast host's throughput by those round trips. So claims for
  * unlimited and batch customers may take up to window_cap() items more per host, which wait
- * here, one FIFO queue per customer, and go out as connections free (window_drain), always to
- * the customer with the fewest requests on the wire per unit of weight, so the window is shared
- * as fairly as the claims were. The window is bounded in items (claim_ahead, fewer for a slow
- * host) and in time: an item that waited window_wait_us() is given back to the queue (due again
- * at once, the attempt not counted), far inside its lease. On shutdown and when leadership is
- * lost every item still here is given back at once, not left for its lease to expire.
+ * here, one queue per customer (a lane per carrier, in turns), and go out as connections free
+ * (window_drain), always to the customer with the fewest requests on the wire per unit of weight,
+ * so the window is shared as fairly as the claims were. The window is bounded in items
+ * (claim_ahead, fewer for a slow host) and in time: an item that waited window_wait_us() is given
+ * back to the queue (due again at once, the attempt not counted), far inside its lease. On shutdown
+ * and when leadership is lost every item still here is given back at once, not left for its lease
+ * to expire.
  *
  * Owns each host's queues (host_state.wq), dispatcher.window (every window item, oldest first)
  * and TIMER_WINDOW.
@@ -19,11 +20,23 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+/* A customer's items of one carrier in the window, in claim order. */
+typedef struct window_lane {
+    pgp_list items; /* delivery.qlink */
+    int n;
+} window_lane;
+
+/* A customer's items in the window: one lane per carrier, which take turns (as the carriers
+ * of a customer take turns in its claims), so a carrier with a few items does not wait behind
+ * the window's worth another carrier of the customer was claimed (a replay). */
 typedef struct window_queue {
     int64_t customer_id;
-    pgp_list items; /* delivery.qlink, claim order */
-    int n;
+    int n; /* in all its lanes */
+    window_lane *lanes;
+    size_t n_lanes, cap_lanes;
+    size_t next_lane; /* the lane that sends next */
 } window_queue;
 
 int window_cap(const pgp_config *cfg, const host_state *h)
@@ -57,6 +70,16 @@ int window_room(const pgp_config *cfg, const host_state *h)
     return free_items < half ? free_items : half;
 }
 
+int window_fresh_room(const pgp_config *cfg, const host_state *h)
+{
+    int cap = window_cap(cfg, h);
+    if (cap <= 0)
+        return 0;
+    int extra = cap / 4 > 1 ? cap / 4 : 1;
+    int room = cap + extra - h->windowed - h->claiming_ahead;
+    return room > 0 ? room : 0;
+}
+
 static window_queue *queue_of(host_state *h, int64_t customer_id)
 {
     for (size_t i = 0; i < h->n_wq; i++)
@@ -65,8 +88,7 @@ static window_queue *queue_of(host_state *h, int64_t customer_id)
     return NULL;
 }
 
-/* The queues live in an array; an emptied one is replaced by the last (its list head moves, so
- * the list is re-anchored). */
+/* Lists move with their heads: a head copied to another place is re-anchored there. */
 static void list_move_head(pgp_list *to, pgp_list *from)
 {
     if (pgp_list_empty(from)) {
@@ -78,15 +100,78 @@ static void list_move_head(pgp_list *to, pgp_list *from)
     to->prev->next = to;
 }
 
+static delivery *lane_head(const window_lane *l)
+{
+    return pgp_list_entry(l->items.next, delivery, qlink);
+}
+
+static bool same_carrier(const delivery *a, const delivery *b)
+{
+    return strcmp(a->carrier ? a->carrier : "", b->carrier ? b->carrier : "") == 0;
+}
+
+/* The lane of dl's carrier in q; NULL when it has none. A customer has few carriers in the
+ * window at once, so its lanes are scanned in order. */
+static window_lane *lane_of(window_queue *q, const delivery *dl)
+{
+    for (size_t i = 0; i < q->n_lanes; i++)
+        if (same_carrier(lane_head(&q->lanes[i]), dl))
+            return &q->lanes[i];
+    return NULL;
+}
+
+static window_lane *lane_add(window_queue *q)
+{
+    if (q->n_lanes == q->cap_lanes) {
+        size_t cap = q->cap_lanes ? q->cap_lanes * 2 : 1;
+        window_lane *v = malloc(cap * sizeof *v);
+        if (!v)
+            return NULL;
+        for (size_t i = 0; i < q->n_lanes; i++) {
+            v[i].n = q->lanes[i].n;
+            list_move_head(&v[i].items, &q->lanes[i].items);
+        }
+        free(q->lanes);
+        q->lanes = v;
+        q->cap_lanes = cap;
+    }
+    window_lane *l = &q->lanes[q->n_lanes++];
+    l->n = 0;
+    pgp_list_init(&l->items);
+    return l;
+}
+
+/* An emptied lane is replaced by the last. */
+static void lane_drop(window_queue *q, window_lane *l)
+{
+    size_t i = (size_t)(l - q->lanes), last = q->n_lanes - 1;
+    if (i != last) {
+        q->lanes[i].n = q->lanes[last].n;
+        list_move_head(&q->lanes[i].items, &q->lanes[last].items);
+    }
+    q->n_lanes--;
+}
+
+/* The queue's next item to send: its lanes take turns. */
+static delivery *queue_next(window_queue *q)
+{
+    return lane_head(&q->lanes[q->next_lane++ % q->n_lanes]);
+}
+
+/* One of the queue's items (when it gives all of them back). */
+static delivery *queue_head(window_queue *q)
+{
+    return lane_head(&q->lanes[0]);
+}
+
+/* The queues live in an array; an emptied one is replaced by the last (its lanes are an
+ * allocation of their own, so nothing is re-anchored). */
 static void queue_drop(host_state *h, window_queue *q)
 {
-    size_t i = (size_t)(q - h->wq);
-    size_t last = h->n_wq - 1;
-    if (i != last) {
-        h->wq[i].customer_id = h->wq[last].customer_id;
-        h->wq[i].n = h->wq[last].n;
-        list_move_head(&h->wq[i].items, &h->wq[last].items);
-    }
+    size_t i = (size_t)(q - h->wq), last = h->n_wq - 1;
+    free(q->lanes);
+    if (i != last)
+        h->wq[i] = h->wq[last];
     h->n_wq--;
 }
 
@@ -94,22 +179,14 @@ static window_queue *queue_add(host_state *h, int64_t customer_id)
 {
     if (h->n_wq == h->cap_wq) {
         size_t cap = h->cap_wq ? h->cap_wq * 2 : 8;
-        window_queue *v = malloc(cap * sizeof *v);
+        window_queue *v = realloc(h->wq, cap * sizeof *v);
         if (!v)
             return NULL;
-        for (size_t i = 0; i < h->n_wq; i++) {
-            v[i].customer_id = h->wq[i].customer_id;
-            v[i].n = h->wq[i].n;
-            list_move_head(&v[i].items, &h->wq[i].items);
-        }
-        free(h->wq);
         h->wq = v;
         h->cap_wq = cap;
     }
     window_queue *q = &h->wq[h->n_wq++];
-    q->customer_id = customer_id;
-    q->n = 0;
-    pgp_list_init(&q->items);
+    *q = (window_queue){.customer_id = customer_id};
     return q;
 }
 
@@ -130,15 +207,24 @@ void window_push(dispatcher *d, delivery *dl)
 {
     host_state *h = dl->host;
     window_queue *q = queue_of(h, dl->customer_id);
+    bool new_queue = !q;
     if (!q && !(q = queue_add(h, dl->customer_id))) {
         delivery_send(d, dl); /* no memory for a queue: sent now (curl queues it) */
+        return;
+    }
+    window_lane *l = lane_of(q, dl);
+    if (!l && !(l = lane_add(q))) {
+        if (new_queue)
+            queue_drop(h, q);
+        delivery_send(d, dl);
         return;
     }
     bool first = pgp_list_empty(&d->window);
     dl->stage = STAGE_WINDOW;
     dl->due_us = now_us() + window_wait_us(&d->cfg);
-    pgp_list_push_tail(&q->items, &dl->qlink);
+    pgp_list_push_tail(&l->items, &dl->qlink);
     pgp_list_push_tail(&d->window, &dl->wlink);
+    l->n++;
     q->n++;
     h->windowed++;
     d->windowed++;
@@ -152,15 +238,19 @@ void window_unlink(dispatcher *d, delivery *dl)
     window_queue *q = queue_of(h, dl->customer_id);
     pgp_list_remove(&dl->qlink);
     pgp_list_remove(&dl->wlink);
-    if (q && --q->n == 0)
-        queue_drop(h, q);
+    if (q) {
+        /* Its lane: the one whose items share its carrier, or the one it emptied. */
+        window_lane *l = NULL;
+        for (size_t i = 0; i < q->n_lanes && !l; i++)
+            if (pgp_list_empty(&q->lanes[i].items) || same_carrier(lane_head(&q->lanes[i]), dl))
+                l = &q->lanes[i];
+        if (l && --l->n == 0)
+            lane_drop(q, l);
+        if (--q->n == 0)
+            queue_drop(h, q);
+    }
     h->windowed--;
     d->windowed--;
-}
-
-static delivery *queue_head(window_queue *q)
-{
-    return pgp_list_entry(q->items.next, delivery, qlink);
 }
 
 /* Whether the customer's window items must go back to the queue: it cannot send for a while
@@ -372,7 +462,7 @@ void window_drain(dispatcher *d, host_state *h)
         if (!best)
             return; /* nobody may send now */
         h->wq_rotate++;
-        delivery_send(d, queue_head(best));
+        delivery_send(d, queue_next(best));
     }
 }
 
@@ -430,6 +520,8 @@ void host_tenant_out_add(host_state *h, int64_t tenant, int delta)
 void window_free_host(host_state *h)
 {
     hmap_free(&h->tenant_out);
+    for (size_t i = 0; i < h->n_wq; i++)
+        free(h->wq[i].lanes);
     free(h->wq);
     h->wq = NULL;
     h->n_wq = h->cap_wq = 0;

@@ -10,7 +10,10 @@
  *   back as soon as the connection is back, so every item is delivered long before the leases
  *   of the window's items would have run out;
  * - an item that waited in the window longer than claim_ahead_ms is given back without an
- *   attempt.
+ *   attempt;
+ * - a carrier's first item is not held behind the window's worth of another carrier of the same
+ *   customer (a replay): it is claimed although the window is full, and the customer's carriers
+ *   take turns in the window (issue 34: a live carrier beside a replay).
  * Real PostgreSQL, real loopback receiver; waits are conditions with deadlines. */
 #include "fixture.h"
 #include "receiver.h"
@@ -204,6 +207,42 @@ static void window_item_waiting_too_long_goes_back(void **state)
                      (long long)sent);
 }
 
+/* The customer's `replay` carrier fills the window (300 items: 2 connections, 50 ms a request,
+ * 15 s of window); a `live` item enqueued then used to wait until half the window had drained
+ * (150 requests, about 4 s) and then behind every item claimed before it. Counted in requests,
+ * not in time: a busy machine slows both sides alike. */
+static void live_carrier_is_not_held_behind_a_replay(void **state)
+{
+    fx *f = *state;
+    answer_after(f->recv, "/c/shop", 50);
+    fx_customer(f, "shop", TL_ARGV("--mode", "unlimited", "--rate", "60"));
+    tl_exec(f->db->conn, "SELECT count(pgpace.enqueue('shop', jsonb_build_object('n', i), "
+                         "carrier => 'replay')) FROM generate_series(1, 600) i");
+    fx_run(f, SLOW_HOST_INI);
+    /* The host's request time is known and the window has filled. */
+    assert_true(receiver_wait(f->recv, "/c/shop", 4, 10000) >= 4);
+    long long claimed = tl_wait_query_at_least(f->db->conn, 200, 20000, CLAIMED);
+    assert_true(claimed >= 200);
+
+    size_t before = receiver_count(f->recv, "/c/shop");
+    long long live = fx_enqueue(f, "shop", "live", 1);
+    long long done = tl_wait_query_at_least(f->db->conn, 1, 30000,
+                                            "SELECT count(*) FROM pgpace.delivery_attempt "
+                                            "WHERE item_id = %lld",
+                                            live);
+    assert_int_equal(done, 1);
+    size_t replayed = receiver_count(f->recv, "/c/shop") - before - 1;
+    long long left = q_int(f, "SELECT count(*) FROM pgpace.queue WHERE carrier = 'replay'");
+    print_message("# live item sent after %zu replay requests (%lld claimed when it was "
+                  "enqueued; %lld replay items still queued)\n",
+                  replayed, claimed, left);
+    /* Sent with the first free connections: those on the wire and a claim round's worth. */
+    assert_true(replayed < 50);
+    assert_true(left > 0); /* the replay was still going */
+    assert_true(receiver_max_concurrent(f->recv, "/c/shop") <= 2);
+    fx_stop_service(f, 8000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +254,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(window_goes_back_when_leadership_is_lost, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(window_item_waiting_too_long_goes_back, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(live_carrier_is_not_held_behind_a_replay, fx_setup,
                                         fx_teardown),
     };
     return TL_RUN(tests, NULL, NULL);
