@@ -636,7 +636,8 @@ static bool has_fresh_pair(const customer *c, int64_t now)
  * of its due pairs has nothing out: a carrier's (or a new customer's) first item would otherwise
  * wait until the window has drained to half, behind what another carrier was claimed (a
  * replay), hundreds of milliseconds on a slow host. Such items may take the window past its
- * size by window_fresh_room(), and each pair only one, as then it has an item out. */
+ * size by window_fresh_room(), and each pair only one, as then it has an item out (and none while
+ * a round of its customer is out). */
 static void fresh_pairs(dispatcher *d, round_build *b, int64_t now)
 {
     for (size_t k = 0; k < b->n && b->room > 0; k++) {
@@ -647,7 +648,10 @@ static void fresh_pairs(dispatcher *d, round_build *b, int64_t now)
             continue;
         host_state *h = b->pool_host[pool];
         int granted = b->before[pool].ahead - b->pools[pool].ahead;
-        if (granted >= window_fresh_room(&d->cfg, h) || !has_fresh_pair(b->cand[k].c, now))
+        /* Not while a round of the customer is out: its pairs' counts are not known yet (the
+         * one that got the previous such item would look fresh again). */
+        customer *c = b->cand[k].c;
+        if (c->rounds_in > 0 || granted >= window_fresh_room(&d->cfg, h) || !has_fresh_pair(c, now))
             continue;
         cl->grant = 1;
         b->pools[pool].ahead--; /* held by the round like the rest of its window room */
