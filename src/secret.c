@@ -252,12 +252,30 @@ int secret_key_parse(const char *secret, secret_key **out, pgp_error *err)
     return 0;
 }
 
+/* A freed key's keyed state does not outlive it in this thread's context: the context goes
+ * (EVP_MAC_CTX_free wipes it) and the next signature makes another. Another thread's context
+ * holds it until that thread signs with another key or ends. */
+static void hmac_scratch_forget(uint64_t serial)
+{
+    (void)pthread_once(&hmac_once, hmac_fetch);
+    if (!hmac_scratch_ok)
+        return;
+    hmac_scratch *sc = pthread_getspecific(hmac_scratch_key);
+    if (sc && sc->ctx && sc->serial == serial) {
+        EVP_MAC_CTX_free(sc->ctx);
+        sc->ctx = NULL;
+        sc->serial = 0;
+    }
+}
+
 void secret_key_free(secret_key *k)
 {
     if (!k)
         return;
     if (k->type == SECRET_ED25519)
         EVP_PKEY_free(k->u.pkey);
+    else
+        hmac_scratch_forget(k->u.serial);
     OPENSSL_cleanse(k, sizeof *k + (size_t)k->keylen);
     free(k);
 }
@@ -283,19 +301,26 @@ static hmac_scratch *hmac_scratch_get(void)
     if (!hmac_impl || !hmac_scratch_ok)
         return NULL;
     hmac_scratch *sc = pthread_getspecific(hmac_scratch_key);
-    if (sc)
-        return sc;
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                           OSSL_PARAM_construct_end()};
-    sc = calloc(1, sizeof *sc);
-    if (!sc)
-        return NULL;
-    sc->ctx = EVP_MAC_CTX_new(hmac_impl);
-    if (!sc->ctx || EVP_MAC_CTX_set_params(sc->ctx, params) != 1 ||
-        pthread_setspecific(hmac_scratch_key, sc) != 0) {
-        hmac_scratch_free(sc);
-        return NULL;
+    if (!sc) {
+        sc = calloc(1, sizeof *sc);
+        if (!sc)
+            return NULL;
+        if (pthread_setspecific(hmac_scratch_key, sc) != 0) {
+            free(sc);
+            return NULL;
+        }
+    }
+    if (!sc->ctx) {
+        char digest[] = "SHA256";
+        OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
+        sc->serial = 0;
+        sc->ctx = EVP_MAC_CTX_new(hmac_impl);
+        if (!sc->ctx || EVP_MAC_CTX_set_params(sc->ctx, params) != 1) {
+            EVP_MAC_CTX_free(sc->ctx);
+            sc->ctx = NULL;
+            return NULL;
+        }
     }
     return sc;
 }
