@@ -11,7 +11,8 @@
  * Cost per delivery (the hot path): a request object (http_req) owns its curl easy handle, its
  * header list (fixed nodes pointing into its own buffer) and its excerpt buffer, and goes back
  * to a bounded free list after its callback, so a delivery allocates nothing of ours and only
- * re-sets the options that change per request. A keep-alive connection going idle in curl's
+ * re-sets the options that change per request; its URL stays parsed (CURLOPT_CURLU) while the
+ * next request goes to the same one. A keep-alive connection going idle in curl's
  * cache keeps its sock_ctx and its uv_poll armed for reading ("parked"): curl forgets the
  * socket (CURL_POLL_REMOVE) after every transfer and asks for it again on the next one, and
  * re-creating the poll each time costs five epoll_ctl calls and an ioctl per delivery. A parked

@@ -86,8 +86,8 @@ struct http_req {
     http_sender *s;
     CURL *easy; /* created with the object, reused by every request it carries */
     /* The last URL parsed for this object, kept parsed: curl parses a CURLOPT_URL string anew
-     * for every transfer (curl_url_set, a tenth of libcurl's work per delivery), and the next
-     * request of a pooled object usually goes to the same URL. */
+     * for every transfer (curl_url_set and curl_url_get were 1.6 us of libcurl's 12 us per
+     * delivery), and the next request of a pooled object usually goes to the same URL. */
     CURLU *uh;     /* set on the handle (CURLOPT_CURLU) when uh_url[0]; or NULL */
     char *uh_url;  /* the URL uh holds ("" none: the handle has CURLOPT_URL instead) */
     size_t uh_cap; /* uh_url's size */

@@ -386,8 +386,8 @@ static int sign_ed25519(const secret_key *k, const char *prefix, size_t plen, co
     return 0;
 }
 
-/* "<msg_id>.<timestamp>." into buf, or -1 when it does not fit (snprintf was a tenth of a
- * signature's cost). */
+/* "<msg_id>.<timestamp>." into buf, or -1 when it does not fit (as snprintf's "%s.%lld." did,
+ * which cost 0.3 % of the dispatcher's CPU per delivery). */
 static int sign_prefix(char *buf, size_t cap, const char *msg_id, long long timestamp)
 {
     size_t idlen = strlen(msg_id);
