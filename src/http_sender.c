@@ -11,7 +11,8 @@
  * Cost per delivery (the hot path): a request object (http_req) owns its curl easy handle, its
  * header list (fixed nodes pointing into its own buffer) and its excerpt buffer, and goes back
  * to a bounded free list after its callback, so a delivery allocates nothing of ours and only
- * re-sets the options that change per request. A keep-alive connection going idle in curl's
+ * re-sets the options that change per request; its URL stays parsed (CURLOPT_CURLU) while the
+ * next request goes to the same one. A keep-alive connection going idle in curl's
  * cache keeps its sock_ctx and its uv_poll armed for reading ("parked"): curl forgets the
  * socket (CURL_POLL_REMOVE) after every transfer and asks for it again on the next one, and
  * re-creating the poll each time costs five epoll_ctl calls and an ioctl per delivery. A parked
@@ -151,6 +152,8 @@ void hs_req_destroy(http_req *r)
     http_headers_release(r->extra);
     if (r->easy)
         curl_easy_cleanup(r->easy); /* frees its blob structs, never reads their data */
+    curl_url_cleanup(r->uh);        /* after the handle: it points at it */
+    free(r->uh_url);
     client_cert_release(r->cert);
     free(r->hbuf);
     free(r);
@@ -1056,11 +1059,53 @@ fail:
     return -EINVAL;
 }
 
+/* Points r's handle at `url`: a parsed copy (CURLOPT_CURLU), the one kept from r's last request
+ * when it is the same URL. Parsed as curl parses a CURLOPT_URL string (url.c's flags), so the
+ * transfer sees the same URL; one curl's parser refuses goes to curl as a string instead, and
+ * fails the transfer as it did before. */
+static int set_url(http_req *r, const char *url)
+{
+    CURL *e = r->easy;
+    if (r->uh_url && r->uh_url[0] && strcmp(r->uh_url, url) == 0)
+        return 0;
+    size_t len = strlen(url);
+    if (r->uh_url)
+        r->uh_url[0] = '\0';
+    if (!r->uh && (r->uh = curl_url()) == NULL)
+        return -ENOMEM;
+    /* Emptied first: curl_url_set would read a relative URL against the last one, where curl
+     * parses each transfer's URL on its own. */
+    if (curl_url_set(r->uh, CURLUPART_URL, NULL, 0) != CURLUE_OK ||
+        curl_url_set(r->uh, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
+            CURLUE_OK) {
+        SETOPT(CURLOPT_CURLU, (CURLU *)NULL);
+        SETOPT(CURLOPT_URL, url);
+        return 0;
+    }
+    if (len + 1 > r->uh_cap) {
+        char *grown = realloc(r->uh_url, len + 1);
+        if (!grown) {
+            SETOPT(CURLOPT_CURLU, (CURLU *)NULL);
+            SETOPT(CURLOPT_URL, url);
+            return 0;
+        }
+        r->uh_url = grown;
+        r->uh_cap = len + 1;
+    }
+    SETOPT(CURLOPT_CURLU, r->uh);
+    memcpy(r->uh_url, url, len + 1);
+    return 0;
+fail:
+    return -EINVAL;
+}
+
 int hs_req_launch(http_sender *s, http_req *r, const hs_launch *l)
 {
     CURL *e = r->easy;
     /* Only what differs between requests; easy_setup() set the rest. */
-    SETOPT(CURLOPT_URL, l->url);
+    int urc = set_url(r, l->url);
+    if (urc < 0)
+        return urc;
     SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)l->body_len);
     SETOPT(CURLOPT_POSTFIELDS, l->body);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, l->connect_timeout_ms);

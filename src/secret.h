@@ -10,6 +10,8 @@
  *     Its public key, for the receiver, is "whpk_" + base64 of the 32-byte Ed25519 public key.
  * A secret_key is a secret parsed once (decoded, the Ed25519 key derived), so signing many
  * requests with it does no parsing. It is read-only once parsed: any thread may sign with it.
+ * Each thread that signs with whsec_ keys keeps one HMAC context, keyed with the last key it
+ * used (freed when the thread ends, and dropped when that key is freed on the thread).
  * Secrets are never logged: error messages name the problem, never the value.
  */
 #ifndef PGPACE_SECRET_H

@@ -597,6 +597,26 @@ void delivery_send(dispatcher *d, delivery *dl)
     transmit(d, dl);
 }
 
+/* "msg_<id>" into buf (at least 25 bytes: an int64 has at most 20 digits and a sign), without
+ * snprintf, which was 0.5 % of the dispatcher's CPU per delivery (perf). */
+static void webhook_id_of(char *buf, int64_t id)
+{
+    char digits[20];
+    size_t n = 0;
+    uint64_t u = id < 0 ? (uint64_t)0 - (uint64_t)id : (uint64_t)id;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    memcpy(buf, "msg_", 4);
+    char *p = buf + 4;
+    if (id < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = digits[--n];
+    *p = '\0';
+}
+
 /* The request, with the customer's extra headers (and its OAuth2 token, `headers` then). */
 static void request(dispatcher *d, delivery *dl, customer *c, http_headers *headers)
 {
@@ -612,8 +632,7 @@ static void request(dispatcher *d, delivery *dl, customer *c, http_headers *head
     if (can_send) {
         char webhook_id[40];
         /* The event's id: every endpoint a fan-out reached gets the same webhook-id. */
-        snprintf(webhook_id, sizeof webhook_id, "msg_%" PRId64,
-                 dl->msg_id > 0 ? dl->msg_id : dl->item_id);
+        webhook_id_of(webhook_id, dl->msg_id > 0 ? dl->msg_id : dl->item_id);
         const char *secrets[CUSTOMER_SECRETS_MAX];
         customer_keys(c, secrets);
         http_request req = {

@@ -950,6 +950,30 @@ static void reused_requests_carry_nothing_over(void **state)
     assert_true(o4.duration_ms < 300);
 }
 
+/* A pooled request object keeps its last URL parsed; each request still goes to its own URL,
+ * read on its own: a relative one is not resolved against the last one (curl refuses it, as a
+ * URL without a host), and one curl cannot parse fails as before. */
+static void reused_requests_parse_their_own_url(void **state)
+{
+    fixture *fx = *state;
+    new_sender(fx, "127.0.0.0/8", 4096, 256, 8, 4);
+    char a[256], b[256];
+    url_for(fx, "/ok/a", a, sizeof a);
+    url_for(fx, "/ok/b", b, sizeof b);
+    const char *seq[] = {a, a, "/ok/relative", b, "http://[::1/broken", a, "", b};
+    const bool good[] = {true, true, false, true, false, true, false, true};
+    for (size_t i = 0; i < PGP_ARRAY_LEN(seq); i++) {
+        outcome o = {0};
+        send_and_wait(fx, seq[i], NULL, &o, 5000);
+        if (good[i] ? !o.ok || o.status != 200 : strcmp(o.error_class, "protocol") != 0)
+            fail_msg("%zu %s: class %s (%s), status %ld", i, seq[i], o.error_class, o.error,
+                     o.status);
+    }
+    assert_int_equal(receiver_count(fx->rcv, "/ok/a"), 3);
+    assert_int_equal(receiver_count(fx->rcv, "/ok/b"), 2);
+    assert_int_equal(receiver_count(fx->rcv, "/ok/relative"), 0);
+}
+
 /* A request aborted before it ran reports no status, even on a request object whose last
  * request got one. */
 static void aborted_reused_request_has_no_status(void **state)
@@ -1427,6 +1451,7 @@ int main(void)
         T(allow_list_opens_loopback),
         T(keep_alive_reuses_one_connection),
         T(reused_requests_carry_nothing_over),
+        T(reused_requests_parse_their_own_url),
         T(aborted_reused_request_has_no_status),
         T(allow_list_change_applies_to_kept_connections),
         T(allow_list_change_retires_older_connections_later_too),

@@ -5,6 +5,7 @@
 #include "secret.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,68 @@ static void sign_matches_spec_vector(void **state)
                                  sig, &err),
                      0);
     assert_string_equal(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+}
+
+/* Signs the specification's example with k (a parsed copy of its secret) into sig. */
+static void sign_spec(const secret_key *k, char sig[SECRET_SIGNATURE_MAX])
+{
+    pgp_error err = {{0}};
+    const char *body = "{\"test\": 2432232314}";
+    assert_int_equal(secret_key_sign(k, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body,
+                                     strlen(body), sig, &err),
+                     0);
+}
+
+static void *sign_spec_thread(void *arg)
+{
+    char *sig = arg;
+    secret_key *k = NULL;
+    pgp_error err = {{0}};
+    if (secret_key_parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", &k, &err) == 0)
+        sign_spec(k, sig);
+    secret_key_free(k);
+    return NULL;
+}
+
+/* A signing thread keeps its HMAC context keyed with the last key: signatures with the same key
+ * again, with other keys in between, with a key parsed where a freed one was, and on another
+ * thread, are each their own key's. */
+static void hmac_context_reuse_keeps_keys_apart(void **state)
+{
+    const char *spec = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+    const char *other_secret = "whsec_QUJDREVGR0hJSktMTU5PUFFSU1RVVldY";
+    secret_key *k = NULL, *other = NULL;
+    pgp_error err = {{0}};
+    char sig[SECRET_SIGNATURE_MAX], other_sig[SECRET_SIGNATURE_MAX], again[SECRET_SIGNATURE_MAX];
+    assert_int_equal(secret_key_parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", &k, &err), 0);
+    assert_int_equal(secret_key_parse(other_secret, &other, &err), 0);
+    for (int i = 0; i < 3; i++) {
+        sign_spec(k, sig);
+        assert_string_equal(sig, spec);
+    }
+    sign_spec(other, other_sig);
+    assert_string_not_equal(other_sig, spec);
+    sign_spec(k, sig);
+    assert_string_equal(sig, spec);
+    /* The other key again, after a freed key's place was taken by a new parse. */
+    secret_key_free(k);
+    assert_int_equal(secret_key_parse(other_secret, &k, &err), 0);
+    sign_spec(k, again);
+    assert_string_equal(again, other_sig);
+    secret_key_free(k);
+    assert_int_equal(secret_key_parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", &k, &err), 0);
+    sign_spec(k, sig);
+    assert_string_equal(sig, spec);
+    /* Another thread has its own context (freed when it ends). */
+    char tsig[SECRET_SIGNATURE_MAX] = "";
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sign_spec_thread, tsig), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_string_equal(tsig, spec);
+    sign_spec(other, again);
+    assert_string_equal(again, other_sig);
+    secret_key_free(k);
+    secret_key_free(other);
 }
 
 static void sign_changes_with_every_input(void **state)
@@ -227,6 +290,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sign_matches_spec_vector),
+        cmocka_unit_test(hmac_context_reuse_keeps_keys_apart),
         cmocka_unit_test(sign_changes_with_every_input),
         cmocka_unit_test(sign_rejects_bad_secret_without_echoing_it),
         cmocka_unit_test(generated_secrets_are_valid_and_distinct),
