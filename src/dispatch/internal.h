@@ -69,7 +69,8 @@
 #define ROUND_MAX_CUSTOMERS 4096
 /* Most due (customer, carrier) pairs of one customer in one round. */
 #define ROUND_MAX_PAIRS 64
-/* Customers per page of the start-up load, and per reload statement (run_customers.sql). */
+/* Customers per page of the start-up load (run_customers_page.sql, and run_customers.sql for
+ * those read whole), and per reload statement (run_customers.sql). */
 #define CUSTOMER_LOAD_PAGE 5000
 #define RELOAD_BATCH       5000
 /* Reload statements out at once: the next is on its way while one is applied. */
@@ -940,6 +941,11 @@ struct dispatcher {
 
     hmap customers;        /* int64 id -> customer* */
     long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
+    /* The start-up load's customers read whole (run_customers_extra.sql), in id order: skipped
+     * by its pages, then read by id from load_extra_sent on (leader.c). */
+    int64_t *load_extra;
+    size_t n_load_extra, cap_load_extra, load_extra_sent;
+    bool load_extra_ready; /* the list is in for this load */
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
     int reloads_out;  /* reload statements out (state.c) */
@@ -1082,8 +1088,10 @@ static inline bool customer_held_invalid(const customer *c)
 }
 void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);
-/* Applies rows of run_customers.sql (and schedules them); returns how many were applied. */
-int customers_apply(dispatcher *d, const PGresult *res, bool log_each);
+/* Applies rows of run_customers.sql (and schedules them); returns how many were applied. Rows
+ * whose id is in skip (n_skip ids in ascending order; the rows in id order too) are left out. */
+int customers_apply(dispatcher *d, const PGresult *res, bool log_each, const int64_t *skip,
+                    size_t n_skip);
 void customer_remove(dispatcher *d, int64_t id);
 void customer_schedule(dispatcher *d, customer *c);
 /* When the customer may next be claimed for (a heap key), or false when it may not be now

@@ -77,31 +77,133 @@ static void load_carriers(dispatcher *d)
     limits_hosts_load(d, NULL);
 }
 
+/* The start-up load, in three steps on the one connection: the ids of the customers with state
+ * in other tables (run_customers_extra.sql: a breaker or health row, a group of endpoints),
+ * the pages of every customer from its own row alone (run_customers_page.sql), those ids left
+ * out, and last those customers read whole by id (run_customers.sql). At 1,000,000 customers
+ * the pages' joins were most of PostgreSQL's 3 s, for nothing on nearly every row. The next
+ * statement is always asked for before a result is applied, so PostgreSQL reads it meanwhile. */
 static void load_customers(dispatcher *d, int64_t after);
+static bool load_extra_send(dispatcher *d);
 
-static void on_customers_loaded(pgconn *conn, PGresult *res, void *arg)
+static void customers_load_done(dispatcher *d)
+{
+    LOG_INFO("customers_loaded", LOG_I("customers", d->customers_loaded),
+             LOG_I("read_whole", (int64_t)d->n_load_extra));
+    d->n_load_extra = d->load_extra_sent = 0;
+    d->load_extra_ready = false;
+    if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
+        leader_enter(d, LEADER_ELECTING);
+}
+
+static bool loading(const dispatcher *d)
+{
+    return d->state == LEADER_LOADING && d->stop == STOP_NONE;
+}
+
+static void on_customers_extra(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
+    (void)conn;
     if (!res)
         return; /* lost: the reconnect starts over */
     if (PQresultStatus(res) != PGRES_TUPLES_OK ||
-        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customers")) {
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_EXTRA_NCOLS, "customers read whole")) {
+        retry_step(d, "load customers", res);
+        return;
+    }
+    size_t n = (size_t)PQntuples(res);
+    if (n > d->cap_load_extra) {
+        int64_t *v = realloc(d->load_extra, n * sizeof *v);
+        if (!v) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+            retry_step(d, "load customers", res);
+            return;
+        }
+        d->load_extra = v;
+        d->cap_load_extra = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        d->load_extra[i] = row_i64(res, (int)i, SQL_RUN_CUSTOMERS_EXTRA_C_ID);
+    d->n_load_extra = n;
+    d->load_extra_sent = 0;
+    d->load_extra_ready = true;
+}
+
+static void on_customers_page(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    (void)conn;
+    if (!res)
+        return;
+    /* Its list failed before it (and was retried): this page belongs to that attempt. */
+    if (!d->load_extra_ready)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_PAGE_NCOLS, "customers")) {
+        d->load_extra_ready = false;
         retry_step(d, "load customers", res);
         return;
     }
     int n = PQntuples(res);
-    /* The next page is asked for before this one is applied, so PostgreSQL reads it meanwhile
-     * (at 1,000,000 customers each side takes a few seconds in all). */
-    bool more = n >= CUSTOMER_LOAD_PAGE && d->state == LEADER_LOADING && d->stop == STOP_NONE;
+    bool more = n >= CUSTOMER_LOAD_PAGE && loading(d);
+    bool extra_out = false;
     if (more)
-        load_customers(d, row_i64(res, n - 1, SQL_RUN_CUSTOMERS_C_ID));
-    customers_apply(d, res, false);
-    d->customers_loaded += n;
-    if (more)
+        load_customers(d, row_i64(res, n - 1, SQL_RUN_CUSTOMERS_PAGE_C_ID));
+    else if (loading(d))
+        extra_out = load_extra_send(d);
+    d->customers_loaded += customers_apply(d, res, false, d->load_extra, d->n_load_extra);
+    if (!more && !extra_out)
+        customers_load_done(d);
+}
+
+static void on_customers_extra_loaded(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    (void)conn;
+    if (!res || !d->load_extra_ready)
         return;
-    LOG_INFO("customers_loaded", LOG_I("customers", d->customers_loaded));
-    if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
-        leader_enter(d, LEADER_ELECTING);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customers")) {
+        d->load_extra_ready = false;
+        retry_step(d, "load customers", res);
+        return;
+    }
+    bool extra_out = loading(d) && load_extra_send(d);
+    d->customers_loaded += customers_apply(d, res, false, NULL, 0);
+    if (!extra_out)
+        customers_load_done(d);
+}
+
+/* Sends the next batch of the customers read whole; false when none is left. One that cannot
+ * be sent starts the load over after a pause (true: the load is not done). */
+static bool load_extra_send(dispatcher *d)
+{
+    if (d->load_extra_sent >= d->n_load_extra)
+        return false;
+    size_t left = d->n_load_extra - d->load_extra_sent;
+    size_t n = left < CUSTOMER_LOAD_PAGE ? left : CUSTOMER_LOAD_PAGE;
+    strbuf ids = {0};
+    strbuf_puts(&ids, "{");
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            strbuf_puts(&ids, ",");
+        strbuf_put_i64(&ids, d->load_extra[d->load_extra_sent + i]);
+    }
+    strbuf_puts(&ids, "}");
+    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
+                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = NULL,
+                            [SQL_RUN_CUSTOMERS_P_PAGE] = NULL};
+    bool sent = params[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] &&
+                DSP_QUERY(d, run_customers, params, on_customers_extra_loaded, d, "customers") == 0;
+    strbuf_free(&ids);
+    if (sent) {
+        d->load_extra_sent += n;
+    } else {
+        d->load_extra_ready = false;
+        retry_step(d, "load customers", NULL);
+    }
+    return true;
 }
 
 /* The next page of all customers, those with id > after. */
@@ -110,10 +212,9 @@ static void load_customers(dispatcher *d, int64_t after)
     char after_s[24], page[16];
     snprintf(after_s, sizeof after_s, "%" PRId64, after);
     snprintf(page, sizeof page, "%d", CUSTOMER_LOAD_PAGE);
-    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = NULL, /* NULL: all, by pages */
-                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = after_s,
-                            [SQL_RUN_CUSTOMERS_P_PAGE] = page};
-    DSP_QUERY(d, run_customers, params, on_customers_loaded, d, "customers");
+    const char *params[] = {
+        [SQL_RUN_CUSTOMERS_PAGE_P_AFTER_ID] = after_s, [SQL_RUN_CUSTOMERS_PAGE_P_PAGE] = page};
+    DSP_QUERY(d, run_customers_page, params, on_customers_page, d, "customers");
 }
 
 static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
@@ -154,6 +255,9 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
     load_carriers(d);
     tokens_load(d);
     d->customers_loaded = 0;
+    d->n_load_extra = d->load_extra_sent = 0;
+    d->load_extra_ready = false;
+    DSP_QUERY0(d, run_customers_extra, on_customers_extra, d, "customers read whole");
     load_customers(d, INT64_MIN);
 }
 

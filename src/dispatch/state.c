@@ -426,12 +426,30 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     return c;
 }
 
-int customers_apply(dispatcher *d, const PGresult *res, bool log_each)
+int customers_apply(dispatcher *d, const PGresult *res, bool log_each, const int64_t *skip,
+                    size_t n_skip)
 {
-    int n = 0;
-    for (int r = 0; r < PQntuples(res); r++) {
+    int n = 0, rows = PQntuples(res);
+    size_t k = 0;
+    if (n_skip > 0 && rows > 0) { /* the first id to skip at or after this result's first row */
+        int64_t first = row_i64(res, 0, SQL_RUN_CUSTOMERS_C_ID);
+        size_t lo = 0, hi = n_skip;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (skip[mid] < first)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        k = lo;
+    }
+    for (int r = 0; r < rows; r++) {
         customer_row row;
         customer_row_parse(res, r, &row);
+        while (k < n_skip && skip[k] < row.id)
+            k++;
+        if (k < n_skip && skip[k] == row.id)
+            continue;
         customer *c = customer_apply(d, &row);
         if (!c) {
             LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
@@ -483,7 +501,7 @@ static void on_customers_reloaded(pgconn *conn, PGresult *res, void *arg)
     }
     free(b);
     bool each = rows <= RELOAD_LOG_EACH;
-    int applied = customers_apply(d, res, each);
+    int applied = customers_apply(d, res, each, NULL, 0);
     if (!each)
         LOG_INFO("customers_updated", LOG_I("customers", applied));
     claim_arm(d);
@@ -982,4 +1000,8 @@ void state_free(dispatcher *d)
     free(d->reload_ids);
     d->reload_ids = NULL;
     d->n_reload = d->cap_reload = d->reload_head = 0;
+    free(d->load_extra);
+    d->load_extra = NULL;
+    d->n_load_extra = d->cap_load_extra = d->load_extra_sent = 0;
+    d->load_extra_ready = false;
 }
