@@ -804,6 +804,9 @@ void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], bool recover
                      claim_stmt *out);
 void claim_row_parse(const PGresult *res, int r, claim_row *out);
 void customer_row_parse(const PGresult *res, int r, customer_row *out);
+/* A row of run_customers_page.sql as the customer_row run_customers.sql would give; false when
+ * the customer must be read whole instead (its row is then incomplete). */
+bool customer_page_row_parse(const PGresult *res, int r, customer_row *out);
 void host_row_parse(const PGresult *res, int r, host_row *out);
 void frontier_row_parse(const PGresult *res, int r, frontier_row *out);
 void backstop_row_parse(const PGresult *res, int r, backstop_row *out);
@@ -941,10 +944,11 @@ struct dispatcher {
 
     hmap customers;        /* int64 id -> customer* */
     long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
-    /* The start-up load's customers read whole (run_customers_extra.sql), in id order: skipped
-     * by its pages, then read by id from load_extra_sent on (leader.c). */
-    int64_t *load_extra;
-    size_t n_load_extra, cap_load_extra, load_extra_sent;
+    /* The start-up load's customers read whole (leader.c): those run_customers_extra.sql
+     * listed (in id order, skipped by the pages), and those the pages marked; read by id,
+     * listed then marked, from load_extra_sent on. */
+    int64_t *load_listed, *load_marked;
+    size_t n_load_listed, cap_load_listed, n_load_marked, cap_load_marked, load_extra_sent;
     bool load_extra_ready; /* the list is in for this load */
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
@@ -1088,10 +1092,13 @@ static inline bool customer_held_invalid(const customer *c)
 }
 void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);
-/* Applies rows of run_customers.sql (and schedules them); returns how many were applied. Rows
- * whose id is in skip (n_skip ids in ascending order; the rows in id order too) are left out. */
-int customers_apply(dispatcher *d, const PGresult *res, bool log_each, const int64_t *skip,
-                    size_t n_skip);
+/* Applies rows of run_customers.sql (and schedules them); returns how many were applied. */
+int customers_apply(dispatcher *d, const PGresult *res, bool log_each);
+/* The same for a page of run_customers_page.sql, less the rows whose id is in skip (n_skip ids
+ * in ascending order): the ids of the rows to read whole instead are appended to *whole (an
+ * array of *cap_whole). Returns how many were applied, or -ENOMEM (the ids did not fit). */
+int customers_apply_page(dispatcher *d, const PGresult *res, const int64_t *skip, size_t n_skip,
+                         int64_t **whole, size_t *n_whole, size_t *cap_whole);
 void customer_remove(dispatcher *d, int64_t id);
 void customer_schedule(dispatcher *d, customer *c);
 /* When the customer may next be claimed for (a heap key), or false when it may not be now

@@ -78,19 +78,21 @@ static void load_carriers(dispatcher *d)
 }
 
 /* The start-up load, in three steps on the one connection: the ids of the customers with state
- * in other tables (run_customers_extra.sql: a breaker or health row, a group of endpoints),
- * the pages of every customer from its own row alone (run_customers_page.sql), those ids left
- * out, and last those customers read whole by id (run_customers.sql). At 1,000,000 customers
- * the pages' joins were most of PostgreSQL's 3 s, for nothing on nearly every row. The next
- * statement is always asked for before a result is applied, so PostgreSQL reads it meanwhile. */
+ * in other tables (run_customers_extra.sql: a breaker or health row, a group of endpoints);
+ * pages of every customer from its own row's common columns (run_customers_page.sql), which
+ * leave those ids out and mark the customers with headers, auth, a certificate, a proxy or
+ * windows; and last the customers listed or marked, read whole by id (run_customers.sql). At
+ * 1,000,000 idle customers the whole rows' joins and 36 text columns were most of PostgreSQL's
+ * 3 s and of the leader's reading, for nothing on nearly every row. The next statement is
+ * always asked for before a result is applied, so PostgreSQL reads it meanwhile. */
 static void load_customers(dispatcher *d, int64_t after);
 static bool load_extra_send(dispatcher *d);
 
 static void customers_load_done(dispatcher *d)
 {
     LOG_INFO("customers_loaded", LOG_I("customers", d->customers_loaded),
-             LOG_I("read_whole", (int64_t)d->n_load_extra));
-    d->n_load_extra = d->load_extra_sent = 0;
+             LOG_I("read_whole", (int64_t)(d->n_load_listed + d->n_load_marked)));
+    d->n_load_listed = d->n_load_marked = d->load_extra_sent = 0;
     d->load_extra_ready = false;
     if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
         leader_enter(d, LEADER_ELECTING);
@@ -113,19 +115,20 @@ static void on_customers_extra(pgconn *conn, PGresult *res, void *arg)
         return;
     }
     size_t n = (size_t)PQntuples(res);
-    if (n > d->cap_load_extra) {
-        int64_t *v = realloc(d->load_extra, n * sizeof *v);
+    if (n > d->cap_load_listed) {
+        int64_t *v = realloc(d->load_listed, n * sizeof *v);
         if (!v) {
             LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
             retry_step(d, "load customers", res);
             return;
         }
-        d->load_extra = v;
-        d->cap_load_extra = n;
+        d->load_listed = v;
+        d->cap_load_listed = n;
     }
     for (size_t i = 0; i < n; i++)
-        d->load_extra[i] = row_i64(res, (int)i, SQL_RUN_CUSTOMERS_EXTRA_C_ID);
-    d->n_load_extra = n;
+        d->load_listed[i] = row_i64(res, (int)i, SQL_RUN_CUSTOMERS_EXTRA_C_ID);
+    d->n_load_listed = n;
+    d->n_load_marked = 0;
     d->load_extra_sent = 0;
     d->load_extra_ready = true;
 }
@@ -147,13 +150,21 @@ static void on_customers_page(pgconn *conn, PGresult *res, void *arg)
     }
     int n = PQntuples(res);
     bool more = n >= CUSTOMER_LOAD_PAGE && loading(d);
-    bool extra_out = false;
     if (more)
         load_customers(d, row_i64(res, n - 1, SQL_RUN_CUSTOMERS_PAGE_C_ID));
-    else if (loading(d))
-        extra_out = load_extra_send(d);
-    d->customers_loaded += customers_apply(d, res, false, d->load_extra, d->n_load_extra);
-    if (!more && !extra_out)
+    int applied = customers_apply_page(d, res, d->load_listed, d->n_load_listed, &d->load_marked,
+                                       &d->n_load_marked, &d->cap_load_marked);
+    if (applied < 0) {
+        LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+        d->load_extra_ready = false;
+        retry_step(d, "load customers", NULL);
+        return;
+    }
+    d->customers_loaded += applied;
+    if (more)
+        return;
+    /* The last page: those read whole last, the next on its way while one is applied. */
+    if (!loading(d) || !load_extra_send(d))
         customers_load_done(d);
 }
 
@@ -170,7 +181,7 @@ static void on_customers_extra_loaded(pgconn *conn, PGresult *res, void *arg)
         return;
     }
     bool extra_out = loading(d) && load_extra_send(d);
-    d->customers_loaded += customers_apply(d, res, false, NULL, 0);
+    d->customers_loaded += customers_apply(d, res, false);
     if (!extra_out)
         customers_load_done(d);
 }
@@ -179,16 +190,18 @@ static void on_customers_extra_loaded(pgconn *conn, PGresult *res, void *arg)
  * be sent starts the load over after a pause (true: the load is not done). */
 static bool load_extra_send(dispatcher *d)
 {
-    if (d->load_extra_sent >= d->n_load_extra)
+    size_t total = d->n_load_listed + d->n_load_marked;
+    if (d->load_extra_sent >= total)
         return false;
-    size_t left = d->n_load_extra - d->load_extra_sent;
+    size_t left = total - d->load_extra_sent;
     size_t n = left < CUSTOMER_LOAD_PAGE ? left : CUSTOMER_LOAD_PAGE;
     strbuf ids = {0};
     strbuf_puts(&ids, "{");
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0)
+    for (size_t i = d->load_extra_sent; i < d->load_extra_sent + n; i++) {
+        if (i > d->load_extra_sent)
             strbuf_puts(&ids, ",");
-        strbuf_put_i64(&ids, d->load_extra[d->load_extra_sent + i]);
+        strbuf_put_i64(&ids, i < d->n_load_listed ? d->load_listed[i]
+                                                  : d->load_marked[i - d->n_load_listed]);
     }
     strbuf_puts(&ids, "}");
     const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
@@ -255,7 +268,7 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
     load_carriers(d);
     tokens_load(d);
     d->customers_loaded = 0;
-    d->n_load_extra = d->load_extra_sent = 0;
+    d->n_load_listed = d->n_load_marked = d->load_extra_sent = 0;
     d->load_extra_ready = false;
     DSP_QUERY0(d, run_customers_extra, on_customers_extra, d, "customers read whole");
     load_customers(d, INT64_MIN);
