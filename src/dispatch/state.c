@@ -471,6 +471,9 @@ int customers_apply_page(dispatcher *d, const PGresult *res, const int64_t *skip
         k = lo;
     }
     for (int r = 0; r < rows; r++) {
+        /* The next page is on its way: let PostgreSQL send all of it meanwhile. */
+        if (r % 512 == 511)
+            pgconn_read_ahead(d->db);
         customer_row row;
         bool complete = customer_page_row_parse(res, r, &row);
         while (k < n_skip && skip[k] < row.id)
