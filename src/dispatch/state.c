@@ -303,7 +303,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     char cert_why[192];
     /* Expired (or unusable): held. Not valid yet: not held, as it will be (its deliveries go
      * back until then, request() -> client_cert_ok). */
-    int64_t now_s = now_us() / 1000000;
+    int64_t now_s = cert ? now_us() / 1000000 : 0; /* a clock read per customer at start-up */
     c->client_cert_held =
         cert_error || (cert && !client_cert_usable(cert, now_s, cert_why, sizeof cert_why) &&
                        now_s >= client_cert_get_info(cert)->not_before_s);
