@@ -6,9 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Keys of 8 bytes (customer ids, tenant ids, pointers): 16 consecutive values share one mixed
+ * home and take consecutive slots from it. The start-up load inserts 1,000,000 ids in order and
+ * looks each up first: spread one by one, every lookup was a cache and TLB miss in a 48 MB
+ * table (20 % of the load's CPU); in runs of 16, one miss serves 16 ids (six cache lines), and
+ * a resize moves runs, not single entries. Anything else still spreads: the runs' homes are
+ * mixed, and keys that differ only above the low 4 bits (aligned pointers) are mixed alone. */
+static uint32_t hash_u64(uint64_t k)
+{
+    uint64_t h = k >> 4;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (uint32_t)h + (uint32_t)(k & 15);
+}
+
 static uint32_t hash_bytes(const void *key, size_t klen)
 {
-    /* FNV-1a, then a final mix so sequential integer keys spread over the table. */
+    if (klen == sizeof(uint64_t)) {
+        uint64_t k;
+        memcpy(&k, key, sizeof k);
+        return hash_u64(k);
+    }
+    /* FNV-1a, then a final mix so keys that differ in one byte spread over the table. */
     uint64_t h = 1469598103934665603ULL;
     const unsigned char *p = key;
     for (size_t i = 0; i < klen; i++)

@@ -5,7 +5,8 @@
  * unspecified; do not insert or delete while iterating. Keys of up to 8 bytes (the dispatcher's
  * customer ids) are kept in the slot itself: no allocation per entry and no pointer to follow on
  * a lookup, which at 1,000,000 customers is a cache miss saved on every one and 32 bytes of
- * memory per entry. Keys are at most 4 GiB.
+ * memory per entry. 8-byte keys hash in runs of 16 consecutive values (hmap.c: the start-up
+ * load inserts ids in order). Keys are at most 4 GiB.
  */
 #ifndef PGPACE_HMAP_H
 #define PGPACE_HMAP_H

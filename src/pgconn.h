@@ -73,6 +73,12 @@ int pgconn_query_prepared(pgconn *c, const char *sql, int nparams, const char *c
 
 bool pgconn_ready(const pgconn *c);
 
+/* Reads what the server has sent so far into libpq's buffer, without parsing or delivering it:
+ * for a callback that works long on one result while the next is on its way. The server blocks
+ * once the socket's buffer is full (about 200 KB), so without this it computes little of the
+ * next statement's result meanwhile. Safe from inside a result callback. */
+void pgconn_read_ahead(pgconn *c);
+
 /* Statements sent or queued whose callback has not run yet. */
 size_t pgconn_pending(const pgconn *c);
 

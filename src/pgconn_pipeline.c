@@ -328,6 +328,14 @@ size_t pgconn_pending(const pgconn *c)
     return c->npending;
 }
 
+void pgconn_read_ahead(pgconn *c)
+{
+    /* Only bytes into libpq's buffer: nothing is parsed or delivered here. A failure leaves the
+     * connection BAD, which the loop's next step (or the one this callback runs in) handles. */
+    if (c->state == ST_READY && c->conn && !c->loss_pending && c->npending > 0)
+        (void)PQconsumeInput(c->conn);
+}
+
 void pgconn_keep_result(pgconn *c)
 {
     c->result_kept = true;

@@ -6,6 +6,9 @@
 -- each branch is guarded by its parameters alone (a one-time filter in a generic plan) and every
 -- row is found by its primary key: with `$1 IS NULL OR c.id = $1` the cached generic plan scanned
 -- every customer for each reload (217 ms at 1,000,000).
+-- The start-up load pages with run_customers_page.sql (the customer's row alone) and reads by
+-- id here only the customers run_customers_extra.sql lists; the page branch stays the reference
+-- those are checked against (test_queries.c) and what bench/run times as one statement.
 -- A disabled customer is held like a paused one (`disabled`; since `disabled_at_us`, which the
 -- status page shows). The timeouts and the throttle settings are 0 where the customer has none:
 -- the configured default applies.

@@ -69,7 +69,8 @@
 #define ROUND_MAX_CUSTOMERS 4096
 /* Most due (customer, carrier) pairs of one customer in one round. */
 #define ROUND_MAX_PAIRS 64
-/* Customers per page of the start-up load, and per reload statement (run_customers.sql). */
+/* Customers per page of the start-up load (run_customers_page.sql, and run_customers.sql for
+ * those read whole), and per reload statement (run_customers.sql). */
 #define CUSTOMER_LOAD_PAGE 5000
 #define RELOAD_BATCH       5000
 /* Reload statements out at once: the next is on its way while one is applied. */
@@ -803,6 +804,9 @@ void claim_statement(const char *const full[SQL_RUN_CLAIM_NPARAMS], bool recover
                      claim_stmt *out);
 void claim_row_parse(const PGresult *res, int r, claim_row *out);
 void customer_row_parse(const PGresult *res, int r, customer_row *out);
+/* A row of run_customers_page.sql as the customer_row run_customers.sql would give; false when
+ * the customer must be read whole instead (its row is then incomplete). */
+bool customer_page_row_parse(const PGresult *res, int r, customer_row *out);
 void host_row_parse(const PGresult *res, int r, host_row *out);
 void frontier_row_parse(const PGresult *res, int r, frontier_row *out);
 void backstop_row_parse(const PGresult *res, int r, backstop_row *out);
@@ -940,6 +944,12 @@ struct dispatcher {
 
     hmap customers;        /* int64 id -> customer* */
     long customers_loaded; /* by the pages of the start-up load so far (leader.c) */
+    /* The start-up load's customers read whole (leader.c): those run_customers_extra.sql
+     * listed (in id order, skipped by the pages), and those the pages marked; read by id,
+     * listed then marked, from load_extra_sent on. */
+    int64_t *load_listed, *load_marked;
+    size_t n_load_listed, cap_load_listed, n_load_marked, cap_load_marked, load_extra_sent;
+    bool load_extra_ready; /* the list is in for this load */
     int64_t *reload_ids;   /* customers to read again: those from reload_head on wait (state.c) */
     size_t reload_head, n_reload, cap_reload;
     int reloads_out;  /* reload statements out (state.c) */
@@ -1084,6 +1094,11 @@ void customer_free(customer *c);
 customer *customer_apply(dispatcher *d, const customer_row *row);
 /* Applies rows of run_customers.sql (and schedules them); returns how many were applied. */
 int customers_apply(dispatcher *d, const PGresult *res, bool log_each);
+/* The same for a page of run_customers_page.sql, less the rows whose id is in skip (n_skip ids
+ * in ascending order): the ids of the rows to read whole instead are appended to *whole (an
+ * array of *cap_whole). Returns how many were applied, or -ENOMEM (the ids did not fit). */
+int customers_apply_page(dispatcher *d, const PGresult *res, const int64_t *skip, size_t n_skip,
+                         int64_t **whole, size_t *n_whole, size_t *cap_whole);
 void customer_remove(dispatcher *d, int64_t id);
 void customer_schedule(dispatcher *d, customer *c);
 /* When the customer may next be claimed for (a heap key), or false when it may not be now

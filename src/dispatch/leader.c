@@ -77,31 +77,146 @@ static void load_carriers(dispatcher *d)
     limits_hosts_load(d, NULL);
 }
 
+/* The start-up load, in three steps on the one connection: the ids of the customers with state
+ * in other tables (run_customers_extra.sql: a breaker or health row, a group of endpoints);
+ * pages of every customer from its own row's common columns (run_customers_page.sql), which
+ * leave those ids out and mark the customers with headers, auth, a certificate, a proxy or
+ * windows; and last the customers listed or marked, read whole by id (run_customers.sql). At
+ * 1,000,000 idle customers the whole rows' joins and 36 text columns were most of PostgreSQL's
+ * 3 s and of the leader's reading, for nothing on nearly every row. The next statement is
+ * always asked for before a result is applied, so PostgreSQL reads it meanwhile. */
 static void load_customers(dispatcher *d, int64_t after);
+static bool load_extra_send(dispatcher *d);
 
-static void on_customers_loaded(pgconn *conn, PGresult *res, void *arg)
+static void customers_load_done(dispatcher *d)
+{
+    LOG_INFO("customers_loaded", LOG_I("customers", d->customers_loaded),
+             LOG_I("read_whole", (int64_t)(d->n_load_listed + d->n_load_marked)));
+    d->n_load_listed = d->n_load_marked = d->load_extra_sent = 0;
+    d->load_extra_ready = false;
+    if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
+        leader_enter(d, LEADER_ELECTING);
+}
+
+static bool loading(const dispatcher *d)
+{
+    return d->state == LEADER_LOADING && d->stop == STOP_NONE;
+}
+
+static void on_customers_extra(pgconn *conn, PGresult *res, void *arg)
 {
     dispatcher *d = arg;
+    (void)conn;
     if (!res)
         return; /* lost: the reconnect starts over */
     if (PQresultStatus(res) != PGRES_TUPLES_OK ||
-        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customers")) {
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_EXTRA_NCOLS, "customers read whole")) {
+        retry_step(d, "load customers", res);
+        return;
+    }
+    size_t n = (size_t)PQntuples(res);
+    if (n > d->cap_load_listed) {
+        int64_t *v = realloc(d->load_listed, n * sizeof *v);
+        if (!v) {
+            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+            retry_step(d, "load customers", res);
+            return;
+        }
+        d->load_listed = v;
+        d->cap_load_listed = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        d->load_listed[i] = row_i64(res, (int)i, SQL_RUN_CUSTOMERS_EXTRA_C_ID);
+    d->n_load_listed = n;
+    d->n_load_marked = 0;
+    d->load_extra_sent = 0;
+    d->load_extra_ready = true;
+}
+
+static void on_customers_page(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    (void)conn;
+    if (!res)
+        return;
+    /* Its list failed before it (and was retried): this page belongs to that attempt. */
+    if (!d->load_extra_ready)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_PAGE_NCOLS, "customers")) {
+        d->load_extra_ready = false;
         retry_step(d, "load customers", res);
         return;
     }
     int n = PQntuples(res);
-    /* The next page is asked for before this one is applied, so PostgreSQL reads it meanwhile
-     * (at 1,000,000 customers each side takes a few seconds in all). */
-    bool more = n >= CUSTOMER_LOAD_PAGE && d->state == LEADER_LOADING && d->stop == STOP_NONE;
+    bool more = n >= CUSTOMER_LOAD_PAGE && loading(d);
     if (more)
-        load_customers(d, row_i64(res, n - 1, SQL_RUN_CUSTOMERS_C_ID));
-    customers_apply(d, res, false);
-    d->customers_loaded += n;
+        load_customers(d, row_i64(res, n - 1, SQL_RUN_CUSTOMERS_PAGE_C_ID));
+    int applied = customers_apply_page(d, res, d->load_listed, d->n_load_listed, &d->load_marked,
+                                       &d->n_load_marked, &d->cap_load_marked);
+    if (applied < 0) {
+        LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+        d->load_extra_ready = false;
+        retry_step(d, "load customers", NULL);
+        return;
+    }
+    d->customers_loaded += applied;
     if (more)
         return;
-    LOG_INFO("customers_loaded", LOG_I("customers", d->customers_loaded));
-    if (d->state == LEADER_LOADING && d->stop == STOP_NONE)
-        leader_enter(d, LEADER_ELECTING);
+    /* The last page: those read whole last, the next on its way while one is applied. */
+    if (!loading(d) || !load_extra_send(d))
+        customers_load_done(d);
+}
+
+static void on_customers_extra_loaded(pgconn *conn, PGresult *res, void *arg)
+{
+    dispatcher *d = arg;
+    (void)conn;
+    if (!res || !d->load_extra_ready)
+        return;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+        !rows_shape_ok(res, SQL_RUN_CUSTOMERS_NCOLS, "customers")) {
+        d->load_extra_ready = false;
+        retry_step(d, "load customers", res);
+        return;
+    }
+    bool extra_out = loading(d) && load_extra_send(d);
+    d->customers_loaded += customers_apply(d, res, false);
+    if (!extra_out)
+        customers_load_done(d);
+}
+
+/* Sends the next batch of the customers read whole; false when none is left. One that cannot
+ * be sent starts the load over after a pause (true: the load is not done). */
+static bool load_extra_send(dispatcher *d)
+{
+    size_t total = d->n_load_listed + d->n_load_marked;
+    if (d->load_extra_sent >= total)
+        return false;
+    size_t left = total - d->load_extra_sent;
+    size_t n = left < CUSTOMER_LOAD_PAGE ? left : CUSTOMER_LOAD_PAGE;
+    strbuf ids = {0};
+    strbuf_puts(&ids, "{");
+    for (size_t i = d->load_extra_sent; i < d->load_extra_sent + n; i++) {
+        if (i > d->load_extra_sent)
+            strbuf_puts(&ids, ",");
+        strbuf_put_i64(&ids, i < d->n_load_listed ? d->load_listed[i]
+                                                  : d->load_marked[i - d->n_load_listed]);
+    }
+    strbuf_puts(&ids, "}");
+    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = strbuf_str(&ids),
+                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = NULL,
+                            [SQL_RUN_CUSTOMERS_P_PAGE] = NULL};
+    bool sent = params[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] &&
+                DSP_QUERY(d, run_customers, params, on_customers_extra_loaded, d, "customers") == 0;
+    strbuf_free(&ids);
+    if (sent) {
+        d->load_extra_sent += n;
+    } else {
+        d->load_extra_ready = false;
+        retry_step(d, "load customers", NULL);
+    }
+    return true;
 }
 
 /* The next page of all customers, those with id > after. */
@@ -110,10 +225,9 @@ static void load_customers(dispatcher *d, int64_t after)
     char after_s[24], page[16];
     snprintf(after_s, sizeof after_s, "%" PRId64, after);
     snprintf(page, sizeof page, "%d", CUSTOMER_LOAD_PAGE);
-    const char *params[] = {[SQL_RUN_CUSTOMERS_P_CUSTOMER_IDS] = NULL, /* NULL: all, by pages */
-                            [SQL_RUN_CUSTOMERS_P_AFTER_ID] = after_s,
-                            [SQL_RUN_CUSTOMERS_P_PAGE] = page};
-    DSP_QUERY(d, run_customers, params, on_customers_loaded, d, "customers");
+    const char *params[] = {
+        [SQL_RUN_CUSTOMERS_PAGE_P_AFTER_ID] = after_s, [SQL_RUN_CUSTOMERS_PAGE_P_PAGE] = page};
+    DSP_QUERY(d, run_customers_page, params, on_customers_page, d, "customers");
 }
 
 static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
@@ -154,6 +268,9 @@ static void on_schema_version(pgconn *conn, PGresult *res, void *arg)
     load_carriers(d);
     tokens_load(d);
     d->customers_loaded = 0;
+    d->n_load_listed = d->n_load_marked = d->load_extra_sent = 0;
+    d->load_extra_ready = false;
+    DSP_QUERY0(d, run_customers_extra, on_customers_extra, d, "customers read whole");
     load_customers(d, INT64_MIN);
 }
 

@@ -306,3 +306,38 @@ void event_row_parse(const PGresult *res, int r, event_row *out)
         .detail = PQgetvalue(res, r, SQL_RUN_EVENTS_C_DETAIL),
     };
 }
+
+bool customer_page_row_parse(const PGresult *res, int r, customer_row *out)
+{
+    /* What run_customers.sql gives a customer with nothing in another table and no headers,
+     * auth, certificate, proxy or windows (run_customers_page.sql; test_queries.c). */
+    int64_t id = row_i64(res, r, SQL_RUN_CUSTOMERS_PAGE_C_ID);
+    *out = (customer_row){
+        .id = id,
+        .name = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_PAGE_C_NAME),
+        .mode = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_PAGE_C_MODE),
+        .url = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_PAGE_C_WEBHOOK_URL),
+        .secrets = PQgetvalue(res, r, SQL_RUN_CUSTOMERS_PAGE_C_SECRETS),
+        .headers = "",
+        .rate = row_double(res, r, SQL_RUN_CUSTOMERS_PAGE_C_RATE_PER_MINUTE),
+        .burst = row_int(res, r, SQL_RUN_CUSTOMERS_PAGE_C_BURST),
+        .max_in_flight = row_int(res, r, SQL_RUN_CUSTOMERS_PAGE_C_MAX_IN_FLIGHT),
+        .connect_timeout_ms = row_int(res, r, SQL_RUN_CUSTOMERS_PAGE_C_CONNECT_TIMEOUT_MS),
+        .request_timeout_ms = row_int(res, r, SQL_RUN_CUSTOMERS_PAGE_C_REQUEST_TIMEOUT_MS),
+        .paused = row_bool(res, r, SQL_RUN_CUSTOMERS_PAGE_C_PAUSED),
+        .disabled = row_bool(res, r, SQL_RUN_CUSTOMERS_PAGE_C_DISABLED),
+        .breaker_state = "closed",
+        .throttle_decrease = row_double(res, r, SQL_RUN_CUSTOMERS_PAGE_C_THROTTLE_DECREASE),
+        .throttle_increase = row_double(res, r, SQL_RUN_CUSTOMERS_PAGE_C_THROTTLE_INCREASE),
+        .throttle_floor = row_double(res, r, SQL_RUN_CUSTOMERS_PAGE_C_THROTTLE_FLOOR),
+        .disabled_at_us = row_null(res, r, SQL_RUN_CUSTOMERS_PAGE_C_DISABLED_AT_US)
+                              ? 0
+                              : row_i64(res, r, SQL_RUN_CUSTOMERS_PAGE_C_DISABLED_AT_US),
+        .tenant_id = id,
+        .tenant_burst = 1,
+        .limit_windows = "",
+        .tenant_limit_windows = "",
+        .ratelimit_headers = row_bool(res, r, SQL_RUN_CUSTOMERS_PAGE_C_RATELIMIT_HEADERS),
+    };
+    return !row_bool(res, r, SQL_RUN_CUSTOMERS_PAGE_C_WHOLE);
+}

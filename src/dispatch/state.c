@@ -303,7 +303,7 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     char cert_why[192];
     /* Expired (or unusable): held. Not valid yet: not held, as it will be (its deliveries go
      * back until then, request() -> client_cert_ok). */
-    int64_t now_s = now_us() / 1000000;
+    int64_t now_s = cert ? now_us() / 1000000 : 0; /* a clock read per customer at start-up */
     c->client_cert_held =
         cert_error || (cert && !client_cert_usable(cert, now_s, cert_why, sizeof cert_why) &&
                        now_s >= client_cert_get_info(cert)->not_before_s);
@@ -426,23 +426,73 @@ customer *customer_apply(dispatcher *d, const customer_row *row)
     return c;
 }
 
+/* Applies one row and schedules its customer; false when out of memory. */
+static bool customer_apply_one(dispatcher *d, const customer_row *row, bool log_each)
+{
+    customer *c = customer_apply(d, row);
+    if (!c) {
+        LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+        return false;
+    }
+    if (log_each)
+        LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
+                 LOG_I("burst", c->burst), LOG_I("paused", c->paused));
+    throttle_apply(d, c); /* the effective-rate gauge from the start */
+    customer_schedule(d, c);
+    return true;
+}
+
 int customers_apply(dispatcher *d, const PGresult *res, bool log_each)
 {
     int n = 0;
     for (int r = 0; r < PQntuples(res); r++) {
         customer_row row;
         customer_row_parse(res, r, &row);
-        customer *c = customer_apply(d, &row);
-        if (!c) {
-            LOG_ERROR("out_of_memory", LOG_S("where", "customer load"));
+        n += customer_apply_one(d, &row, log_each);
+    }
+    return n;
+}
+
+int customers_apply_page(dispatcher *d, const PGresult *res, const int64_t *skip, size_t n_skip,
+                         int64_t **whole, size_t *n_whole, size_t *cap_whole)
+{
+    int n = 0, rows = PQntuples(res);
+    size_t k = 0;
+    if (n_skip > 0 && rows > 0) { /* the first id to skip at or after this page's first row */
+        int64_t first = row_i64(res, 0, SQL_RUN_CUSTOMERS_PAGE_C_ID);
+        size_t lo = 0, hi = n_skip;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (skip[mid] < first)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        k = lo;
+    }
+    for (int r = 0; r < rows; r++) {
+        /* The next page is on its way: let PostgreSQL send all of it meanwhile. */
+        if (r % 512 == 511)
+            pgconn_read_ahead(d->db);
+        customer_row row;
+        bool complete = customer_page_row_parse(res, r, &row);
+        while (k < n_skip && skip[k] < row.id)
+            k++;
+        if (k < n_skip && skip[k] == row.id)
+            continue;
+        if (complete) {
+            n += customer_apply_one(d, &row, false);
             continue;
         }
-        if (log_each)
-            LOG_INFO("customer_updated", LOG_S("customer", c->name), LOG_D("rate", c->rate),
-                     LOG_I("burst", c->burst), LOG_I("paused", c->paused));
-        throttle_apply(d, c); /* the effective-rate gauge from the start */
-        customer_schedule(d, c);
-        n++;
+        if (*n_whole == *cap_whole) {
+            size_t cap = *cap_whole ? *cap_whole * 2 : 64;
+            int64_t *v = realloc(*whole, cap * sizeof *v);
+            if (!v)
+                return -ENOMEM;
+            *whole = v;
+            *cap_whole = cap;
+        }
+        (*whole)[(*n_whole)++] = row.id;
     }
     return n;
 }
@@ -982,4 +1032,10 @@ void state_free(dispatcher *d)
     free(d->reload_ids);
     d->reload_ids = NULL;
     d->n_reload = d->cap_reload = d->reload_head = 0;
+    free(d->load_listed);
+    free(d->load_marked);
+    d->load_listed = d->load_marked = NULL;
+    d->n_load_listed = d->cap_load_listed = d->n_load_marked = d->cap_load_marked = 0;
+    d->load_extra_sent = 0;
+    d->load_extra_ready = false;
 }

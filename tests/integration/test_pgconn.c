@@ -1,7 +1,8 @@
 /* test_pgconn.c - the asynchronous connection against a real server: pipelined queries in
  * order, errors isolated per statement, LISTEN/NOTIFY, loss and reconnection (backend killed,
- * server unreachable, pgconn_reset), and closing with work in flight. Every test drives its
- * own uv loop under a deadline timer and ends with uv_loop_close() == 0. */
+ * server unreachable, pgconn_reset), closing with work in flight, and reading ahead from inside
+ * a callback. Every test drives its own uv loop under a deadline timer and ends with
+ * uv_loop_close() == 0. */
 #include "testlib.h"
 
 #include "pgconn.h"
@@ -803,6 +804,76 @@ static void test_reset(void **state)
     assert_int_equal(t.lost, 1);
 }
 
+/* ---- read ahead: the next result comes off the socket while a callback works ---- */
+
+#define RA_ROWS 100000 /* of 100 bytes: 10 MB, far more than a socket's buffer */
+
+static void ra_third(pgconn *c, PGresult *res, void *arg)
+{
+    t_ctx *t = arg;
+    event(t, '3');
+    assert_value(res, "3");
+    pgconn_close(c, closed_cb, t);
+}
+
+static void ra_second(pgconn *c, PGresult *res, void *arg)
+{
+    t_ctx *t = arg;
+    event(t, '2');
+    assert_non_null(res);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(res), RA_ROWS);
+}
+
+/* Inside the first result's callback, the second statement's backend finishes sending only if
+ * the callback reads ahead: otherwise it waits on a full socket (ClientWrite) until we return. */
+static void ra_first(pgconn *c, PGresult *res, void *arg)
+{
+    t_ctx *t = arg;
+    event(t, '1');
+    assert_non_null(res);
+    assert_int_equal(PQntuples(res), RA_ROWS);
+    PGconn *admin = PQconnectdb(t->db->conninfo);
+    assert_int_equal(PQstatus(admin), CONNECTION_OK);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT state FROM pg_stat_activity WHERE application_name = '%s' "
+             "AND pid <> pg_backend_pid()",
+             t->app);
+    bool idle = false;
+    for (int i = 0; i < 500 && !idle; i++) {
+        pgconn_read_ahead(c);
+        PGresult *r = PQexec(admin, sql);
+        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+        idle = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "idle") == 0;
+        PQclear(r);
+        if (!idle)
+            usleep(10000);
+    }
+    PQfinish(admin);
+    assert_true(idle);
+}
+
+static void ra_state(pgconn *c, pgconn_state s, void *arg)
+{
+    t_ctx *t = arg;
+    assert_int_equal(s, PGCONN_READY);
+    char big[128];
+    snprintf(big, sizeof big, "SELECT repeat('x', 100) FROM generate_series(1, %d)", RA_ROWS);
+    query_ok(c, big, 0, NULL, ra_first, t);
+    query_ok(c, big, 0, NULL, ra_second, t);
+    query_ok(c, "SELECT 3", 0, NULL, ra_third, t);
+}
+
+static void test_read_ahead(void **state)
+{
+    t_ctx t;
+    t_init(&t);
+    t_open(&t, t.db->conninfo, NULL, ra_state, NULL);
+    t_run(&t);
+    assert_string_equal(t.events, "123C");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -817,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_close_from_callback),
         cmocka_unit_test(test_close_early),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_read_ahead),
     };
     return TL_RUN(tests, NULL, NULL);
 }
