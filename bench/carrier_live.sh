@@ -23,7 +23,8 @@
 # --delay-ms: the receiver answers every request MS milliseconds late (default 0: at once).
 #
 # Needs a build (BUILD, default ./build: src/pgpace and pgpace-receiver). Prints Markdown and
-# writes the raw latencies to bench/results/carrier_live.csv. Everything it starts is stopped
+# writes each run's figures to bench/results/carrier_live.csv (carrier_live_delayMSms.csv with
+# --delay-ms). Everything it starts is stopped
 # on exit.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,6 +70,7 @@ export PGHOST PGPORT PGUSER
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 csv=bench/results/carrier_live.csv
+[ "$delay_ms" = 0 ] || csv=bench/results/carrier_live_delay${delay_ms}ms.csv
 mkdir -p bench/results
 echo "condition,run,live_items,p50_ms,p99_ms,replay_per_s" >"$csv"
 q() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At "$@"; }
