@@ -53,20 +53,10 @@ for b in "$pgpace" "$receiver"; do
     [ -x "$b" ] || { echo "carrier_live.sh: no $b (meson setup build && ninja -C build)" >&2; exit 1; }
 done
 
-work=$(mktemp -d /tmp/pgpace-carrier-live.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    bash tests/tools/pgcluster.sh stop "$work/pg" >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-port=${BENCH_PORT:-$((20000 + RANDOM % 12000))}
+# shellcheck source=bench/common.sh
+. bench/common.sh
+bench_private_cluster carrier-live
 rport=$((port + 1))
-eval "$(bash tests/tools/pgcluster.sh start "$work/pg" "$port")"
-export PGHOST PGPORT PGUSER
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 csv=bench/results/carrier_live.csv
@@ -85,10 +75,6 @@ awk -v n="$items" 'BEGIN { for (i = 1; i <= n; i++)
     printf("{\"customer\":\"shop\",\"carrier\":\"replay\",\"payload\":{\"n\":%d,\"text\":\"lorem ipsum dolor sit amet\"}}\n", i) }' \
     >"$work/replay.jsonl"
 
-# Percentile P of the numbers on stdin (nearest rank).
-pct() { sort -n | awk -v p="$1" '{ a[NR] = $1 } END { if (NR) { i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; print a[i] } }'; }
-# Median and min-max of the arguments: "M (MIN-MAX)".
-summary() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { printf "%s (%s-%s)", a[int((NR + 1) / 2)], a[1], a[NR] }'; }
 
 pause=$(awk -v ms="$every_ms" 'BEGIN { printf "%.3f", ms / 1000 }')
 declare -A p50 p99 nlive rate

@@ -49,19 +49,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null || [ ! -x "$PGBIN
     apt-get update -qq && apt-get install -y -qq nodejs npm postgresql-15 >/dev/null
 fi
 
-work=$(mktemp -d /tmp/pgpace-enqueue.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    bash tests/tools/pgcluster.sh stop "$work/pg" >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-port=${BENCH_PORT:-$((20000 + RANDOM % 12000))}
-eval "$(bash tests/tools/pgcluster.sh start "$work/pg" "$port")"
-export PGHOST PGPORT PGUSER
+# shellcheck source=bench/common.sh
+. bench/common.sh
+bench_private_cluster enqueue
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 csv=bench/results/enqueue.csv
 mkdir -p bench/results
