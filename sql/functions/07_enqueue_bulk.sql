@@ -67,6 +67,14 @@ DECLARE
     -- line goes one by one, in line order,
     -- so that a repeated idempotency key keeps its first line whichever lines supersede.
     mixed boolean;
+    -- What the lines hold, from one pass over them: their customers, whether any has a
+    -- timestamp, how many lines there are and how many go one by one for their keys.
+    names text[];
+    timed boolean;
+    n_lines bigint;
+    n_ordered bigint;
+    n_keyed bigint;
+    n_setwise bigint;
     -- The customers of the file that fan out (pgpace.fans_out), and what their lines made.
     fan_ids bigint[];
     ev_inserted bigint := 0;
@@ -80,34 +88,41 @@ BEGIN
     -- names an unknown field, is reported by the first check below, before any field is read.
     BEGIN
         CREATE TEMP TABLE pgpace_bulk_row ON COMMIT DROP AS
-            SELECT d.line_no, r.*,
+            SELECT d.line_no, r.customer #>> '{}' AS customer, r.payload,
+                   r.carrier #>> '{}' AS carrier, r.kind #>> '{}' AS kind,
+                   r.run_at #>> '{}' AS run_at, r.idempotency_key #>> '{}' AS idempotency_key,
+                   r.priority #>> '{}' AS priority, r.expires_at #>> '{}' AS expires_at,
+                   r.supersede_key #>> '{}' AS supersede_key, r.traceparent #>> '{}' AS traceparent,
+                   r.tracestate #>> '{}' AS tracestate, r.order_key #>> '{}' AS order_key,
                    CASE WHEN NOT d.is_object THEN 'expected a JSON object'
                         WHEN (d.j - allowed) <> '{}'::jsonb
                           THEN format('unknown field %s (allowed: %s)',
                                       (SELECT min(k) FROM jsonb_object_keys(d.j - allowed) k),
                                       array_to_string(allowed, ', '))
                    END AS shape_error,
-                   jsonb_typeof(d.j -> 'customer') AS customer_type,
+                   jsonb_typeof(r.customer) AS customer_type,
                    CASE WHEN r.payload IS NOT NULL THEN octet_length(r.payload::text) END AS payload_size,
-                   CASE WHEN jsonb_typeof(d.j -> 'carrier') NOT IN ('string', 'null') THEN 'carrier'
-                        WHEN jsonb_typeof(d.j -> 'kind') NOT IN ('string', 'null') THEN 'kind'
-                        WHEN jsonb_typeof(d.j -> 'run_at') NOT IN ('string', 'null') THEN 'run_at'
-                        WHEN jsonb_typeof(d.j -> 'idempotency_key') NOT IN ('string', 'null') THEN 'idempotency_key'
-                        WHEN jsonb_typeof(d.j -> 'priority') NOT IN ('number', 'null') THEN 'priority'
-                        WHEN jsonb_typeof(d.j -> 'expires_at') NOT IN ('string', 'null') THEN 'expires_at'
-                        WHEN jsonb_typeof(d.j -> 'supersede_key') NOT IN ('string', 'null') THEN 'supersede_key'
-                        WHEN jsonb_typeof(d.j -> 'traceparent') NOT IN ('string', 'null') THEN 'traceparent'
-                        WHEN jsonb_typeof(d.j -> 'tracestate') NOT IN ('string', 'null') THEN 'tracestate'
-                        WHEN jsonb_typeof(d.j -> 'order_key') NOT IN ('string', 'null') THEN 'order_key'
+                   CASE WHEN jsonb_typeof(r.carrier) NOT IN ('string', 'null') THEN 'carrier'
+                        WHEN jsonb_typeof(r.kind) NOT IN ('string', 'null') THEN 'kind'
+                        WHEN jsonb_typeof(r.run_at) NOT IN ('string', 'null') THEN 'run_at'
+                        WHEN jsonb_typeof(r.idempotency_key) NOT IN ('string', 'null') THEN 'idempotency_key'
+                        WHEN jsonb_typeof(r.priority) NOT IN ('number', 'null') THEN 'priority'
+                        WHEN jsonb_typeof(r.expires_at) NOT IN ('string', 'null') THEN 'expires_at'
+                        WHEN jsonb_typeof(r.supersede_key) NOT IN ('string', 'null') THEN 'supersede_key'
+                        WHEN jsonb_typeof(r.traceparent) NOT IN ('string', 'null') THEN 'traceparent'
+                        WHEN jsonb_typeof(r.tracestate) NOT IN ('string', 'null') THEN 'tracestate'
+                        WHEN jsonb_typeof(r.order_key) NOT IN ('string', 'null') THEN 'order_key'
                    END AS mistyped
+              -- A line that starts with { is not blank: the pattern is matched only for others.
               FROM (SELECT p.line_no, p.j, jsonb_typeof(p.j) = 'object' AS is_object
                       FROM (SELECT b.line_no, b.doc::jsonb AS j FROM pg_temp.pgpace_bulk b
-                             WHERE b.doc !~ '^\s*$' OFFSET 0) p
+                             WHERE b.doc LIKE '{%' OR b.doc !~ '^\s*$' OFFSET 0) p
                     OFFSET 0) d,
+                   -- Each field once, as JSON: its type and its text are read from that.
                    jsonb_to_record(CASE WHEN d.is_object THEN d.j ELSE '{}'::jsonb END)
-                       AS r(customer text, payload jsonb, carrier text, kind text, run_at text,
-                            idempotency_key text, priority text, expires_at text,
-                            supersede_key text, traceparent text, tracestate text, order_key text);
+                       AS r(customer jsonb, payload jsonb, carrier jsonb, kind jsonb, run_at jsonb,
+                            idempotency_key jsonb, priority jsonb, expires_at jsonb,
+                            supersede_key jsonb, traceparent jsonb, tracestate jsonb, order_key jsonb);
     EXCEPTION WHEN data_exception OR statement_too_complex THEN
         -- statement_too_complex (54001, "stack depth limit exceeded"): a line nested deeper than
         -- PostgreSQL's recursive parser goes at this max_stack_depth (about 13,000 levels at
@@ -152,7 +167,10 @@ BEGIN
           WHEN b.payload_size > size_limit
             THEN format('field payload: %s bytes, above the limit of %s bytes', b.payload_size, size_limit)
           -- As pgpace.enqueue_item checks it (sql/functions/05_enqueue.sql).
-          WHEN jsonb_path_exists(b.payload, 'strict $.**{256} ? (@.type() == "array" || @.type() == "object")')
+          -- Nesting 257 levels takes at least 514 characters of brackets: smaller payloads are
+          -- not walked.
+          WHEN b.payload_size > 512
+               AND jsonb_path_exists(b.payload, 'strict $.**{256} ? (@.type() == "array" || @.type() == "object")')
             THEN 'field payload: nests arrays and objects more than 256 levels deep'
           WHEN b.mistyped = 'priority' THEN 'field priority: must be an integer between -32767 and 32767'
           WHEN b.mistyped IS NOT NULL THEN format('field %s: must be a string', b.mistyped)
@@ -182,43 +200,61 @@ BEGIN
         RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- Timestamps: cast them all; on failure name the first line that does not parse.
-    BEGIN
-        SELECT b.line_no,
-               CASE WHEN NOT isfinite(b.run_at::timestamptz) THEN 'field run_at: must be a finite timestamp'
-                    WHEN NOT isfinite(b.expires_at::timestamptz)
-                      THEN 'field expires_at: must be a finite timestamp'
-               END AS msg INTO bad
-          FROM pgpace_bulk_row b
-         WHERE NOT isfinite(b.run_at::timestamptz) OR NOT isfinite(b.expires_at::timestamptz)
+    SELECT array_agg(g.customer), coalesce(bool_or(g.timed), false),
+           coalesce(bool_or(g.mixed), false), coalesce(sum(g.n), 0), coalesce(sum(g.n_ordered), 0),
+           coalesce(sum(g.n_keyed), 0)
+      INTO names, timed, mixed, n_lines, n_ordered, n_keyed
+      FROM (SELECT b.customer, bool_or(b.run_at IS NOT NULL OR b.expires_at IS NOT NULL) AS timed,
+                   bool_or(b.idempotency_key IS NOT NULL
+                           AND (b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL)) AS mixed,
+                   count(*) AS n,
+                   count(*) FILTER (WHERE b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL) AS n_ordered,
+                   count(*) FILTER (WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL
+                                      AND b.order_key IS NULL) AS n_keyed
+              FROM pgpace_bulk_row b GROUP BY b.customer) g;
+    -- The lines set-wise below; the others go one by one at the end.
+    n_setwise := n_lines - n_ordered - CASE WHEN mixed THEN n_keyed ELSE 0 END;
+
+    -- Timestamps: cast them all; on failure name the first line that does not parse. Skipped
+    -- when no line has one.
+    IF timed THEN
+        BEGIN
+            SELECT b.line_no,
+                   CASE WHEN NOT isfinite(b.run_at::timestamptz) THEN 'field run_at: must be a finite timestamp'
+                        WHEN NOT isfinite(b.expires_at::timestamptz)
+                          THEN 'field expires_at: must be a finite timestamp'
+                   END AS msg INTO bad
+              FROM pgpace_bulk_row b
+             WHERE NOT isfinite(b.run_at::timestamptz) OR NOT isfinite(b.expires_at::timestamptz)
+             ORDER BY b.line_no LIMIT 1;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+            FOR bad IN SELECT b.line_no, b.run_at, b.expires_at FROM pgpace_bulk_row b
+                        WHERE b.run_at IS NOT NULL OR b.expires_at IS NOT NULL ORDER BY b.line_no LOOP
+                BEGIN
+                    PERFORM bad.run_at::timestamptz;
+                EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+                    RAISE EXCEPTION 'line %: field run_at: %', bad.line_no, SQLERRM
+                        USING ERRCODE = 'invalid_datetime_format';
+                END;
+                BEGIN
+                    PERFORM bad.expires_at::timestamptz;
+                EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+                    RAISE EXCEPTION 'line %: field expires_at: %', bad.line_no, SQLERRM
+                        USING ERRCODE = 'invalid_datetime_format';
+                END;
+            END LOOP;
+            RAISE;
+        END;
+        IF bad.msg IS NOT NULL THEN
+            RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_datetime_format';
+        END IF;
+        SELECT b.line_no INTO bad FROM pgpace_bulk_row b
+         WHERE b.expires_at::timestamptz <= b.run_at::timestamptz
          ORDER BY b.line_no LIMIT 1;
-    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-        FOR bad IN SELECT b.line_no, b.run_at, b.expires_at FROM pgpace_bulk_row b
-                    WHERE b.run_at IS NOT NULL OR b.expires_at IS NOT NULL ORDER BY b.line_no LOOP
-            BEGIN
-                PERFORM bad.run_at::timestamptz;
-            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-                RAISE EXCEPTION 'line %: field run_at: %', bad.line_no, SQLERRM
-                    USING ERRCODE = 'invalid_datetime_format';
-            END;
-            BEGIN
-                PERFORM bad.expires_at::timestamptz;
-            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-                RAISE EXCEPTION 'line %: field expires_at: %', bad.line_no, SQLERRM
-                    USING ERRCODE = 'invalid_datetime_format';
-            END;
-        END LOOP;
-        RAISE;
-    END;
-    IF bad.msg IS NOT NULL THEN
-        RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_datetime_format';
-    END IF;
-    SELECT b.line_no INTO bad FROM pgpace_bulk_row b
-     WHERE b.expires_at::timestamptz <= b.run_at::timestamptz
-     ORDER BY b.line_no LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'line %: field expires_at: must be later than run_at', bad.line_no
-            USING ERRCODE = 'invalid_parameter_value';
+        IF FOUND THEN
+            RAISE EXCEPTION 'line %: field expires_at: must be later than run_at', bad.line_no
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
     -- One KEY SHARE lock per customer (not per row, as a foreign key would take) keeps a
@@ -227,17 +263,13 @@ BEGIN
     CREATE TEMP TABLE pgpace_bulk_customer ON COMMIT DROP AS
         SELECT c.id, c.name, c.max_attempts, c.max_age, pgpace.fans_out(c.id) AS fans_out
           FROM pgpace.customer c
-         WHERE c.name IN (SELECT DISTINCT b.customer FROM pgpace_bulk_row b) AND c.parent_id IS NULL
+         WHERE c.name = ANY (names) AND c.parent_id IS NULL
            FOR KEY SHARE;
-    IF (SELECT count(*) FROM pgpace_bulk_customer)
-       < (SELECT count(DISTINCT b.customer) FROM pgpace_bulk_row b) THEN
+    IF (SELECT count(*) FROM pgpace_bulk_customer) < cardinality(names) THEN
         RAISE EXCEPTION 'a customer named in the file was deleted during the load'
             USING ERRCODE = 'foreign_key_violation';
     END IF;
 
-    mixed := EXISTS (SELECT 1 FROM pgpace_bulk_row b
-                      WHERE b.idempotency_key IS NOT NULL
-                        AND (b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL));
 
     -- Rows without a key cannot conflict, so only keyed rows pay for ON CONFLICT's speculative
     -- insertion (into the narrow pgpace.item_key). Every line takes its id first, in line order
@@ -399,11 +431,11 @@ BEGIN
         expired := expired + ev_expired;
     END IF;
 
-    duplicates := (SELECT count(*) FROM pgpace_bulk_row b
-                    WHERE b.supersede_key IS NULL AND b.order_key IS NULL
-                      AND NOT (mixed AND b.idempotency_key IS NOT NULL))
-                  - inserted - expired;
+    duplicates := n_setwise - inserted - expired;
     superseded := 0;
+    IF n_setwise = n_lines THEN
+        RETURN;
+    END IF;
 
     -- A call per line, in line order (a join would call them in scan order, before sorting).
     FOR ln IN SELECT * FROM pgpace_bulk_row b
