@@ -75,6 +75,9 @@ DECLARE
     n_ordered bigint;
     n_keyed bigint;
     n_setwise bigint;
+    -- Ids as pgpace.next_item_id makes them (so does pgpace.recover_endpoint): the day of the
+    -- transaction's start in the high bits, computed once here rather than for every row.
+    id_day CONSTANT bigint := pgpace.item_day_first_id((now() AT TIME ZONE 'UTC')::date);
     -- The customers of the file that fan out (pgpace.fans_out), and what their lines made.
     fan_ids bigint[];
     ev_inserted bigint := 0;
@@ -278,7 +281,8 @@ BEGIN
     -- and joining them to their customers again. A keyed line is inserted only when its key
     -- was new.
     WITH src AS MATERIALIZED (
-        SELECT pgpace.next_item_id() AS id, b.line_no, c.id AS customer_id, b.carrier, b.kind,
+        SELECT id_day | (nextval('pgpace.item_id_seq') & 8589934591) AS id, b.line_no,
+               c.id AS customer_id, b.carrier, b.kind,
                b.payload, b.idempotency_key, coalesce(b.priority::smallint, 0) AS priority,
                coalesce(b.run_at::timestamptz, now()) AS run_at, b.expires_at::timestamptz AS expires_at,
                b.traceparent, b.tracestate, c.max_attempts, c.max_age
@@ -350,7 +354,8 @@ BEGIN
         -- statement above), then one delivery per matching endpoint of the events whose key was
         -- new. ev, acc and dl are materialised once: their ids come from a volatile function.
         WITH ev AS MATERIALIZED (
-            SELECT pgpace.next_item_id() AS id, b.line_no, c.id AS customer_id, b.carrier, b.kind,
+            SELECT id_day | (nextval('pgpace.item_id_seq') & 8589934591) AS id, b.line_no,
+               c.id AS customer_id, b.carrier, b.kind,
                    b.payload, b.idempotency_key, coalesce(b.priority::smallint, 0) AS priority,
                    coalesce(b.run_at::timestamptz, now()) AS run_at,
                    b.expires_at::timestamptz AS expires_at, b.traceparent, b.tracestate
@@ -371,7 +376,8 @@ BEGIN
              WHERE e.idempotency_key IS NULL OR e.id IN (SELECT k.item_id FROM ev_key k)
         ), dl AS MATERIALIZED (
             -- The deadline per endpoint, as pgpace.enqueue_fanout computes it.
-            SELECT pgpace.next_item_id() AS id, a.id AS event_id, p.id AS endpoint_id,
+            SELECT id_day | (nextval('pgpace.item_id_seq') & 8589934591) AS id, a.id AS event_id,
+                   p.id AS endpoint_id,
                    p.max_attempts, a.carrier, a.kind, a.priority, a.run_at, a.expires_at,
                    a.traceparent, a.tracestate,
                    least(a.expires_at, greatest(a.run_at, now()) + p.max_age) AS deadline
