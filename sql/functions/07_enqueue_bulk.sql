@@ -70,6 +70,7 @@ DECLARE
     -- What the lines hold, from one pass over them: their customers, whether any has a
     -- timestamp, how many lines there are and how many go one by one for their keys.
     names text[];
+    unknown text[];
     timed boolean;
     n_lines bigint;
     n_ordered bigint;
@@ -178,16 +179,37 @@ BEGIN
     -- customer of the file would be the guess without them); a small sample is enough.
     ANALYZE pgpace_bulk_row;
 
+    SELECT array_agg(g.customer), coalesce(bool_or(g.timed), false),
+           coalesce(bool_or(g.mixed), false), coalesce(sum(g.n), 0), coalesce(sum(g.n_ordered), 0),
+           coalesce(sum(g.n_keyed), 0)
+      INTO names, timed, mixed, n_lines, n_ordered, n_keyed
+      FROM (SELECT b.customer, bool_or(b.run_at IS NOT NULL OR b.expires_at IS NOT NULL) AS timed,
+                   bool_or(b.idempotency_key IS NOT NULL
+                           AND (b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL)) AS mixed,
+                   count(*) AS n,
+                   count(*) FILTER (WHERE b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL) AS n_ordered,
+                   count(*) FILTER (WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL
+                                      AND b.order_key IS NULL) AS n_keyed
+              FROM pgpace_bulk_row b GROUP BY b.customer) g;
+    -- The file's names that are no customer's, looked up once each rather than for every line
+    -- (the others are locked below, where one deleted in between is caught).
+    unknown := ARRAY(SELECT n FROM unnest(names) n
+                      WHERE n IS NOT NULL
+                        AND NOT EXISTS (SELECT 1 FROM pgpace.customer c
+                                         WHERE c.name = n AND c.parent_id IS NULL));
+    -- The lines set-wise below; the others go one by one at the end.
+    n_setwise := n_lines - n_ordered - CASE WHEN mixed THEN n_keyed ELSE 0 END;
+
+    -- An endpoint ('acme/crm', a row with a parent) is not enqueued to: its customer is.
     SELECT b.line_no, msg INTO bad FROM pgpace_bulk_row b
-      -- An endpoint ('acme/crm', a row with a parent) is not enqueued to: its customer is.
-      LEFT JOIN pgpace.customer c ON c.name = b.customer AND c.parent_id IS NULL
       CROSS JOIN LATERAL (SELECT CASE
           WHEN b.customer_type IS DISTINCT FROM 'string' THEN 'field customer: required, must be a string'
-          WHEN c.id IS NULL AND position('/' IN b.customer) > 0
+          WHEN b.customer = ANY (unknown) AND position('/' IN b.customer) > 0
             THEN format('field customer: unknown customer %s (enqueue to the customer, the part '
                         'before /: its endpoints'' subscriptions route the event)',
                         quote_literal(left(b.customer, 140)))
-          WHEN c.id IS NULL THEN format('field customer: unknown customer %s', quote_literal(left(b.customer, 140)))
+          WHEN b.customer = ANY (unknown)
+            THEN format('field customer: unknown customer %s', quote_literal(left(b.customer, 140)))
           WHEN b.payload IS NULL OR b.payload = 'null'::jsonb THEN 'field payload: required, must not be null'
           WHEN b.payload_size > size_limit
             THEN format('field payload: %s bytes, above the limit of %s bytes', b.payload_size, size_limit)
@@ -225,20 +247,6 @@ BEGIN
         RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    SELECT array_agg(g.customer), coalesce(bool_or(g.timed), false),
-           coalesce(bool_or(g.mixed), false), coalesce(sum(g.n), 0), coalesce(sum(g.n_ordered), 0),
-           coalesce(sum(g.n_keyed), 0)
-      INTO names, timed, mixed, n_lines, n_ordered, n_keyed
-      FROM (SELECT b.customer, bool_or(b.run_at IS NOT NULL OR b.expires_at IS NOT NULL) AS timed,
-                   bool_or(b.idempotency_key IS NOT NULL
-                           AND (b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL)) AS mixed,
-                   count(*) AS n,
-                   count(*) FILTER (WHERE b.supersede_key IS NOT NULL OR b.order_key IS NOT NULL) AS n_ordered,
-                   count(*) FILTER (WHERE b.idempotency_key IS NOT NULL AND b.supersede_key IS NULL
-                                      AND b.order_key IS NULL) AS n_keyed
-              FROM pgpace_bulk_row b GROUP BY b.customer) g;
-    -- The lines set-wise below; the others go one by one at the end.
-    n_setwise := n_lines - n_ordered - CASE WHEN mixed THEN n_keyed ELSE 0 END;
 
     -- Timestamps: cast them all; on failure name the first line that does not parse. Skipped
     -- when no line has one.
