@@ -92,14 +92,16 @@ BEGIN
     -- names an unknown field, is reported by the first check below, before any field is read.
     BEGIN
         CREATE TEMP TABLE pgpace_bulk_row ON COMMIT DROP AS
-            SELECT f.line_no, f.customer #>> '{}' AS customer, f.payload,
+            SELECT f.line_no, f.customer #>> '{}' AS customer,
+                   CASE WHEN jsonb_typeof(f.payload) <> 'null' THEN f.payload END AS payload,
                    f.carrier #>> '{}' AS carrier, f.kind #>> '{}' AS kind,
                    f.run_at #>> '{}' AS run_at, f.idempotency_key #>> '{}' AS idempotency_key,
                    f.priority #>> '{}' AS priority, f.expires_at #>> '{}' AS expires_at,
                    f.supersede_key #>> '{}' AS supersede_key, f.traceparent #>> '{}' AS traceparent,
                    f.tracestate #>> '{}' AS tracestate, f.order_key #>> '{}' AS order_key,
                    f.shape_error, jsonb_typeof(f.customer) AS customer_type,
-                   CASE WHEN f.payload IS NOT NULL THEN octet_length(f.payload::text) END AS payload_size,
+                   CASE WHEN jsonb_typeof(f.payload) <> 'null' THEN octet_length(f.payload::text) END
+                       AS payload_size,
                    CASE WHEN f.simple THEN
                           CASE WHEN jsonb_typeof(f.kind) NOT IN ('string', 'null') THEN 'kind' END
                         WHEN jsonb_typeof(f.carrier) NOT IN ('string', 'null') THEN 'carrier'
@@ -113,11 +115,11 @@ BEGIN
                         WHEN jsonb_typeof(f.tracestate) NOT IN ('string', 'null') THEN 'tracestate'
                         WHEN jsonb_typeof(f.order_key) NOT IN ('string', 'null') THEN 'order_key'
                    END AS mistyped
-              -- Each field looked up once, as JSON (its type and its text are read from that).
-              -- A line with no field but customer, payload and kind ("simple", most lines)
-              -- looks up only those three.
+              -- Each field looked up once, as JSON (its type and its text are read from that;
+              -- a null payload is NULL, as jsonb_to_record gave it). A line with no field but
+              -- customer, payload and kind ("simple", most lines) looks up only those three.
               FROM (SELECT d.line_no, d.simple, d.j -> 'customer' AS customer,
-                           nullif(d.j -> 'payload', 'null'::jsonb) AS payload, d.j -> 'kind' AS kind,
+                           d.j -> 'payload' AS payload, d.j -> 'kind' AS kind,
                            CASE WHEN NOT d.is_object THEN 'expected a JSON object'
                                 WHEN NOT d.simple AND (d.rest - allowed) <> '{}'::jsonb
                                   THEN format('unknown field %s (allowed: %s)',
@@ -354,17 +356,17 @@ BEGIN
         SELECT ins.id, ins.customer_id, ins.carrier, 0, 'expired'
           FROM ins
          WHERE ins.deadline <= now()
-    ), counted AS (
-        SELECT count(*) FILTER (WHERE ins.deadline IS NULL OR ins.deadline > now()) AS queued,
+    ), per_carrier AS (
+        -- What was queued and dead-lettered, per customer and carrier (a wake-up each).
+        SELECT ins.customer_id, coalesce(ins.carrier, '') AS carrier,
+               count(*) FILTER (WHERE ins.deadline IS NULL OR ins.deadline > now()) AS queued,
                count(*) FILTER (WHERE ins.deadline <= now()) AS dead
-          FROM ins
-    ), notified AS (
-        SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text || ' ' || x.carrier))
-          FROM (SELECT DISTINCT ins.customer_id, coalesce(ins.carrier, '') AS carrier FROM ins
-                 WHERE ins.deadline IS NULL OR ins.deadline > now()) x
+          FROM ins GROUP BY 1, 2
     )
-    SELECT counted.queued, counted.dead INTO inserted, expired
-      FROM counted, notified;
+    SELECT coalesce(sum(x.queued), 0), coalesce(sum(x.dead), 0) INTO inserted, expired
+      FROM per_carrier x
+     CROSS JOIN (SELECT count(pg_notify('pgpace_enqueue', x.customer_id::text || ' ' || x.carrier))
+                   FROM per_carrier x WHERE x.queued > 0) notified;
     events := 0;
     deliveries := 0;
     unmatched := 0;
