@@ -87,9 +87,10 @@ BEGIN
     SELECT s.value::bigint INTO size_limit FROM pgpace.setting s WHERE s.name = 'max_payload_bytes';
 
     -- One pass over the staged lines: parse each (once: each OFFSET 0 keeps an expression from
-    -- being copied into every reference to it), check its shape and extract its fields. Only when a
-    -- line does not parse, walk the lines to name the bad one. A line that is not an object, or
-    -- names an unknown field, is reported by the first check below, before any field is read.
+    -- being copied into every reference to it), check its shape and extract its fields. Only
+    -- when a line does not parse, walk the lines to name the bad one. A line that is not an
+    -- object, or names an unknown field, is reported by the first check below, before any of
+    -- its fields is.
     BEGIN
         CREATE TEMP TABLE pgpace_bulk_row ON COMMIT DROP AS
             SELECT f.line_no, f.customer #>> '{}' AS customer,
@@ -248,7 +249,6 @@ BEGIN
     IF FOUND THEN
         RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_parameter_value';
     END IF;
-
 
     -- Timestamps: cast them all; on failure name the first line that does not parse. Skipped
     -- when no line has one.
@@ -440,14 +440,14 @@ BEGIN
             SELECT d.event_id, count(*) AS n, count(*) FILTER (WHERE d.deadline <= now()) AS n_expired
               FROM dl d GROUP BY d.event_id
         ), ins_ev AS (
-            -- The event itself: the payload, once.
+            -- The event itself: the payload, once. Unsorted: its id was taken in ev, and the
+            -- join reads acc in that order anyway.
             INSERT INTO pgpace.item (id, customer_id, carrier, kind, payload, idempotency_key,
                                      priority, run_at, expires_at, traceparent, tracestate, fanout)
             SELECT a.id, a.customer_id, a.carrier, a.kind, a.payload, a.idempotency_key,
                    a.priority, a.run_at, a.expires_at, a.traceparent, a.tracestate,
                    coalesce(p.n, 0)
               FROM acc a LEFT JOIN per_event p ON p.event_id = a.id
-             ORDER BY a.line_no
         ), notified AS (
             SELECT count(pg_notify('pgpace_enqueue', x.endpoint_id::text || ' ' || x.carrier))
               FROM (SELECT DISTINCT d.endpoint_id, coalesce(d.carrier, '') AS carrier FROM dl d
