@@ -89,8 +89,8 @@ BEGIN
     -- One pass over the staged lines: parse each (once: each OFFSET 0 keeps an expression from
     -- being copied into every reference to it), check its shape and extract its fields. Only
     -- when a line does not parse, walk the lines to name the bad one. A line that is not an
-    -- object, or names an unknown field, is reported by the first check below, before any of
-    -- its fields is.
+    -- object, or names an unknown field, is reported before any line's bad field (the checks
+    -- below).
     BEGIN
         CREATE TEMP TABLE pgpace_bulk_row ON COMMIT DROP AS
             SELECT f.line_no, f.customer #>> '{}' AS customer,
@@ -138,16 +138,14 @@ BEGIN
                            CASE WHEN NOT d.simple THEN d.j -> 'order_key' END AS order_key
                       FROM (SELECT p.line_no, p.j, p.is_object, p.rest,
                                    coalesce(p.rest = '{}'::jsonb, false) AS simple
-                              FROM (SELECT p.line_no, p.j, p.is_object,
-                                           CASE WHEN p.is_object
+                              FROM (SELECT p.line_no, p.j, jsonb_typeof(p.j) = 'object' AS is_object,
+                                           CASE WHEN jsonb_typeof(p.j) = 'object'
                                                 THEN p.j - '{customer,payload,kind}'::text[] END AS rest
-                                      FROM (SELECT p.line_no, p.j, jsonb_typeof(p.j) = 'object' AS is_object
-                                              -- A line that starts with { is not blank: the
-                                              -- pattern is matched only for the others.
-                                              FROM (SELECT b.line_no, b.doc::jsonb AS j
-                                                      FROM pg_temp.pgpace_bulk b
-                                                     WHERE b.doc LIKE '{%' OR b.doc !~ '^\s*$'
-                                                    OFFSET 0) p
+                                      -- A line that starts with { is not blank: the pattern is
+                                      -- matched only for the others.
+                                      FROM (SELECT b.line_no, b.doc::jsonb AS j
+                                              FROM pg_temp.pgpace_bulk b
+                                             WHERE b.doc LIKE '{%' OR b.doc !~ '^\s*$'
                                             OFFSET 0) p
                                     OFFSET 0) p
                             OFFSET 0) d
@@ -172,12 +170,6 @@ BEGIN
         RAISE;
     END;
 
-    SELECT b.line_no, b.shape_error AS msg INTO bad FROM pgpace_bulk_row b
-     WHERE b.shape_error IS NOT NULL
-     ORDER BY b.line_no LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     -- Row counts and customers for the planner (a nested loop over every line for every
     -- customer of the file would be the guess without them); a small sample is enough.
     ANALYZE pgpace_bulk_row;
@@ -203,9 +195,12 @@ BEGIN
     -- The lines set-wise below; the others go one by one at the end.
     n_setwise := n_lines - n_ordered - CASE WHEN mixed THEN n_keyed ELSE 0 END;
 
-    -- An endpoint ('acme/crm', a row with a parent) is not enqueued to: its customer is.
+    -- The first line that is not an object or names an unknown field, else the first line with
+    -- a bad field. An endpoint ('acme/crm', a row with a parent) is not enqueued to: its
+    -- customer is.
     SELECT b.line_no, msg INTO bad FROM pgpace_bulk_row b
       CROSS JOIN LATERAL (SELECT CASE
+          WHEN b.shape_error IS NOT NULL THEN b.shape_error
           WHEN b.customer_type IS DISTINCT FROM 'string' THEN 'field customer: required, must be a string'
           WHEN b.customer = ANY (unknown) AND position('/' IN b.customer) > 0
             THEN format('field customer: unknown customer %s (enqueue to the customer, the part '
@@ -245,7 +240,7 @@ BEGIN
             THEN 'field priority: must be an integer between -32767 and 32767'
           END AS msg) m
      WHERE m.msg IS NOT NULL
-     ORDER BY b.line_no LIMIT 1;
+     ORDER BY b.shape_error IS NULL, b.line_no LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'line %: %', bad.line_no, bad.msg USING ERRCODE = 'invalid_parameter_value';
     END IF;
