@@ -208,7 +208,9 @@ BEGIN
                         quote_literal(left(b.customer, 140)))
           WHEN b.customer = ANY (unknown)
             THEN format('field customer: unknown customer %s', quote_literal(left(b.customer, 140)))
-          WHEN b.payload IS NULL OR b.payload = 'null'::jsonb THEN 'field payload: required, must not be null'
+          -- A null payload is NULL here (the staging pass): no comparison with 'null'::jsonb,
+          -- which copied and compared every payload.
+          WHEN b.payload IS NULL THEN 'field payload: required, must not be null'
           WHEN b.payload_size > size_limit
             THEN format('field payload: %s bytes, above the limit of %s bytes', b.payload_size, size_limit)
           -- As pgpace.enqueue_item checks it (sql/functions/05_enqueue.sql).
