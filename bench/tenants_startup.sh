@@ -123,11 +123,12 @@ for r in $(seq 1 "$runs"); do
         vals[$i,bytes]+=" $bpc" vals[$i,load]+=" $load0 $load1"
     done
 done
-med() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { printf "%s (%s-%s)", a[int((NR + 1) / 2)], a[1], a[NR] }'; }
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh" # summary: "median (min-max)"
 echo "| at $customers customers | before | after |"
 echo "|---|---|---|"
 for m in loaded:"customers_loaded, s" leader:"leader CPU to then, s" backend:"its backend's CPU, s" bytes:"bytes per idle customer"; do
-    echo "| ${m#*:} | $(med <<<"${vals[0,${m%%:*}]}") | $(med <<<"${vals[1,${m%%:*}]}") |"
+    echo "| ${m#*:} | $(summary ${vals[0,${m%%:*}]}) | $(summary ${vals[1,${m%%:*}]}) |"
 done
 echo "| load average during the runs | $(tr ' ' '\n' <<<"${vals[0,load]}" | grep . | sort -g | sed -n '1p;$p' | paste -sd-) | $(tr ' ' '\n' <<<"${vals[1,load]}" | grep . | sort -g | sed -n '1p;$p' | paste -sd-) |"
 for db in bench_startup bench_startup0; do q postgres "DROP DATABASE $db WITH (FORCE)"; done

@@ -1077,23 +1077,21 @@ static int set_url(http_req *r, const char *url)
      * parses each transfer's URL on its own. */
     if (curl_url_set(r->uh, CURLUPART_URL, NULL, 0) != CURLUE_OK ||
         curl_url_set(r->uh, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
-            CURLUE_OK) {
-        SETOPT(CURLOPT_CURLU, (CURLU *)NULL);
-        SETOPT(CURLOPT_URL, url);
-        return 0;
-    }
+            CURLUE_OK)
+        goto as_string;
     if (len + 1 > r->uh_cap) {
         char *grown = realloc(r->uh_url, len + 1);
-        if (!grown) {
-            SETOPT(CURLOPT_CURLU, (CURLU *)NULL);
-            SETOPT(CURLOPT_URL, url);
-            return 0;
-        }
+        if (!grown)
+            goto as_string;
         r->uh_url = grown;
         r->uh_cap = len + 1;
     }
     SETOPT(CURLOPT_CURLU, r->uh);
     memcpy(r->uh_url, url, len + 1);
+    return 0;
+as_string:
+    SETOPT(CURLOPT_CURLU, (CURLU *)NULL);
+    SETOPT(CURLOPT_URL, url);
     return 0;
 fail:
     return -EINVAL;

@@ -622,16 +622,6 @@ static size_t tenant_groups(round_build *b)
     return shared ? n_groups : 0;
 }
 
-/* Whether one of the customer's due pairs has nothing out (claimed, in a window or on the
- * wire). */
-static bool has_fresh_pair(const customer *c, int64_t now)
-{
-    for (size_t i = 0; i < c->n_pairs; i++)
-        if (c->pairs[i].next_us <= now && c->pairs[i].in_flight == 0)
-            return true;
-    return false;
-}
-
 /* A work-queue customer left out because its host's window is full still gets one item when one
  * of its due pairs has nothing out: a carrier's (or a new customer's) first item would otherwise
  * wait until the window has drained to half, behind what another carrier was claimed (a
@@ -651,7 +641,8 @@ static void fresh_pairs(dispatcher *d, round_build *b, int64_t now)
         /* Not while a round of the customer is out: its pairs' counts are not known yet (the
          * one that got the previous such item would look fresh again). */
         customer *c = b->cand[k].c;
-        if (c->rounds_in > 0 || granted >= window_fresh_room(&d->cfg, h) || !has_fresh_pair(c, now))
+        if (c->rounds_in > 0 || granted >= window_fresh_room(&d->cfg, h) ||
+            !customer_has_fresh_pair(c, now))
             continue;
         cl->grant = 1;
         b->pools[pool].ahead--; /* held by the round like the rest of its window room */

@@ -1121,6 +1121,9 @@ void pairs_clear_all(dispatcher *d);
 const char *mode_name(customer_mode m);
 pair *pair_find(customer *c, const char *carrier);
 void pair_note(customer *c, const char *carrier, int64_t next_us);
+/* Whether one of the customer's pairs is due by `now` with nothing out (claimed, in a window
+ * or on the wire): its first item may be claimed past a full window (claim.c). */
+bool customer_has_fresh_pair(const customer *c, int64_t now);
 void pair_drop(customer *c, const char *carrier);
 /* A delivery of the pair started (+1) or ended (-1). */
 void pair_in_flight_add(customer *c, const char *carrier, int delta);

@@ -830,6 +830,14 @@ pair *pair_find(customer *c, const char *carrier)
 }
 
 /* Records that (c, carrier) may have due work from next_us on (keeps the earlier time). */
+bool customer_has_fresh_pair(const customer *c, int64_t now)
+{
+    for (size_t i = 0; i < c->n_pairs; i++)
+        if (c->pairs[i].next_us <= now && c->pairs[i].in_flight == 0)
+            return true;
+    return false;
+}
+
 void pair_note(customer *c, const char *carrier, int64_t next_us)
 {
     pair *p = pair_find(c, carrier);

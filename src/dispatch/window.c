@@ -236,19 +236,13 @@ void window_unlink(dispatcher *d, delivery *dl)
 {
     host_state *h = dl->host;
     window_queue *q = queue_of(h, dl->customer_id);
+    window_lane *l = q ? lane_of(q, dl) : NULL; /* found while dl is still in it */
     pgp_list_remove(&dl->qlink);
     pgp_list_remove(&dl->wlink);
-    if (q) {
-        /* Its lane: the one whose items share its carrier, or the one it emptied. */
-        window_lane *l = NULL;
-        for (size_t i = 0; i < q->n_lanes && !l; i++)
-            if (pgp_list_empty(&q->lanes[i].items) || same_carrier(lane_head(&q->lanes[i]), dl))
-                l = &q->lanes[i];
-        if (l && --l->n == 0)
-            lane_drop(q, l);
-        if (--q->n == 0)
-            queue_drop(h, q);
-    }
+    if (l && --l->n == 0)
+        lane_drop(q, l);
+    if (q && --q->n == 0)
+        queue_drop(h, q);
     h->windowed--;
     d->windowed--;
 }
